@@ -1,0 +1,661 @@
+//! The ledger: stream orders and the decisions made from them.
+
+use crate::counters::{CounterSnapshot, Counters, Reason};
+use crate::event::{EventCoverage, RecordTicket, WaitTicket};
+use crate::primitive::{lock, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex};
+use crate::set::{StreamSet, MAX_STREAMS};
+use crate::stamp::{Access, Use, Uses};
+use crate::{Generation, StreamEpoch, StreamId, Task, TaskId};
+use crossbeam_utils::CachePadded;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+
+/// What the ledger knows of one stream (DESIGN §3 "stream order").
+#[derive(Debug)]
+struct StreamOrder {
+    /// The epoch new work is stamped with; starts at 1.
+    epoch: AtomicU64,
+    /// The highest epoch whose close counted (R2); 0: none.
+    closed_counted: AtomicU64,
+    /// Every epoch <= this is known finished.
+    completed: AtomicU64,
+    /// The owner's id (0: none); the fast path of [`Ledger::bind`].
+    owner_id: AtomicU64,
+    /// The owner, to tell a finished one from a live one.
+    owner: Mutex<Option<Task>>,
+    /// Sticky: used by two live tasks; no close counts again until recycled.
+    shared: AtomicBool,
+    /// Being captured into a graph (R12).
+    capturing: AtomicBool,
+    /// Bumped on recycling (R13).
+    generation: AtomicU32,
+    /// `waited[t]`: the highest epoch of stream `t` this stream is ordered
+    /// after (R8, X1). Written by the owner only.
+    waited: Box<[AtomicU64]>,
+    counters: Counters,
+}
+
+impl StreamOrder {
+    fn new(capacity: usize) -> Self {
+        StreamOrder {
+            epoch: AtomicU64::new(1),
+            closed_counted: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            owner_id: AtomicU64::new(0),
+            owner: Mutex::new(None),
+            shared: AtomicBool::new(false),
+            capturing: AtomicBool::new(false),
+            generation: AtomicU32::new(0),
+            waited: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            counters: Counters::default(),
+        }
+    }
+}
+
+/// How a task stands to a stream it submits to (R3).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Binding {
+    /// The task already owned the stream.
+    Owned,
+    /// The stream had no live owner; the task now owns it.
+    TookOver,
+    /// Another live task owns the stream (or it was shared before): it is
+    /// shared for good and none of its closings count again.
+    Shared,
+}
+
+/// An epoch closed by a record or a synchronize (R2).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Closed {
+    /// The stream.
+    pub stream: StreamId,
+    /// The epoch closed (the stamp of the work before the close).
+    pub epoch: StreamEpoch,
+    /// Whether the close counts: the closer owns the stream, the stream is
+    /// not shared, and not capturing. Facts come only from counted closes.
+    pub counted: bool,
+}
+
+/// What a hand-off must do before a buffer is used on a new stream (R9).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Decision {
+    /// No wait is needed; the reason that covered the (last examined) use.
+    NoWait(Reason),
+    /// The new stream must wait on the device for everything each of these
+    /// streams has queued (a pooled event recorded on each, now).
+    DeviceWait(StreamSet),
+    /// The host must synchronize each of these streams (a device wait is
+    /// impossible: the new stream is capturing, or the caller said so).
+    HostSync(StreamSet),
+}
+
+impl Decision {
+    /// The streams to wait for, if any.
+    pub fn waits(&self) -> StreamSet {
+        match *self {
+            Decision::NoWait(_) => StreamSet::new(),
+            Decision::DeviceWait(s) | Decision::HostSync(s) => s,
+        }
+    }
+}
+
+/// Why a ledger call was refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LedgerError {
+    /// Every stream slot of the ledger is taken.
+    TooManyStreams {
+        /// The ledger's capacity.
+        capacity: usize,
+    },
+    /// A capturing stream cannot be synchronized (R5).
+    SyncWhileCapturing(StreamId),
+}
+
+impl std::fmt::Display for LedgerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LedgerError::TooManyStreams { capacity } => write!(
+                f,
+                "the ledger tracks at most {capacity} streams; reuse streams through the pool"
+            ),
+            LedgerError::SyncWhileCapturing(s) => write!(
+                f,
+                "stream {s:?} is being captured into a graph and cannot be synchronized; end the capture first"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LedgerError {}
+
+/// The epoch ledger of one device: stream orders, task ownership and the
+/// decisions made from them. Shared by every thread using the device.
+///
+/// The ledger decides, the runtime acts: no method blocks or calls a driver,
+/// and calls that bracket a driver call come in `begin_*`/`finish_*` pairs
+/// so that no lock is held across it (R14).
+#[derive(Debug)]
+pub struct Ledger {
+    streams: Box<[CachePadded<StreamOrder>]>,
+    len: AtomicUsize,
+    next_task: AtomicU64,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger::new(64)
+    }
+}
+
+impl Ledger {
+    /// A ledger for at most `capacity` streams (at most [`MAX_STREAMS`]).
+    ///
+    /// # Panics
+    ///
+    /// If `capacity` is 0 or more than [`MAX_STREAMS`].
+    pub fn new(capacity: usize) -> Self {
+        assert!(
+            (1..=MAX_STREAMS).contains(&capacity),
+            "ledger capacity must be 1..={MAX_STREAMS}, got {capacity}"
+        );
+        Ledger {
+            streams: (0..capacity)
+                .map(|_| CachePadded::new(StreamOrder::new(capacity)))
+                .collect(),
+            len: AtomicUsize::new(0),
+            next_task: AtomicU64::new(1),
+        }
+    }
+
+    /// How many streams the ledger can track.
+    pub fn capacity(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// How many streams it tracks now.
+    pub fn stream_count(&self) -> usize {
+        self.len.load(Acquire).min(self.capacity())
+    }
+
+    /// Starts tracking a new stream.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::TooManyStreams`] once every slot is taken.
+    pub fn add_stream(&self) -> Result<StreamId, LedgerError> {
+        let i = self.len.fetch_add(1, AcqRel);
+        if i >= self.capacity() {
+            self.len.fetch_sub(1, AcqRel);
+            return Err(LedgerError::TooManyStreams {
+                capacity: self.capacity(),
+            });
+        }
+        Ok(StreamId(i as u16))
+    }
+
+    #[inline]
+    fn order(&self, s: StreamId) -> &StreamOrder {
+        &self.streams[s.index()]
+    }
+
+    // ----- tasks -------------------------------------------------------
+
+    /// A new live task.
+    pub fn begin_task(&self) -> Task {
+        Task::new(TaskId(self.next_task.fetch_add(1, Relaxed)))
+    }
+
+    /// Marks `task` finished: streams it owns may be taken over (R3, R13).
+    pub fn finish_task(&self, task: &Task) {
+        task.finish();
+    }
+
+    /// R3: `task` is about to submit to `s`.
+    #[inline]
+    pub fn bind(&self, task: &Task, s: StreamId) -> Binding {
+        let o = self.order(s);
+        if o.owner_id.load(Acquire) == task.id().0 && !o.shared.load(Relaxed) {
+            return Binding::Owned;
+        }
+        self.bind_slow(task, o)
+    }
+
+    #[cold]
+    fn bind_slow(&self, task: &Task, o: &StreamOrder) -> Binding {
+        let mut owner = lock(&o.owner);
+        if o.shared.load(SeqCst) {
+            return Binding::Shared;
+        }
+        match owner.as_ref() {
+            Some(t) if t.id() == task.id() => Binding::Owned,
+            Some(t) if t.is_live() => {
+                // Before this task stamps anything with the stream's epoch, so
+                // that a close racing with its operation sees `shared` (R1, R2).
+                o.shared.store(true, SeqCst);
+                Binding::Shared
+            }
+            _ => {
+                *owner = Some(task.clone());
+                o.owner_id.store(task.id().0, SeqCst);
+                Binding::TookOver
+            }
+        }
+    }
+
+    /// The owner of `s`, if any (it may have finished).
+    pub fn owner(&self, s: StreamId) -> Option<TaskId> {
+        match self.order(s).owner_id.load(Acquire) {
+            0 => None,
+            id => Some(TaskId(id)),
+        }
+    }
+
+    /// Whether `s` is shared (R3).
+    pub fn is_shared(&self, s: StreamId) -> bool {
+        self.order(s).shared.load(Acquire)
+    }
+
+    /// R13: `s` is idle and no live task will submit to it again; it goes
+    /// back to the pool. Its generation moves on (so every stamp on it is
+    /// covered), it loses its owner and its sharing.
+    ///
+    /// The caller guarantees the precondition: the stream is idle (a query
+    /// said done) and its tasks finished.
+    pub fn recycle(&self, s: StreamId) -> Generation {
+        let o = self.order(s);
+        let mut owner = lock(&o.owner);
+        *owner = None;
+        o.owner_id.store(0, SeqCst);
+        o.shared.store(false, SeqCst);
+        Generation(o.generation.fetch_add(1, AcqRel).wrapping_add(1))
+    }
+
+    /// The generation of `s`.
+    pub fn generation(&self, s: StreamId) -> Generation {
+        Generation(self.order(s).generation.load(Acquire))
+    }
+
+    /// The epoch new work on `s` is stamped with.
+    #[inline]
+    pub fn epoch(&self, s: StreamId) -> StreamEpoch {
+        StreamEpoch(self.order(s).epoch.load(SeqCst))
+    }
+
+    /// Every epoch of `s` up to this is known finished.
+    pub fn completed(&self, s: StreamId) -> StreamEpoch {
+        StreamEpoch(self.order(s).completed.load(Acquire))
+    }
+
+    /// The highest epoch of `of` that `s` is known to be ordered after.
+    pub fn waited(&self, s: StreamId, of: StreamId) -> StreamEpoch {
+        StreamEpoch(self.order(s).waited[of.index()].load(Acquire))
+    }
+
+    // ----- capture (R12) -------------------------------------------------
+
+    /// Marks `s` capturing (or not). While capturing, stamps are not taken,
+    /// closes count nothing and waits give no fact.
+    pub fn set_capturing(&self, s: StreamId, capturing: bool) {
+        self.order(s).capturing.store(capturing, SeqCst);
+    }
+
+    /// Whether `s` is capturing.
+    #[inline]
+    pub fn is_capturing(&self, s: StreamId) -> bool {
+        self.order(s).capturing.load(Acquire)
+    }
+
+    // ----- stamping (R1, R10) -------------------------------------------
+
+    #[inline]
+    fn current_use(&self, s: StreamId) -> Use {
+        let o = self.order(s);
+        Use {
+            stream: s,
+            epoch: StreamEpoch(o.epoch.load(SeqCst)),
+            generation: Generation(o.generation.load(Relaxed)),
+        }
+    }
+
+    /// R1: stamps a write on `s`. Call when the operation takes the pointer
+    /// and again once it is submitted. Returns `false` (and stamps nothing)
+    /// while `s` is capturing: the graph launch stamps instead (R12).
+    #[inline]
+    pub fn stamp_write(&self, uses: &mut Uses, s: StreamId) -> bool {
+        if self.is_capturing(s) {
+            return false;
+        }
+        uses.writer = Some(self.current_use(s));
+        uses.readers.clear();
+        uses.escaped = false;
+        true
+    }
+
+    /// R1, X2: stamps a read on `s` (one reader entry per stream).
+    #[inline]
+    pub fn stamp_read(&self, uses: &mut Uses, s: StreamId) -> bool {
+        if self.is_capturing(s) {
+            return false;
+        }
+        let u = self.current_use(s);
+        uses.escaped = false;
+        match uses.readers.iter_mut().find(|r| r.stream == s) {
+            Some(r) => *r = u,
+            None => uses.readers.push(u),
+        }
+        true
+    }
+
+    /// Stamps `access` on `s`.
+    #[inline]
+    pub fn stamp(&self, uses: &mut Uses, s: StreamId, access: Access) -> bool {
+        match access {
+            Access::Read => self.stamp_read(uses, s),
+            Access::Write => self.stamp_write(uses, s),
+        }
+    }
+
+    /// R10: a raw pointer leaves the runtime on `s`: stamped once, as a
+    /// write, and marked escaped.
+    pub fn escape(&self, uses: &mut Uses, s: StreamId) {
+        uses.writer = Some(self.current_use(s));
+        uses.readers.clear();
+        uses.escaped = true;
+    }
+
+    // ----- the hand-off (R9, X2) ------------------------------------------
+
+    /// Whether use `u` is ordered before new work on `s2`, and why.
+    #[inline]
+    fn covered(&self, u: &Use, s2: StreamId) -> Option<Reason> {
+        if u.stream == s2 {
+            return Some(Reason::SameStream);
+        }
+        let o = self.order(u.stream);
+        if o.generation.load(Acquire) != u.generation.0 {
+            return Some(Reason::Recycled);
+        }
+        if o.completed.load(Acquire) >= u.epoch.0 {
+            return Some(Reason::Completed);
+        }
+        if self.order(s2).waited[u.stream.index()].load(Acquire) >= u.epoch.0 {
+            return Some(Reason::Ordered);
+        }
+        None
+    }
+
+    /// R9: what must happen before a buffer with `uses` is used on `s2` for
+    /// `access`. A read waits for the last writer; a write for the last
+    /// writer and every reader since (X2); each unless covered. An escaped
+    /// buffer (R10) moving to another stream waits for everything its stream
+    /// queued, whatever the facts.
+    ///
+    /// `device_wait_possible` is false where the runtime cannot make `s2`
+    /// wait on the device (another context); a capturing `s2` forces a host
+    /// synchronize too. Counts every outcome (see [`Ledger::counters`]).
+    #[inline]
+    pub fn hand_off(
+        &self,
+        uses: &Uses,
+        s2: StreamId,
+        access: Access,
+        device_wait_possible: bool,
+    ) -> Decision {
+        let counters = &self.order(s2).counters;
+        let mut waits = StreamSet::new();
+        let mut reason = Reason::Clean;
+        let mut check = |u: &Use, escaped: bool| {
+            if escaped && u.stream != s2 {
+                waits.insert(u.stream);
+                return;
+            }
+            match self.covered(u, s2) {
+                Some(r) => {
+                    counters.avoided(r);
+                    reason = r;
+                }
+                None => {
+                    waits.insert(u.stream);
+                }
+            }
+        };
+        if access == Access::Read
+            && !uses.escaped
+            && uses.readers.iter().any(|r| r.stream == s2)
+        {
+            // `s2` already read since the last write: it was ordered after
+            // the writer then, and stream order keeps it so.
+            counters.avoided(Reason::SameStream);
+            return Decision::NoWait(Reason::SameStream);
+        }
+        if let Some(w) = &uses.writer {
+            check(w, uses.escaped);
+        }
+        if access == Access::Write {
+            for r in &uses.readers {
+                check(r, false);
+            }
+        }
+        if waits.is_empty() {
+            if !uses.is_dirty() {
+                counters.avoided(Reason::Clean);
+            }
+            return Decision::NoWait(reason);
+        }
+        if device_wait_possible && !self.is_capturing(s2) {
+            for _ in waits.iter() {
+                counters.device_wait();
+            }
+            Decision::DeviceWait(waits)
+        } else {
+            for _ in waits.iter() {
+                counters.host_sync();
+            }
+            Decision::HostSync(waits)
+        }
+    }
+
+    /// The highest epoch of `s` whose close counted: everything stamped with
+    /// it or earlier was submitted before the close. Read it *before* a
+    /// hand-off's driver record on `s`; after the device wait, give it to
+    /// [`Ledger::mark_ordered`].
+    #[inline]
+    pub fn closed_counted(&self, s: StreamId) -> StreamEpoch {
+        StreamEpoch(self.order(s).closed_counted.load(SeqCst))
+    }
+
+    /// The Ordered fact from a device wait on `s2` for everything `s` had
+    /// queued: `waited[s2][s] >= epoch`, if `task` owns `s2`, which is not
+    /// shared or capturing. Returns whether the fact was kept.
+    #[inline]
+    pub fn mark_ordered(&self, task: &Task, s2: StreamId, s: StreamId, epoch: StreamEpoch) -> bool {
+        if !self.may_learn(task, s2) || s == s2 {
+            return false;
+        }
+        self.order(s2).waited[s.index()].fetch_max(epoch.0, AcqRel);
+        true
+    }
+
+    /// The Completed fact: every epoch of `s` up to `epoch` finished.
+    #[inline]
+    pub fn mark_completed(&self, s: StreamId, epoch: StreamEpoch) {
+        self.order(s).completed.fetch_max(epoch.0, AcqRel);
+    }
+
+    #[inline]
+    fn may_learn(&self, task: &Task, s: StreamId) -> bool {
+        let o = self.order(s);
+        o.owner_id.load(SeqCst) == task.id().0
+            && !o.shared.load(SeqCst)
+            && !o.capturing.load(SeqCst)
+    }
+
+    // ----- closing, records, waits, syncs (R2, R4-R8) -----------------------
+
+    /// R2: closes `s`'s epoch for `task` (epoch += 1) before it submits a
+    /// record or a synchronize. On a capturing stream nothing closes.
+    #[inline]
+    pub fn close(&self, task: &Task, s: StreamId) -> Closed {
+        let o = self.order(s);
+        if o.capturing.load(SeqCst) {
+            return Closed {
+                stream: s,
+                epoch: StreamEpoch(o.epoch.load(SeqCst) - 1),
+                counted: false,
+            };
+        }
+        let e = o.epoch.fetch_add(1, SeqCst);
+        // After the increment: a task that made `s` shared did so before it
+        // read the epoch for its stamp, so either it read `e + 1` or we see
+        // `shared` here.
+        let counted = o.owner_id.load(SeqCst) == task.id().0 && !o.shared.load(SeqCst);
+        if counted {
+            o.closed_counted.fetch_max(e, AcqRel);
+        }
+        Closed {
+            stream: s,
+            epoch: StreamEpoch(e),
+            counted,
+        }
+    }
+
+    /// R4, first half: `task` records `event` on `s`. Bumps the event's record
+    /// count (so waits in flight on it give no fact), then closes `s`. Submit
+    /// the driver record, then call [`Ledger::finish_record`].
+    pub fn begin_record(&self, task: &Task, event: &EventCoverage, s: StreamId) -> RecordTicket {
+        let records = {
+            let mut st = event.lock();
+            st.records += 1;
+            st.source = None;
+            st.waited.clear();
+            st.records
+        };
+        RecordTicket {
+            closed: self.close(task, s),
+            records,
+        }
+    }
+
+    /// R4, X1, second half: the driver record was submitted. The event covers
+    /// the closed epoch and the stream's ordered table, if the close counted
+    /// and the event was not recorded again since.
+    pub fn finish_record(&self, event: &EventCoverage, ticket: RecordTicket) {
+        let closed = ticket.closed;
+        if !closed.counted {
+            return;
+        }
+        let waited = &self.order(closed.stream).waited;
+        let n = self.stream_count();
+        let mut st = event.lock();
+        if st.records != ticket.records {
+            return;
+        }
+        st.source = Some((closed.stream, closed.epoch));
+        st.waited.clear();
+        for (i, w) in waited[..n].iter().enumerate() {
+            let w = w.load(Acquire);
+            if w != 0 {
+                st.waited.push((StreamId(i as u16), w));
+            }
+        }
+    }
+
+    /// R6, R7, R8, first half: read what `event` covers before a driver wait,
+    /// synchronize or query, without holding its lock across the call.
+    pub fn begin_wait(&self, event: &EventCoverage) -> WaitTicket {
+        let st = event.lock();
+        WaitTicket {
+            source: st.source,
+            records: st.records,
+        }
+    }
+
+    /// R6, R7, X1: the host saw `event` complete (synchronize returned, or a
+    /// query said done). If it was not re-recorded since `ticket`, its source
+    /// and ordered table become Completed facts. Returns whether they did.
+    pub fn finish_event_complete(&self, event: &EventCoverage, ticket: WaitTicket) -> bool {
+        let Some((s, e)) = ticket.source else {
+            return false;
+        };
+        let st = event.lock();
+        if st.records != ticket.records {
+            return false;
+        }
+        self.mark_completed(s, e);
+        for &(t, w) in &st.waited {
+            self.mark_completed(t, StreamEpoch(w));
+        }
+        true
+    }
+
+    /// R8, X1: `task`'s stream `s2` waited on `event` on the device. If `task`
+    /// owns `s2` (unshared, not capturing) and the event was not re-recorded
+    /// since `ticket`, `s2` is ordered after the source and after the source
+    /// stream's ordered table. Returns whether the fact was kept.
+    pub fn finish_stream_wait(
+        &self,
+        task: &Task,
+        event: &EventCoverage,
+        ticket: WaitTicket,
+        s2: StreamId,
+    ) -> bool {
+        let Some((s, e)) = ticket.source else {
+            return false;
+        };
+        if !self.may_learn(task, s2) {
+            return false;
+        }
+        let st = event.lock();
+        if st.records != ticket.records {
+            return false;
+        }
+        let table = &self.order(s2).waited;
+        if s != s2 {
+            table[s.index()].fetch_max(e.0, AcqRel);
+        }
+        for &(t, w) in &st.waited {
+            if t != s2 {
+                table[t.index()].fetch_max(w, AcqRel);
+            }
+        }
+        true
+    }
+
+    /// R5, first half: `task` synchronizes `s`: closes its epoch.
+    ///
+    /// # Errors
+    ///
+    /// [`LedgerError::SyncWhileCapturing`] if `s` is capturing.
+    pub fn begin_stream_sync(&self, task: &Task, s: StreamId) -> Result<Closed, LedgerError> {
+        if self.is_capturing(s) {
+            return Err(LedgerError::SyncWhileCapturing(s));
+        }
+        Ok(self.close(task, s))
+    }
+
+    /// R5, X1, second half: the synchronize returned. If the close counted,
+    /// the closed epoch and everything `s` was ordered after are completed.
+    pub fn finish_stream_sync(&self, closed: Closed) {
+        if !closed.counted {
+            return;
+        }
+        self.mark_completed(closed.stream, closed.epoch);
+        let n = self.stream_count();
+        for (i, w) in self.order(closed.stream).waited[..n].iter().enumerate() {
+            let w = w.load(Acquire);
+            if w != 0 {
+                self.mark_completed(StreamId(i as u16), StreamEpoch(w));
+            }
+        }
+    }
+
+    // ----- counters -------------------------------------------------------
+
+    /// The decision counters, summed over streams.
+    pub fn counters(&self) -> CounterSnapshot {
+        let mut snap = CounterSnapshot::default();
+        for o in &self.streams[..self.stream_count()] {
+            o.counters.add_to(&mut snap);
+        }
+        snap
+    }
+}
