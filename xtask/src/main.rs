@@ -1,1 +1,97 @@
-fn main() {}
+//! Project tasks, run as `cargo xtask <command> [args]`.
+//!
+//! Each command lives in its own module and is one row of [`COMMANDS`]; add a
+//! module and a row to add a command. Exit status: 0 on success, 1 when a
+//! command fails, 2 for a usage error (unknown command or argument).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+mod ptx;
+
+/// One subcommand: its name, a one-line summary, its arguments for the usage
+/// text, and the function that runs it with the arguments after its name.
+struct Command {
+    name: &'static str,
+    args: &'static str,
+    about: &'static str,
+    run: fn(&[String]) -> Result<(), Error>,
+}
+
+const COMMANDS: &[Command] = &[Command {
+    name: "ptx",
+    args: "[--check]",
+    about: "regenerate crates/gpu-kernels/ptx/*.ptx with the pinned NVRTC \
+            (--check: fail if the committed PTX differs)",
+    run: ptx::run,
+}];
+
+/// Why a command did not succeed.
+#[derive(Debug)]
+enum Error {
+    /// Bad command line: print usage, exit 2.
+    Usage(String),
+    /// The command ran and failed: exit 1.
+    Failed(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage(msg) | Error::Failed(msg) => f.write_str(msg),
+        }
+    }
+}
+
+/// Shorthand for a failure with a message.
+fn fail(msg: impl Into<String>) -> Error {
+    Error::Failed(msg.into())
+}
+
+/// The workspace root (the parent of this crate's folder).
+fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or(manifest_dir)
+}
+
+fn usage() -> String {
+    let mut text = String::from("usage: cargo xtask <command> [args]\n\ncommands:\n");
+    for c in COMMANDS {
+        text.push_str(&format!("  {} {}\n      {}\n", c.name, c.args, c.about));
+    }
+    text.push_str("  help\n      print this text\n");
+    text
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(name) = args.first() else {
+        eprint!("{}", usage());
+        return ExitCode::from(2);
+    };
+    if matches!(name.as_str(), "help" | "-h" | "--help") {
+        print!("{}", usage());
+        return ExitCode::SUCCESS;
+    }
+    let Some(command) = COMMANDS.iter().find(|c| c.name == name) else {
+        eprintln!("xtask: unknown command `{name}`\n");
+        eprint!("{}", usage());
+        return ExitCode::from(2);
+    };
+    match (command.run)(&args[1..]) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Error::Usage(msg)) => {
+            eprintln!("xtask {}: {msg}\n", command.name);
+            eprint!("{}", usage());
+            ExitCode::from(2)
+        }
+        Err(Error::Failed(msg)) => {
+            eprintln!("xtask {}: {msg}", command.name);
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,119 @@
-//! placeholder
+//! CUDA kernels of the project, as PTX text, with plain-Rust references.
+//!
+//! - [`KERNELS_PTX`] is the PTX of `src/cuda/kernels.cu`: compiled by the
+//!   build script when it finds an nvcc, otherwise the committed
+//!   `ptx/kernels.ptx` (see the crate's `README.md` for the toolchain that
+//!   makes it and the drivers that load it).
+//! - [`names`] lists every kernel's PTX symbol.
+//! - [`BLOCK`], [`SCAN_ITEMS`] and [`SCAN_TILE`] are the launch contract, the
+//!   same numbers as in `src/cuda/kernels.cuh`.
+//! - [`host`] holds reference implementations over slices, which a host
+//!   backend runs in place of the kernels and which GPU tests compare to.
+//!
+//! # Launch contract
+//!
+//! All lengths `n` are `u64` (`unsigned long long`); pointers are device
+//! pointers (`CUdeviceptr`). Parameters are passed in the order of the C
+//! signatures listed in [`names`].
+//!
+//! - Element-wise kernels (`fill`, `add_scalar`, `scale`, `axpy`, `copy`,
+//!   `spin_touch_f32`) use grid-stride loops: any grid and any block size
+//!   cover any `n`. [`grid_for`] picks a grid of [`BLOCK`]-thread blocks.
+//! - `sum_*`: [`BLOCK`] threads per block, any grid; the caller zeroes `*out`
+//!   first; each block adds its partial sum with one `atomicAdd`, so the
+//!   order of additions, and the last bits of the result, vary between runs.
+//! - Inclusive scan of `n` elements is three launches on one stream, each
+//!   with [`BLOCK`] threads per block, with a scratch `block_sums` of
+//!   [`scan_tiles`]`(n)` elements:
+//!   1. `scan_block_*(in, out, block_sums, n)`, grid `min(scan_tiles(n),
+//!      MAX_GRID)` (any grid works: blocks stride over tiles): scans each tile
+//!      of [`SCAN_TILE`] elements on its own and writes its total to
+//!      `block_sums[tile]`.
+//!   2. `scan_sums_*(block_sums, scan_tiles(n))`, grid of exactly one block:
+//!      turns `block_sums` in place into its exclusive scan (the sum of the
+//!      tiles before each one), for any number of tiles.
+//!   3. `scan_add_*(out, block_sums, n)`, any grid ([`grid_for`]): adds
+//!      `block_sums[tile]` to every element of every tile but the first.
+//!
+//!   When `n <= SCAN_TILE`, step 1 alone gives the result. `in == out` is
+//!   allowed (each tile is read into shared memory before it is written).
+//! - `spin_ns` and `gate`: one thread does the work; launch with one block of
+//!   one thread.
+//! - `gate`'s two flags are `u32` in pinned host memory mapped into the
+//!   device (`cuMemHostAlloc` with `DEVICEMAP`, then
+//!   `cuMemHostGetDevicePointer`), never managed memory.
+//!
+//! # Rounding
+//!
+//! Element-wise kernels round exactly as [`host`] does: `axpy` computes
+//! `y + (a * x)` with two roundings and no fused multiply-add, so results are
+//! bit-identical. `sum` and the scan add in a different order than the
+//! sequential host references; compare those with a tolerance, or use inputs
+//! whose partial sums are exact (small integers).
+
+mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+}
+
+pub mod host;
+pub mod names;
+
+#[cfg(test)]
+mod test;
+
+pub use kernels::{KERNELS_PTX, PTX_FROM_NVCC};
+
+/// Threads per block for `sum_*`, `scan_block_*`, `scan_sums_*` and
+/// `scan_add_*` (`GK_BLOCK` in `kernels.cuh`). Element-wise kernels accept any
+/// block size, and this is a good one for them too.
+pub const BLOCK: u32 = 256;
+
+/// Elements each thread of `scan_block_*` scans sequentially
+/// (`GK_SCAN_ITEMS`).
+pub const SCAN_ITEMS: u32 = 4;
+
+/// Elements per scan tile, `BLOCK * SCAN_ITEMS` (`GK_SCAN_TILE`): one block
+/// scans one tile at a time, and `block_sums` has one slot per tile.
+pub const SCAN_TILE: u32 = BLOCK * SCAN_ITEMS;
+
+/// Largest grid that [`grid_for`] returns. Grid-stride loops make any grid
+/// correct; past this many blocks each thread simply loops more.
+pub const MAX_GRID: u32 = 65_535;
+
+/// Number of scan tiles, and so of `block_sums` slots, for `n` elements:
+/// `ceil(n / SCAN_TILE)`.
+///
+/// # Examples
+///
+/// ```
+/// use gpu_kernels::{scan_tiles, SCAN_TILE};
+/// assert_eq!(scan_tiles(0), 0);
+/// assert_eq!(scan_tiles(1), 1);
+/// assert_eq!(scan_tiles(u64::from(SCAN_TILE) + 1), 2);
+/// ```
+pub const fn scan_tiles(n: u64) -> u64 {
+    n.div_ceil(SCAN_TILE as u64)
+}
+
+/// Grid size for a grid-stride kernel over `n` elements with [`BLOCK`]
+/// threads per block: one thread per element, at least one block and at most
+/// [`MAX_GRID`].
+///
+/// # Examples
+///
+/// ```
+/// use gpu_kernels::{grid_for, BLOCK, MAX_GRID};
+/// assert_eq!(grid_for(0), 1);
+/// assert_eq!(grid_for(u64::from(BLOCK) + 1), 2);
+/// assert_eq!(grid_for(u64::MAX), MAX_GRID);
+/// ```
+pub const fn grid_for(n: u64) -> u32 {
+    let blocks = n.div_ceil(BLOCK as u64);
+    if blocks == 0 {
+        1
+    } else if blocks > MAX_GRID as u64 {
+        MAX_GRID
+    } else {
+        blocks as u32
+    }
+}

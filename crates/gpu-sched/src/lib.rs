@@ -1,1 +1,30 @@
-//! placeholder
+//! # gpu-sched: the runtime
+//!
+//! Backends (CUDA through cudarc; a host backend that runs streams as CPU
+//! threads with a race detector), the stream and event pools, tracked
+//! buffers and operations. Every operation asks the [`gpu_epoch::Ledger`]
+//! whether a cross-stream wait is needed and does what it says.
+
+mod buffer;
+mod context;
+mod driver;
+mod error;
+mod event;
+mod gate;
+mod graph;
+mod launch;
+mod module;
+mod pool;
+mod runtime;
+
+pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
+pub use context::TaskContext;
+pub use driver::{BackendKind, KernelArg, LaunchConfig, SyncMode};
+pub use error::{Error, Result};
+pub use event::{Event, Fence};
+pub use gate::Gate;
+pub use graph::{Graph, GraphLaunch};
+pub use launch::{KernelRef, Launch, ScalarArg};
+pub use gpu_epoch::{Access, CounterSnapshot, Reason, StreamId};
+pub use module::{HostKernelFn, KernelDef, Module, Param};
+pub use runtime::{BackendChoice, LiveCounts, Runtime, RuntimeOptions};

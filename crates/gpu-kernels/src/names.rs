@@ -1,0 +1,101 @@
+//! PTX symbol of every kernel in [`KERNELS_PTX`](crate::KERNELS_PTX), with
+//! its C parameter list.
+//!
+//! `u64` is `unsigned long long`. Pass parameters in the order shown; scalar
+//! `T` parameters are passed by value as `f32` or `f64`, pointers as device
+//! pointers. See the crate documentation for grids and block sizes.
+
+/// `fill_f32(float* x, float v, u64 n)`: `x[i] = v`.
+pub const FILL_F32: &str = "fill_f32";
+/// `fill_f64(double* x, double v, u64 n)`: `x[i] = v`.
+pub const FILL_F64: &str = "fill_f64";
+
+/// `add_scalar_f32(float* x, float v, u64 n)`: `x[i] = x[i] + v`.
+pub const ADD_SCALAR_F32: &str = "add_scalar_f32";
+/// `add_scalar_f64(double* x, double v, u64 n)`: `x[i] = x[i] + v`.
+pub const ADD_SCALAR_F64: &str = "add_scalar_f64";
+
+/// `scale_f32(float* x, float a, u64 n)`: `x[i] = x[i] * a`.
+pub const SCALE_F32: &str = "scale_f32";
+/// `scale_f64(double* x, double a, u64 n)`: `x[i] = x[i] * a`.
+pub const SCALE_F64: &str = "scale_f64";
+
+/// `axpy_f32(float a, const float* x, float* y, u64 n)`:
+/// `y[i] = y[i] + a * x[i]`, without fused multiply-add.
+pub const AXPY_F32: &str = "axpy_f32";
+/// `axpy_f64(double a, const double* x, double* y, u64 n)`:
+/// `y[i] = y[i] + a * x[i]`, without fused multiply-add.
+pub const AXPY_F64: &str = "axpy_f64";
+
+/// `copy_f32(const float* src, float* dst, u64 n)`: `dst[i] = src[i]`.
+pub const COPY_F32: &str = "copy_f32";
+/// `copy_f64(const double* src, double* dst, u64 n)`: `dst[i] = src[i]`.
+pub const COPY_F64: &str = "copy_f64";
+
+/// `sum_f32(const float* x, float* out, u64 n)`: `*out += sum(x)`, one
+/// `atomicAdd` per block; [`BLOCK`](crate::BLOCK) threads per block.
+pub const SUM_F32: &str = "sum_f32";
+/// `sum_f64(const double* x, double* out, u64 n)`: `*out += sum(x)`, one
+/// `atomicAdd` per block; [`BLOCK`](crate::BLOCK) threads per block.
+pub const SUM_F64: &str = "sum_f64";
+
+/// `scan_block_f32(const float* in, float* out, float* block_sums, u64 n)`:
+/// step 1 of the inclusive scan.
+pub const SCAN_BLOCK_F32: &str = "scan_block_f32";
+/// `scan_block_f64(const double* in, double* out, double* block_sums, u64 n)`:
+/// step 1 of the inclusive scan.
+pub const SCAN_BLOCK_F64: &str = "scan_block_f64";
+
+/// `scan_sums_f32(float* block_sums, u64 nblocks)`: step 2 of the inclusive
+/// scan (exclusive scan of the tile totals in place); one block.
+pub const SCAN_SUMS_F32: &str = "scan_sums_f32";
+/// `scan_sums_f64(double* block_sums, u64 nblocks)`: step 2 of the inclusive
+/// scan (exclusive scan of the tile totals in place); one block.
+pub const SCAN_SUMS_F64: &str = "scan_sums_f64";
+
+/// `scan_add_f32(float* out, const float* block_sums, u64 n)`: step 3 of the
+/// inclusive scan.
+pub const SCAN_ADD_F32: &str = "scan_add_f32";
+/// `scan_add_f64(double* out, const double* block_sums, u64 n)`: step 3 of
+/// the inclusive scan.
+pub const SCAN_ADD_F64: &str = "scan_add_f64";
+
+/// `spin_ns(u64 ns)`: one thread busy-waits `ns` nanoseconds of the GPU's
+/// `%globaltimer`. Launch with one block of one thread.
+pub const SPIN_NS: &str = "spin_ns";
+
+/// `spin_touch_f32(float* x, u64 n, u64 ns)`: thread 0 of every block spins
+/// `ns` nanoseconds, then the grid adds `1.0` to every `x[i]`.
+pub const SPIN_TOUCH_F32: &str = "spin_touch_f32";
+
+/// `gate(volatile unsigned int* open, volatile unsigned int* timed_out,
+/// u64 timeout_ns)`: one thread waits until `*open != 0`, polling about every
+/// microsecond, or until `timeout_ns` nanoseconds have passed, in which case it
+/// sets `*timed_out = 1`. Both flags are pinned host memory mapped into the
+/// device. Launch with one block of one thread.
+pub const GATE: &str = "gate";
+
+/// Every kernel name above.
+pub const ALL: &[&str] = &[
+    FILL_F32,
+    FILL_F64,
+    ADD_SCALAR_F32,
+    ADD_SCALAR_F64,
+    SCALE_F32,
+    SCALE_F64,
+    AXPY_F32,
+    AXPY_F64,
+    COPY_F32,
+    COPY_F64,
+    SUM_F32,
+    SUM_F64,
+    SCAN_BLOCK_F32,
+    SCAN_BLOCK_F64,
+    SCAN_SUMS_F32,
+    SCAN_SUMS_F64,
+    SCAN_ADD_F32,
+    SCAN_ADD_F64,
+    SPIN_NS,
+    SPIN_TOUCH_F32,
+    GATE,
+];

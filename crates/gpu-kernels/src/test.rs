@@ -1,0 +1,96 @@
+use crate::{grid_for, names, scan_tiles, BLOCK, KERNELS_PTX, MAX_GRID, SCAN_ITEMS, SCAN_TILE};
+
+const HEADER: &str = include_str!("cuda/kernels.cuh");
+const COMMITTED_PTX: &str = include_str!("../ptx/kernels.ptx");
+
+/// The names of the `.entry` directives of a PTX text.
+fn entries(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|line| line.trim().strip_prefix(".visible .entry "))
+        .map(|rest| rest.split('(').next().unwrap_or(rest).trim())
+        .collect()
+}
+
+/// The value of `#define NAME value` in `kernels.cuh`.
+fn define(name: &str) -> u32 {
+    HEADER
+        .lines()
+        .find_map(|line| {
+            let mut words = line.split_whitespace();
+            (words.next() == Some("#define") && words.next() == Some(name))
+                .then(|| words.next())
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("#define {name} not found in kernels.cuh"))
+        .parse()
+        .unwrap_or_else(|e| panic!("#define {name}: {e}"))
+}
+
+/// The first line of a PTX text that starts with `directive`, without it.
+fn directive<'a>(ptx: &'a str, directive: &str) -> &'a str {
+    ptx.lines()
+        .find_map(|line| line.strip_prefix(directive))
+        .unwrap_or_else(|| panic!("no {directive} line"))
+        .trim()
+}
+
+#[test]
+fn ptx_has_an_entry_for_every_name() {
+    for ptx in [KERNELS_PTX, COMMITTED_PTX] {
+        let found = entries(ptx);
+        for name in names::ALL {
+            assert!(found.contains(name), "no .entry {name} in the PTX");
+        }
+        assert_eq!(
+            found.len(),
+            names::ALL.len(),
+            "entries not in names::ALL: {found:?}"
+        );
+    }
+}
+
+#[test]
+fn names_are_unique() {
+    let mut all = names::ALL.to_vec();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), names::ALL.len());
+}
+
+#[test]
+fn committed_ptx_targets_old_drivers() {
+    // PTX ISA 8.0 (CUDA 12.0, driver >= 525) for sm_70: see README.md.
+    assert_eq!(directive(COMMITTED_PTX, ".version"), "8.0");
+    assert_eq!(directive(COMMITTED_PTX, ".target"), "sm_70");
+    assert_eq!(directive(COMMITTED_PTX, ".address_size"), "64");
+}
+
+#[test]
+fn constants_match_the_cuda_header() {
+    assert_eq!(define("GK_BLOCK"), BLOCK);
+    assert_eq!(define("GK_SCAN_ITEMS"), SCAN_ITEMS);
+    assert_eq!(define("GK_SCAN_TILE"), SCAN_TILE);
+    assert_eq!(BLOCK % 32, 0);
+}
+
+#[test]
+fn scan_tiles_rounds_up() {
+    let tile = u64::from(SCAN_TILE);
+    assert_eq!(scan_tiles(0), 0);
+    assert_eq!(scan_tiles(1), 1);
+    assert_eq!(scan_tiles(tile - 1), 1);
+    assert_eq!(scan_tiles(tile), 1);
+    assert_eq!(scan_tiles(tile + 1), 2);
+    assert_eq!(scan_tiles(u64::MAX), u64::MAX / tile + 1);
+}
+
+#[test]
+fn grid_for_covers_and_caps() {
+    let block = u64::from(BLOCK);
+    assert_eq!(grid_for(0), 1);
+    assert_eq!(grid_for(1), 1);
+    assert_eq!(grid_for(block), 1);
+    assert_eq!(grid_for(block + 1), 2);
+    assert_eq!(grid_for(block * u64::from(MAX_GRID)), MAX_GRID);
+    assert_eq!(grid_for(block * u64::from(MAX_GRID) + 1), MAX_GRID);
+}

@@ -1,0 +1,509 @@
+//! A task's handle on its stream, and the tracked operations (R1, R9-R11).
+
+use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
+use crate::driver::{MemAccess, RawStream};
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+use gpu_epoch::{Access, Binding, Decision, StreamId, StreamSet, Task, Uses};
+use std::marker::PhantomData;
+
+/// A running task's handle on its stream: every tracked operation goes
+/// through one. It owns its stream (R3) for as long as it lives; dropping it
+/// (or [`TaskContext::finish`]) ends the task and gives the stream back to
+/// the pool, to be recycled once idle (R13).
+///
+/// A context is `Send` but not `Sync`: one thread submits a task's work, in
+/// program order.
+pub struct TaskContext {
+    pub(crate) rt: Runtime,
+    pub(crate) task: Task,
+    pub(crate) stream: StreamId,
+    pub(crate) raw: RawStream,
+    /// While capturing: the memory the captured operations touch (R12).
+    pub(crate) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
+    pub(crate) _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+impl std::fmt::Debug for TaskContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskContext")
+            .field("task", &self.task.id())
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Starts a task on a stream from the pool.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from querying or creating a stream.
+    pub fn begin_task(&self) -> Result<TaskContext> {
+        let i = &self.inner;
+        let task = i.ledger.begin_task();
+        let stream = i.streams.acquire(self.driver(), &i.ledger)?;
+        i.ledger.bind(&task, stream);
+        Ok(TaskContext {
+            rt: self.clone(),
+            raw: self.raw_stream(stream),
+            task,
+            stream,
+            capture_log: std::cell::RefCell::new(None),
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// X4: frees `ptr` in stream order on the reclaim stream, after a
+    /// hand-off of its uses (so every reader and writer is ordered first).
+    /// Never blocks.
+    pub(crate) fn free_ordered(&self, ptr: u64, bytes: usize, uses: &Uses) {
+        let i = &self.inner;
+        let s = i.reclaim_stream;
+        let raw = self.raw_stream(s);
+        let d = self.decide(uses, s, Access::Write, true);
+        if wait_streams(self, &i.reclaimer, s, raw, d).is_err() {
+            // The context is broken: the device may still use the memory,
+            // so keep it rather than free it under a running kernel.
+            return;
+        }
+        if self.driver().free(ptr, bytes, raw).is_ok() {
+            i.allocations.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            i.device_bytes
+                .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// R9 with the facts switch: the ledger's decision, or with facts off
+    /// every earlier use on another stream waits.
+    #[inline]
+    pub(crate) fn decide(&self, uses: &Uses, s2: StreamId, access: Access, device: bool) -> Decision {
+        let l = &self.inner.ledger;
+        if self.facts() {
+            return l.hand_off(uses, s2, access, device);
+        }
+        let mut waits = StreamSet::new();
+        let mut add = |u: &gpu_epoch::Use| {
+            if u.stream != s2 {
+                waits.insert(u.stream);
+            }
+        };
+        if let Some(w) = uses.writer() {
+            add(&w);
+        }
+        if access == Access::Write {
+            uses.readers().iter().for_each(&mut add);
+        }
+        if waits.is_empty() {
+            Decision::NoWait(gpu_epoch::Reason::SameStream)
+        } else if device && !l.is_capturing(s2) {
+            Decision::DeviceWait(waits)
+        } else {
+            Decision::HostSync(waits)
+        }
+    }
+}
+
+/// Carries out a hand-off decision for `task` on `s2`.
+fn wait_streams(rt: &Runtime, task: &Task, s2: StreamId, raw2: RawStream, d: Decision) -> Result<()> {
+    match d {
+        Decision::NoWait(_) => Ok(()),
+        Decision::DeviceWait(set) => {
+            for s in set.iter() {
+                let l = rt.ledger();
+                let covered = l.closed_counted(s);
+                let ev = rt.take_event()?;
+                let r = rt
+                    .driver()
+                    .record(ev.raw, rt.raw_stream(s))
+                    .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
+                // The wait captured the record: the event may be reused now.
+                rt.give_event(ev);
+                r?;
+                l.mark_ordered(task, s2, s, covered);
+            }
+            Ok(())
+        }
+        Decision::HostSync(set) => {
+            for s in set.iter() {
+                rt.driver().stream_sync(rt.raw_stream(s), rt.inner.sync_mode)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One buffer an operation touches.
+pub(crate) struct Touch<'a> {
+    pub(crate) stamps: Stamps<'a>,
+    pub(crate) mem: MemAccess,
+}
+
+/// A buffer's stamps as the operation holds them: exclusively for a write,
+/// shared (locked briefly) for a read.
+pub(crate) enum Stamps<'a> {
+    Read(&'a gpu_epoch::BufferStamps),
+    Write(&'a mut gpu_epoch::BufferStamps),
+}
+
+impl<'a> Touch<'a> {
+    pub(crate) fn read<T: DeviceRepr>(b: &'a (impl DeviceSlice<T> + ?Sized)) -> Self {
+        Touch {
+            mem: MemAccess {
+                ptr: b.device_ptr(),
+                bytes: b.bytes(),
+                access: Access::Read,
+            },
+            stamps: Stamps::Read(b.stamps()),
+        }
+    }
+
+    pub(crate) fn write<T: DeviceRepr>(b: &'a mut (impl DeviceSlice<T> + ?Sized)) -> Self {
+        Touch {
+            mem: MemAccess {
+                ptr: b.device_ptr(),
+                bytes: b.bytes(),
+                access: Access::Write,
+            },
+            stamps: Stamps::Write(b.stamps_mut()),
+        }
+    }
+}
+
+impl TaskContext {
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The ledger's id of this task's stream.
+    pub fn stream_id(&self) -> StreamId {
+        self.stream
+    }
+
+    /// The ledger's task.
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// Ends the task: the stream goes back to the pool (R13). Work already
+    /// submitted keeps running.
+    pub fn finish(self) {}
+
+    #[inline]
+    pub(crate) fn bind(&self) -> Binding {
+        self.rt.inner.ledger.bind(&self.task, self.stream)
+    }
+
+    #[inline]
+    pub(crate) fn hand_off(&self, uses: &Uses, access: Access) -> Result<()> {
+        let d = self.rt.decide(uses, self.stream, access, true);
+        wait_streams(&self.rt, &self.task, self.stream, self.raw, d)
+    }
+
+    /// R1 + R9 around one submission: hands every touched buffer off to this
+    /// stream, stamps, submits, stamps again.
+    pub(crate) fn tracked<R>(
+        &self,
+        touches: &mut [Touch<'_>],
+        submit: impl FnOnce(&[MemAccess]) -> Result<R>,
+    ) -> Result<R> {
+        self.bind();
+        let l = &self.rt.inner.ledger;
+        let mut mem = [MemAccess {
+            ptr: 0,
+            bytes: 0,
+            access: Access::Read,
+        }; 16];
+        if touches.len() > mem.len() {
+            return Err(Error::BadKernelArgs {
+                kernel: "operation",
+                problem: format!("touches {} buffers; at most 16", touches.len()),
+            });
+        }
+        for (i, t) in touches.iter_mut().enumerate() {
+            mem[i] = t.mem;
+            match &mut t.stamps {
+                Stamps::Write(s) => {
+                    let u = s.get_mut();
+                    self.hand_off(u, Access::Write)?;
+                    l.stamp_write(u, self.stream);
+                }
+                Stamps::Read(s) => {
+                    let snapshot = {
+                        let u = s.lock();
+                        // Decide under the lock, act without it (R14).
+                        self.rt.decide(&u, self.stream, Access::Read, true)
+                    };
+                    wait_streams(&self.rt, &self.task, self.stream, self.raw, snapshot)?;
+                    l.stamp_read(&mut s.lock(), self.stream);
+                }
+            }
+        }
+        let r = submit(&mem[..touches.len()])?;
+        if let Some(log) = self.capture_log.borrow_mut().as_mut() {
+            log.extend_from_slice(&mem[..touches.len()]);
+        }
+        for t in touches.iter_mut() {
+            match &mut t.stamps {
+                Stamps::Write(s) => {
+                    l.stamp_write(s.get_mut(), self.stream);
+                }
+                Stamps::Read(s) => {
+                    l.stamp_read(&mut s.lock(), self.stream);
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    fn check<T: DeviceRepr>(&self, b: &(impl DeviceSlice<T> + ?Sized), what: &'static str) -> Result<()> {
+        self.rt.check_same(b.runtime_id(), what)
+    }
+
+    // ----- allocation and copies -------------------------------------------
+
+    /// A new buffer of `len` elements, allocated in stream order on this
+    /// task's stream; its contents are unspecified (zeros on the host
+    /// backend).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`] or a driver error.
+    pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
+        self.bind();
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(Error::OutOfMemory {
+                requested: usize::MAX,
+                during: "computing an allocation size",
+            })?;
+        let ptr = self.rt.driver().alloc(bytes.max(4), self.raw)?;
+        let i = &self.rt.inner;
+        i.allocations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        i.device_bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        let mut b = Buffer {
+            ptr,
+            len,
+            rt: self.rt.clone(),
+            stamps: gpu_epoch::BufferStamps::new(),
+            _t: PhantomData,
+        };
+        // The allocation is an operation on this stream: stamp it (R1).
+        i.ledger.stamp_write(b.stamps.get_mut(), self.stream);
+        Ok(b)
+    }
+
+    /// A buffer of `len` zeros.
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::alloc`].
+    pub fn zeros<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
+        let mut b = self.alloc::<T>(len)?;
+        self.memset_zero(&mut b)?;
+        Ok(b)
+    }
+
+    /// A buffer holding a copy of `src`.
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::alloc`].
+    pub fn from_host<T: DeviceRepr>(&self, src: &[T]) -> Result<Buffer<T>> {
+        let mut b = self.alloc::<T>(src.len())?;
+        self.copy_from_host(&mut b, src)?;
+        Ok(b)
+    }
+
+    /// Sets every byte of `dst` to zero.
+    ///
+    /// # Errors
+    ///
+    /// A driver error, or [`Error::WrongDevice`].
+    pub fn memset_zero<T: DeviceRepr>(&self, dst: &mut (impl DeviceSlice<T> + ?Sized)) -> Result<()> {
+        self.check(dst, "the destination buffer")?;
+        let bytes = dst.bytes();
+        let ptr = dst.device_ptr();
+        let drv = self.rt.driver();
+        let raw = self.raw;
+        self.tracked(&mut [Touch::write(dst)], |_| {
+            if bytes % 4 == 0 {
+                drv.memset_u32(ptr, 0, bytes / 4, raw)
+            } else {
+                let zeros = vec![0u8; bytes];
+                drv.copy_htod(ptr, zeros.as_ptr(), bytes, raw)
+            }
+        })
+    }
+
+    /// Copies `src` from host memory into `dst` (asynchronous; pageable
+    /// `src` is staged by the driver and may be reused on return).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless the lengths agree; driver errors.
+    pub fn copy_from_host<T: DeviceRepr>(
+        &self,
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        src: &[T],
+    ) -> Result<()> {
+        self.check(dst, "the destination buffer")?;
+        if dst.len() != src.len() {
+            return Err(Error::LengthMismatch {
+                what: "the host source",
+                expected: dst.len(),
+                got: src.len(),
+            });
+        }
+        let (ptr, bytes, drv, raw) = (dst.device_ptr(), dst.bytes(), self.rt.driver(), self.raw);
+        self.tracked(&mut [Touch::write(dst)], |_| {
+            drv.copy_htod(ptr, src.as_ptr() as *const u8, bytes, raw)
+        })
+    }
+
+    /// Copies `src` to host memory and waits for it: a host synchronize of
+    /// this task's stream (R5), so it gives the Completed fact.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless the lengths agree; driver errors.
+    pub fn copy_to_host<T: DeviceRepr>(&self, src: &(impl DeviceSlice<T> + ?Sized), dst: &mut [T]) -> Result<()> {
+        self.check(src, "the source buffer")?;
+        if dst.len() != src.len() {
+            return Err(Error::LengthMismatch {
+                what: "the host destination",
+                expected: src.len(),
+                got: dst.len(),
+            });
+        }
+        let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
+        self.tracked(&mut [Touch::read(src)], |_| {
+            drv.copy_dtoh(dst.as_mut_ptr() as *mut u8, ptr, bytes, raw)
+        })?;
+        // `dst` is borrowed only for this call: wait for the copy.
+        self.synchronize()
+    }
+
+    /// Copies `src` into a new `Vec` (waits, like [`TaskContext::copy_to_host`]).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors.
+    pub fn to_vec<T: DeviceRepr + Default>(&self, src: &(impl DeviceSlice<T> + ?Sized)) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); src.len()];
+        self.copy_to_host(src, &mut v)?;
+        Ok(v)
+    }
+
+    /// Copies `src` into `dst` on the device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless the lengths agree; driver errors.
+    pub fn copy<T: DeviceRepr>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
+        self.check(src, "the source buffer")?;
+        self.check(dst, "the destination buffer")?;
+        if dst.len() != src.len() {
+            return Err(Error::LengthMismatch {
+                what: "the destination buffer",
+                expected: src.len(),
+                got: dst.len(),
+            });
+        }
+        let (s, d, bytes, drv, raw) = (src.device_ptr(), dst.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
+        self.tracked(&mut [Touch::read(src), Touch::write(dst)], |_| {
+            drv.copy_dtod(d, s, bytes, raw)
+        })
+    }
+
+    // ----- synchronization ----------------------------------------------------
+
+    /// R5: waits on the host until this task's stream finished everything
+    /// submitted so far; its epoch becomes Completed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Capturing`] while capturing; driver errors.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind();
+        let l = &self.rt.inner.ledger;
+        let closed = l.begin_stream_sync(&self.task, self.stream).map_err(|_| Error::Capturing {
+            what: "synchronizing the stream",
+        })?;
+        self.rt.driver().stream_sync(self.raw, self.rt.inner.sync_mode)?;
+        l.finish_stream_sync(closed);
+        Ok(())
+    }
+
+    /// R10: the raw device pointer of `buf`, for code outside the runtime
+    /// (a library call, a hand-written launch). The buffer is stamped once on
+    /// this stream and marked escaped: no shortcut applies to it until it
+    /// moves to another stream, which then waits for everything this stream
+    /// queued. Work submitted through the pointer after the buffer moved is
+    /// not ordered with other tasks' work: order it yourself.
+    pub fn raw_ptr<T: DeviceRepr>(&self, buf: &mut (impl DeviceSlice<T> + ?Sized)) -> Result<u64> {
+        self.check(buf, "the buffer")?;
+        self.bind();
+        let u = buf.stamps_mut().get_mut();
+        self.hand_off(u, Access::Write)?;
+        self.rt.inner.ledger.escape(u, self.stream);
+        Ok(buf.device_ptr())
+    }
+
+    /// R11: a pointer for code that is not stream-aware (MPI, FFI): hands
+    /// `buf` to this task's stream (a device wait if needed), then
+    /// synchronizes this stream, not the old one. It waits only for what
+    /// orders `buf` plus this task's own work.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Capturing`] while capturing; driver errors.
+    pub fn host_sync_ptr<T: DeviceRepr>(&self, buf: &mut (impl DeviceSlice<T> + ?Sized)) -> Result<u64> {
+        self.check(buf, "the buffer")?;
+        if self.rt.inner.ledger.is_capturing(self.stream) {
+            return Err(Error::Capturing {
+                what: "taking a host-sync pointer",
+            });
+        }
+        self.bind();
+        let u = buf.stamps_mut().get_mut();
+        self.hand_off(u, Access::Write)?;
+        self.rt.inner.ledger.stamp_write(u, self.stream);
+        self.synchronize()?;
+        Ok(buf.device_ptr())
+    }
+
+    /// X3: after the views' work is ordered before this stream (their tasks
+    /// joined), hands each view's uses to this stream and restamps the
+    /// parent buffer here.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from a wait.
+    pub fn rejoin<T: DeviceRepr>(&self, parent: Rejoin<'_>, views: Vec<ViewMut<'_, T>>) -> Result<()> {
+        self.bind();
+        for mut v in views {
+            let u = v.stamps_mut().get_mut();
+            self.hand_off(u, Access::Write)?;
+        }
+        self.rt
+            .inner
+            .ledger
+            .stamp_write(parent.stamps.get_mut(), self.stream);
+        Ok(())
+    }
+}
+
+impl Drop for TaskContext {
+    fn drop(&mut self) {
+        let i = &self.rt.inner;
+        i.ledger.finish_task(&self.task);
+        i.streams.release(self.stream);
+    }
+}

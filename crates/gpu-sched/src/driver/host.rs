@@ -1,0 +1,813 @@
+//! The host backend: each stream is a CPU thread running its operations in
+//! order; events are real events on those threads; "device" memory is host
+//! memory; kernels are Rust functions. A race detector checks every
+//! operation's memory accesses against vector clocks built from stream
+//! order, event waits and host observations, and reports two unordered
+//! accesses to one byte range where one writes.
+
+use super::{
+    BackendKind, Driver, KernelArg, LaunchConfig, MemAccess, RawEvent, RawGraph, RawKernel,
+    RawStream, SyncMode,
+};
+use crate::error::{Error, Result};
+use crate::module::Module;
+use gpu_epoch::Access;
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::alloc::Layout;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A vector clock over host streams (index: stream clock index).
+#[derive(Clone, Default, Debug)]
+struct Clock(Vec<u64>);
+
+impl Clock {
+    fn get(&self, i: usize) -> u64 {
+        self.0.get(i).copied().unwrap_or(0)
+    }
+    fn tick(&mut self, i: usize) -> u64 {
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] += 1;
+        self.0[i]
+    }
+    fn merge(&mut self, other: &Clock) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).max(*b);
+        }
+    }
+}
+
+/// One record of an event: done once its stream reached it.
+#[derive(Debug, Default)]
+struct RecordState {
+    done: Mutex<Option<Clock>>,
+    cv: Condvar,
+}
+
+impl RecordState {
+    fn wait(&self) -> Clock {
+        let mut g = self.done.lock();
+        loop {
+            if let Some(c) = g.as_ref() {
+                return c.clone();
+            }
+            self.cv.wait(&mut g);
+        }
+    }
+    fn complete(&self, clock: Clock) {
+        *self.done.lock() = Some(clock);
+        self.cv.notify_all();
+    }
+    fn is_done(&self) -> Option<Clock> {
+        self.done.lock().clone()
+    }
+}
+
+type Body = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Clone)]
+enum OpKind {
+    Run(Body),
+    Record(Arc<RecordState>),
+    Wait(Arc<RecordState>),
+    Gate {
+        open: usize,
+        timed_out: usize,
+        timeout: Duration,
+    },
+    Free {
+        ptr: u64,
+        bytes: usize,
+    },
+}
+
+#[derive(Clone)]
+struct Op {
+    kind: OpKind,
+    accesses: Vec<MemAccess>,
+    /// What the host knew complete when the op was submitted.
+    host_clock: Clock,
+}
+
+struct Queue {
+    ops: VecDeque<Op>,
+    /// Ops submitted and not yet finished (queued or running).
+    pending: usize,
+    capture: Option<Vec<Op>>,
+    shutdown: bool,
+}
+
+struct HostStream {
+    index: usize,
+    queue: Mutex<Queue>,
+    /// Wakes the stream thread.
+    work: Condvar,
+    /// Wakes synchronizers when the stream goes idle.
+    idle: Condvar,
+    /// The stream's clock, advanced by its thread.
+    clock: Mutex<Clock>,
+}
+
+/// An allocation's access history for the race detector.
+#[derive(Debug, Default)]
+struct Shadow {
+    len: usize,
+    entries: Vec<AccessRec>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct AccessRec {
+    start: u64,
+    end: u64,
+    stream: usize,
+    tick: u64,
+    write: bool,
+}
+
+#[derive(Default)]
+struct Detector {
+    allocs: BTreeMap<u64, Shadow>,
+    races: Vec<String>,
+}
+
+impl Detector {
+    fn check(&mut self, stream: usize, clock: &Clock, tick: u64, acc: &MemAccess, what: &str) {
+        if acc.bytes == 0 {
+            return;
+        }
+        let (start, end) = (acc.ptr, acc.ptr + acc.bytes as u64);
+        let write = acc.access == Access::Write;
+        let Some((&base, shadow)) = self.allocs.range_mut(..=start).next_back() else {
+            self.races
+                .push(format!("{what} on stream {stream} touches unknown memory {start:#x}"));
+            return;
+        };
+        if end > base + shadow.len as u64 {
+            self.races.push(format!(
+                "{what} on stream {stream} touches {start:#x}..{end:#x}, outside its allocation (freed or out of bounds)"
+            ));
+            return;
+        }
+        let mut found = Vec::new();
+        for e in &shadow.entries {
+            let overlaps = e.start < end && start < e.end;
+            let ordered = e.stream == stream || clock.get(e.stream) >= e.tick;
+            if overlaps && (write || e.write) && !ordered {
+                found.push(format!(
+                    "race: {what} ({}) on stream {stream} at {start:#x}..{end:#x} is not ordered after a {} on stream {} (op {})",
+                    if write { "write" } else { "read" },
+                    if e.write { "write" } else { "read" },
+                    e.stream,
+                    e.tick
+                ));
+            }
+        }
+        self.races.extend(found);
+        if write {
+            shadow.entries.retain(|e| !(e.start >= start && e.end <= end));
+        } else {
+            shadow
+                .entries
+                .retain(|e| !(e.stream == stream && !e.write && e.start == start && e.end == end));
+        }
+        shadow.entries.push(AccessRec {
+            start,
+            end,
+            stream,
+            tick,
+            write,
+        });
+    }
+}
+
+struct Shared {
+    streams: RwLock<Vec<Option<Arc<HostStream>>>>,
+    events: RwLock<HashMap<u64, Arc<Mutex<Option<Arc<RecordState>>>>>>,
+    graphs: Mutex<HashMap<u64, Vec<Op>>>,
+    next_id: AtomicU64,
+    host_clock: Mutex<Clock>,
+    detector: Mutex<Detector>,
+    sticky: Mutex<Option<String>>,
+    broken: AtomicBool,
+    allocated: AtomicUsize,
+    memory_limit: usize,
+}
+
+/// The host backend.
+pub(crate) struct HostDriver {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for HostDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostDriver")
+            .field("streams", &self.shared.streams.read().len())
+            .finish_non_exhaustive()
+    }
+}
+
+const ALIGN: usize = 256;
+
+impl HostDriver {
+    /// A host backend with `memory_limit` bytes of "device" memory.
+    pub(crate) fn new(memory_limit: usize) -> Self {
+        HostDriver {
+            shared: Arc::new(Shared {
+                streams: RwLock::new(Vec::new()),
+                events: RwLock::new(HashMap::new()),
+                graphs: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                host_clock: Mutex::new(Clock::default()),
+                detector: Mutex::new(Detector::default()),
+                sticky: Mutex::new(None),
+                broken: AtomicBool::new(false),
+                allocated: AtomicUsize::new(0),
+                memory_limit,
+            }),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn check_sticky(&self) -> Result<()> {
+        if self.shared.broken.load(Ordering::Relaxed) {
+            let name = self.shared.sticky.lock().clone().unwrap_or_default();
+            return Err(Error::StickyDeviceError { code: 719, name });
+        }
+        Ok(())
+    }
+
+    fn stream(&self, s: RawStream) -> Result<Arc<HostStream>> {
+        self.shared
+            .streams
+            .read()
+            .get(s.0 as usize)
+            .and_then(|x| x.clone())
+            .ok_or(Error::Driver {
+                code: 400,
+                name: "CUDA_ERROR_INVALID_HANDLE".into(),
+                during: "using a destroyed or unknown host stream",
+            })
+    }
+
+    fn event(&self, e: RawEvent) -> Result<Arc<Mutex<Option<Arc<RecordState>>>>> {
+        self.shared
+            .events
+            .read()
+            .get(&e.0)
+            .cloned()
+            .ok_or(Error::Driver {
+                code: 400,
+                name: "CUDA_ERROR_INVALID_HANDLE".into(),
+                during: "using a destroyed or unknown host event",
+            })
+    }
+
+    fn submit(&self, s: RawStream, kind: OpKind, accesses: Vec<MemAccess>) -> Result<()> {
+        self.check_sticky()?;
+        let st = self.stream(s)?;
+        let op = Op {
+            kind,
+            accesses,
+            host_clock: self.shared.host_clock.lock().clone(),
+        };
+        let mut q = st.queue.lock();
+        if let Some(cap) = q.capture.as_mut() {
+            cap.push(op);
+            return Ok(());
+        }
+        q.ops.push_back(op);
+        q.pending += 1;
+        st.work.notify_one();
+        Ok(())
+    }
+
+    fn observe(&self, clock: &Clock) {
+        self.shared.host_clock.lock().merge(clock);
+    }
+
+    /// Waits until everything queued on `st` so far is done; returns the
+    /// stream's clock at that point.
+    fn drain(&self, st: &HostStream) -> Clock {
+        let marker = Arc::new(RecordState::default());
+        {
+            let mut q = st.queue.lock();
+            let op = Op {
+                kind: OpKind::Record(marker.clone()),
+                accesses: Vec::new(),
+                host_clock: Clock::default(),
+            };
+            q.ops.push_back(op);
+            q.pending += 1;
+            st.work.notify_one();
+        }
+        marker.wait()
+    }
+}
+
+fn run_stream(shared: Arc<Shared>, st: Arc<HostStream>) {
+    loop {
+        let op = {
+            let mut q = st.queue.lock();
+            loop {
+                if let Some(op) = q.ops.pop_front() {
+                    break op;
+                }
+                if q.shutdown {
+                    return;
+                }
+                st.work.wait(&mut q);
+            }
+        };
+        execute(&shared, &st, op);
+        let mut q = st.queue.lock();
+        q.pending -= 1;
+        if q.pending == 0 {
+            st.idle.notify_all();
+        }
+    }
+}
+
+fn execute(shared: &Shared, st: &HostStream, op: Op) {
+    // Order: the op runs after what the host knew complete at submission.
+    let (clock, tick) = {
+        let mut c = st.clock.lock();
+        c.merge(&op.host_clock);
+        if let OpKind::Wait(rs) = &op.kind {
+            drop(c);
+            let other = rs.wait();
+            c = st.clock.lock();
+            c.merge(&other);
+        }
+        let tick = c.tick(st.index);
+        (c.clone(), tick)
+    };
+    if !op.accesses.is_empty() {
+        let mut d = shared.detector.lock();
+        for a in &op.accesses {
+            d.check(st.index, &clock, tick, a, op_name(&op.kind));
+        }
+    }
+    if shared.broken.load(Ordering::Relaxed) {
+        // A faulted context runs nothing more, but events still complete so
+        // that no waiter hangs.
+        if let OpKind::Record(rs) = &op.kind {
+            rs.complete(clock);
+        }
+        return;
+    }
+    match op.kind {
+        OpKind::Run(body) => {
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body())) {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "kernel panicked".into());
+                *shared.sticky.lock() = Some(format!("host kernel fault: {msg}"));
+                shared.broken.store(true, Ordering::Relaxed);
+            }
+        }
+        OpKind::Record(rs) => rs.complete(clock),
+        OpKind::Wait(_) => {}
+        OpKind::Gate {
+            open,
+            timed_out,
+            timeout,
+        } => {
+            let start = Instant::now();
+            // SAFETY: the gate's flags are host memory the caller keeps alive
+            // until the gate op completed (the `Gate` type owns them).
+            let open = unsafe { &*(open as *const std::sync::atomic::AtomicU32) };
+            loop {
+                if open.load(Ordering::Acquire) != 0 {
+                    break;
+                }
+                if start.elapsed() >= timeout {
+                    // SAFETY: as above.
+                    let t = unsafe { &*(timed_out as *const std::sync::atomic::AtomicU32) };
+                    t.store(1, Ordering::Release);
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        OpKind::Free { ptr, bytes } => {
+            shared.detector.lock().allocs.remove(&ptr);
+            // SAFETY: `ptr` came from `alloc` with this layout and the ledger
+            // ordered every use before this stream-ordered free.
+            unsafe {
+                std::alloc::dealloc(
+                    ptr as *mut u8,
+                    Layout::from_size_align_unchecked(bytes.max(1), ALIGN),
+                )
+            };
+            shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+fn op_name(k: &OpKind) -> &'static str {
+    match k {
+        OpKind::Run(_) => "operation",
+        OpKind::Record(_) => "record",
+        OpKind::Wait(_) => "wait",
+        OpKind::Gate { .. } => "gate",
+        OpKind::Free { .. } => "free",
+    }
+}
+
+fn host_alloc(bytes: usize) -> *mut u8 {
+    let layout = Layout::from_size_align(bytes.max(1), ALIGN).expect("allocation size overflows");
+    // SAFETY: the layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    p
+}
+
+impl Driver for HostDriver {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Host
+    }
+
+    fn device_name(&self) -> String {
+        "host backend (CPU threads)".into()
+    }
+
+    fn total_memory(&self) -> usize {
+        self.shared.memory_limit
+    }
+
+    fn create_stream(&self) -> Result<RawStream> {
+        let mut streams = self.shared.streams.write();
+        let index = streams.len();
+        let st = Arc::new(HostStream {
+            index,
+            queue: Mutex::new(Queue {
+                ops: VecDeque::new(),
+                pending: 0,
+                capture: None,
+                shutdown: false,
+            }),
+            work: Condvar::new(),
+            idle: Condvar::new(),
+            clock: Mutex::new(Clock::default()),
+        });
+        streams.push(Some(st.clone()));
+        let shared = self.shared.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("gpu-host-stream-{index}"))
+            .spawn(move || run_stream(shared, st))
+            .map_err(|_| Error::Driver {
+                code: 2,
+                name: "thread spawn failed".into(),
+                during: "creating a host stream",
+            })?;
+        self.threads.lock().push(h);
+        Ok(RawStream(index as u64))
+    }
+
+    fn destroy_stream(&self, s: RawStream) -> Result<()> {
+        let st = self.stream(s)?;
+        let mut q = st.queue.lock();
+        q.shutdown = true;
+        st.work.notify_all();
+        drop(q);
+        self.shared.streams.write()[s.0 as usize] = None;
+        Ok(())
+    }
+
+    fn stream_query(&self, s: RawStream) -> Result<bool> {
+        self.check_sticky()?;
+        let st = self.stream(s)?;
+        let q = st.queue.lock();
+        if q.pending == 0 {
+            // Idle: the stream's clock is exactly what completed.
+            let c = st.clock.lock().clone();
+            drop(q);
+            self.observe(&c);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn stream_sync(&self, s: RawStream, _mode: SyncMode) -> Result<()> {
+        let st = self.stream(s)?;
+        if st.queue.lock().capture.is_some() {
+            return Err(Error::Capturing {
+                what: "synchronizing a stream",
+            });
+        }
+        let c = self.drain(&st);
+        self.observe(&c);
+        self.check_sticky()
+    }
+
+    fn create_event(&self, _timing: bool) -> Result<RawEvent> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .events
+            .write()
+            .insert(id, Arc::new(Mutex::new(None)));
+        Ok(RawEvent(id))
+    }
+
+    fn destroy_event(&self, e: RawEvent) -> Result<()> {
+        self.shared.events.write().remove(&e.0);
+        Ok(())
+    }
+
+    fn record(&self, e: RawEvent, s: RawStream) -> Result<()> {
+        let ev = self.event(e)?;
+        let st = self.stream(s)?;
+        if st.queue.lock().capture.is_some() {
+            // Recording on a capturing stream only adds a graph node; the
+            // host backend does not replay events inside graphs.
+            return Ok(());
+        }
+        let rs = Arc::new(RecordState::default());
+        *ev.lock() = Some(rs.clone());
+        self.submit(s, OpKind::Record(rs), Vec::new())
+    }
+
+    fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()> {
+        let ev = self.event(e)?;
+        let rs = ev.lock().clone();
+        match rs {
+            Some(rs) => {
+                let st = self.stream(s)?;
+                if st.queue.lock().capture.is_some() {
+                    return Ok(());
+                }
+                self.submit(s, OpKind::Wait(rs), Vec::new())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn event_sync(&self, e: RawEvent) -> Result<()> {
+        let rs = self.event(e)?.lock().clone();
+        if let Some(rs) = rs {
+            let c = rs.wait();
+            self.observe(&c);
+        }
+        self.check_sticky()
+    }
+
+    fn event_query(&self, e: RawEvent) -> Result<bool> {
+        self.check_sticky()?;
+        let rs = self.event(e)?.lock().clone();
+        match rs {
+            None => Ok(true),
+            Some(rs) => match rs.is_done() {
+                Some(c) => {
+                    self.observe(&c);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
+        }
+    }
+
+    fn event_elapsed_ms(&self, _start: RawEvent, _end: RawEvent) -> Result<f32> {
+        Err(Error::Unsupported("event timing on the host backend"))
+    }
+
+    fn alloc(&self, bytes: usize, _s: RawStream) -> Result<u64> {
+        self.check_sticky()?;
+        let prev = self.shared.allocated.fetch_add(bytes, Ordering::Relaxed);
+        if prev + bytes > self.shared.memory_limit {
+            self.shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(Error::OutOfMemory {
+                requested: bytes,
+                during: "allocating host-backend device memory",
+            });
+        }
+        let p = host_alloc(bytes) as u64;
+        self.shared
+            .detector
+            .lock()
+            .allocs
+            .insert(p, Shadow { len: bytes, entries: Vec::new() });
+        Ok(p)
+    }
+
+    fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()> {
+        // Freeing is allowed on a broken context: memory must not leak.
+        let st = self.stream(s)?;
+        let op = Op {
+            kind: OpKind::Free { ptr, bytes },
+            accesses: vec![MemAccess {
+                ptr,
+                bytes,
+                access: Access::Write,
+            }],
+            host_clock: self.shared.host_clock.lock().clone(),
+        };
+        let mut q = st.queue.lock();
+        q.ops.push_back(op);
+        q.pending += 1;
+        st.work.notify_one();
+        Ok(())
+    }
+
+    fn alloc_host(&self, bytes: usize, _mapped: bool) -> Result<(*mut u8, u64)> {
+        let p = host_alloc(bytes);
+        Ok((p, p as u64))
+    }
+
+    fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
+        // SAFETY: `ptr` came from `alloc_host` with this size and alignment,
+        // and the caller guarantees no queued operation still uses it.
+        unsafe {
+            std::alloc::dealloc(ptr, Layout::from_size_align_unchecked(bytes.max(1), ALIGN))
+        };
+        Ok(())
+    }
+
+    fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
+        // Staged like a pageable copy: the source may be reused on return.
+        // SAFETY: the caller guarantees `src` is valid for `bytes` bytes.
+        let staged: Arc<[u8]> = unsafe { std::slice::from_raw_parts(src, bytes) }.into();
+        let body: Body = Arc::new(move || {
+            // SAFETY: `dst` is a live allocation of at least `bytes` bytes;
+            // the ledger ordered this copy with every other use.
+            unsafe { std::ptr::copy_nonoverlapping(staged.as_ptr(), dst as *mut u8, bytes) }
+        });
+        let acc = vec![MemAccess {
+            ptr: dst,
+            bytes,
+            access: Access::Write,
+        }];
+        self.submit(s, OpKind::Run(body), acc)
+    }
+
+    fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()> {
+        let dst = dst as usize;
+        let body: Body = Arc::new(move || {
+            // SAFETY: the caller keeps `dst` alive and unaliased until the
+            // copy completed; `src` is a live allocation.
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) }
+        });
+        let acc = vec![MemAccess {
+            ptr: src,
+            bytes,
+            access: Access::Read,
+        }];
+        self.submit(s, OpKind::Run(body), acc)
+    }
+
+    fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()> {
+        let body: Body = Arc::new(move || {
+            // SAFETY: both are live allocations of at least `bytes` bytes;
+            // `copy` tolerates overlap.
+            unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) }
+        });
+        let acc = vec![
+            MemAccess {
+                ptr: src,
+                bytes,
+                access: Access::Read,
+            },
+            MemAccess {
+                ptr: dst,
+                bytes,
+                access: Access::Write,
+            },
+        ];
+        self.submit(s, OpKind::Run(body), acc)
+    }
+
+    fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {
+        let body: Body = Arc::new(move || {
+            // SAFETY: `dst` is a live, 256-byte aligned allocation of at
+            // least `count` words.
+            let words = unsafe { std::slice::from_raw_parts_mut(dst as *mut u32, count) };
+            words.fill(value);
+        });
+        let acc = vec![MemAccess {
+            ptr: dst,
+            bytes: count * 4,
+            access: Access::Write,
+        }];
+        self.submit(s, OpKind::Run(body), acc)
+    }
+
+    fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>> {
+        Ok(m.kernels
+            .iter()
+            .map(|k| RawKernel {
+                handle: 0,
+                host: k.host,
+            })
+            .collect())
+    }
+
+    fn launch(
+        &self,
+        k: RawKernel,
+        cfg: LaunchConfig,
+        args: &[KernelArg],
+        accesses: &[MemAccess],
+        s: RawStream,
+    ) -> Result<()> {
+        let args: Arc<[KernelArg]> = args.into();
+        let f = k.host;
+        let body: Body = Arc::new(move || {
+            // SAFETY: the runtime checked the arguments against the kernel's
+            // parameter list and every pointer is a live allocation ordered
+            // by the ledger.
+            unsafe { f(&args, cfg) }
+        });
+        self.submit(s, OpKind::Run(body), accesses.to_vec())
+    }
+
+    fn races(&self) -> Vec<String> {
+        self.shared.detector.lock().races.clone()
+    }
+
+    fn clear_races(&self) {
+        self.shared.detector.lock().races.clear();
+    }
+
+    fn begin_capture(&self, s: RawStream) -> Result<()> {
+        let st = self.stream(s)?;
+        let mut q = st.queue.lock();
+        if q.capture.is_some() {
+            return Err(Error::Capturing {
+                what: "beginning a capture",
+            });
+        }
+        q.capture = Some(Vec::new());
+        Ok(())
+    }
+
+    fn end_capture(&self, s: RawStream) -> Result<RawGraph> {
+        let st = self.stream(s)?;
+        let ops = st.queue.lock().capture.take().ok_or(Error::Driver {
+            code: 901,
+            name: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED".into(),
+            during: "ending a capture that was not begun",
+        })?;
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.shared.graphs.lock().insert(id, ops);
+        Ok(RawGraph(id))
+    }
+
+    fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
+        let ops = self
+            .shared
+            .graphs
+            .lock()
+            .get(&g.0)
+            .cloned()
+            .ok_or(Error::Driver {
+                code: 400,
+                name: "CUDA_ERROR_INVALID_HANDLE".into(),
+                during: "launching an unknown graph",
+            })?;
+        for op in ops {
+            self.submit(s, op.kind, op.accesses)?;
+        }
+        Ok(())
+    }
+
+    fn graph_destroy(&self, g: RawGraph) -> Result<()> {
+        self.shared.graphs.lock().remove(&g.0);
+        Ok(())
+    }
+
+    fn host_gate(&self, s: RawStream, open: *const u32, timed_out: *mut u32, timeout_ns: u64) -> Result<()> {
+        self.submit(
+            s,
+            OpKind::Gate {
+                open: open as usize,
+                timed_out: timed_out as usize,
+                timeout: Duration::from_nanos(timeout_ns),
+            },
+            Vec::new(),
+        )
+    }
+}
+
+impl Drop for HostDriver {
+    fn drop(&mut self) {
+        for st in self.shared.streams.read().iter().flatten() {
+            let mut q = st.queue.lock();
+            q.shutdown = true;
+            st.work.notify_all();
+        }
+        for h in self.threads.lock().drain(..) {
+            let _ = h.join();
+        }
+    }
+}

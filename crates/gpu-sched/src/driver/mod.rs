@@ -1,0 +1,205 @@
+//! The one internal layer that talks to a backend. Raw handles are plain
+//! integers so that the trait is object-safe and every handle is `Send`.
+//!
+//! Two implementations: [`cuda`] (the driver API through cudarc, dynamically
+//! loaded) and [`host`] (streams as CPU threads, kernels as Rust functions,
+//! with a race detector). Nothing here tracks anything: the ledger does.
+
+use crate::error::Result;
+use crate::module::{HostKernelFn, Module};
+use gpu_epoch::Access;
+use std::fmt::Debug;
+
+pub(crate) mod cuda;
+pub(crate) mod host;
+
+/// Opens the CUDA backend on device `ordinal`.
+pub(crate) fn open_cuda(ordinal: usize) -> Result<std::sync::Arc<dyn Driver>> {
+    let _ = ordinal;
+    Err(crate::error::Error::NoDevice("the CUDA backend is not wired yet".into()))
+}
+
+/// A backend stream handle.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct RawStream(pub(crate) u64);
+
+/// A backend event handle.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct RawEvent(pub(crate) u64);
+
+/// A backend executable graph handle.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct RawGraph(pub(crate) u64);
+
+/// A loaded kernel: a `CUfunction` on CUDA, a host function on the host.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawKernel {
+    /// `CUfunction` as an integer (0 on the host backend).
+    pub(crate) handle: u64,
+    /// The host implementation (used by the host backend only).
+    pub(crate) host: HostKernelFn,
+}
+
+/// One kernel argument, passed by value.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum KernelArg {
+    /// A device pointer.
+    Ptr(u64),
+    /// `unsigned long long`.
+    U64(u64),
+    /// `unsigned int`.
+    U32(u32),
+    /// `int`.
+    I32(i32),
+    /// `float`.
+    F32(f32),
+    /// `double`.
+    F64(f64),
+}
+
+/// A launch's grid, block and dynamic shared memory.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct LaunchConfig {
+    /// Blocks in the grid.
+    pub grid: [u32; 3],
+    /// Threads per block.
+    pub block: [u32; 3],
+    /// Dynamic shared memory, bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch of `grid` blocks of `block` threads.
+    pub const fn linear(grid: u32, block: u32) -> Self {
+        LaunchConfig {
+            grid: [grid, 1, 1],
+            block: [block, 1, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// A 1-D launch covering `n` elements with `block` threads per block,
+    /// grid-stride kernels assumed (the grid is capped at 65 535 * 8 blocks).
+    pub fn for_elements(n: usize, block: u32) -> Self {
+        let blocks = n.div_ceil(block as usize).clamp(1, 65_535 * 8);
+        LaunchConfig::linear(blocks as u32, block)
+    }
+}
+
+/// A memory range an operation touches, for the host backend's race
+/// detector (the CUDA backend ignores it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct MemAccess {
+    pub(crate) ptr: u64,
+    pub(crate) bytes: usize,
+    pub(crate) access: Access,
+}
+
+/// How a stream synchronize waits.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum SyncMode {
+    /// Poll the stream, spinning briefly and then yielding the thread.
+    #[default]
+    SpinThenYield,
+    /// Block in the driver.
+    Blocking,
+}
+
+/// Which backend a runtime uses.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum BackendKind {
+    /// CUDA, through the driver API.
+    Cuda,
+    /// The host backend: streams as CPU threads, kernels as Rust functions.
+    Host,
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BackendKind::Cuda => "cuda",
+            BackendKind::Host => "host",
+        })
+    }
+}
+
+/// The backend operations. Every call is non-blocking unless its name says
+/// sync; none takes a ledger lock (R14).
+///
+/// Pointers are device addresses as integers; on the host backend they are
+/// host addresses. Callers guarantee that every pointer passed is a live
+/// allocation of this backend of at least the given size.
+pub(crate) trait Driver: Send + Sync + Debug {
+    fn kind(&self) -> BackendKind;
+    fn device_name(&self) -> String;
+    /// Total device memory, bytes.
+    fn total_memory(&self) -> usize;
+
+    fn create_stream(&self) -> Result<RawStream>;
+    fn destroy_stream(&self, s: RawStream) -> Result<()>;
+    /// True when all work on `s` finished.
+    fn stream_query(&self, s: RawStream) -> Result<bool>;
+    fn stream_sync(&self, s: RawStream, mode: SyncMode) -> Result<()>;
+
+    /// Events are created without timing unless `timing` is set.
+    fn create_event(&self, timing: bool) -> Result<RawEvent>;
+    fn destroy_event(&self, e: RawEvent) -> Result<()>;
+    fn record(&self, e: RawEvent, s: RawStream) -> Result<()>;
+    fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()>;
+    fn event_sync(&self, e: RawEvent) -> Result<()>;
+    /// True when the event's last record completed (or it was never recorded).
+    fn event_query(&self, e: RawEvent) -> Result<bool>;
+    /// Milliseconds between two completed timing events.
+    fn event_elapsed_ms(&self, start: RawEvent, end: RawEvent) -> Result<f32>;
+
+    /// Stream-ordered allocation.
+    fn alloc(&self, bytes: usize, s: RawStream) -> Result<u64>;
+    /// Stream-ordered free: the memory is released once `s` reaches it.
+    fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()>;
+    /// Page-locked host memory; `mapped`: also mapped into the device
+    /// (returns the device address). Host backend: plain memory.
+    fn alloc_host(&self, bytes: usize, mapped: bool) -> Result<(*mut u8, u64)>;
+    fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()>;
+
+    /// Asynchronous copy from host memory. Pageable `src` may be reused when
+    /// the call returns (the driver staged it); pinned `src` must live until
+    /// the copy completed.
+    fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()>;
+    /// Asynchronous copy to host memory; `dst` must live until it completed.
+    fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()>;
+    fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()>;
+    /// Sets `count` 32-bit words at `dst` to `value`.
+    fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
+
+    /// Loads a module (PTX on CUDA; host functions on the host) and returns
+    /// its kernels in the module's order.
+    fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>>;
+    fn launch(
+        &self,
+        k: RawKernel,
+        cfg: LaunchConfig,
+        args: &[KernelArg],
+        accesses: &[MemAccess],
+        s: RawStream,
+    ) -> Result<()>;
+
+    fn begin_capture(&self, s: RawStream) -> Result<()>;
+    /// Ends the capture and instantiates the graph.
+    fn end_capture(&self, s: RawStream) -> Result<RawGraph>;
+    fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
+    fn graph_destroy(&self, g: RawGraph) -> Result<()>;
+
+    /// Races found by the host backend's detector (none on CUDA).
+    fn races(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Forgets the races found (host backend).
+    fn clear_races(&self) {}
+
+    /// Host backend only: blocks `s` until `open` is non-zero, or sets
+    /// `timed_out` after `timeout_ns`. CUDA gates are a kernel instead.
+    fn host_gate(&self, _s: RawStream, _open: *const u32, _timed_out: *mut u32, _timeout_ns: u64) -> Result<()> {
+        Err(crate::error::Error::Unsupported("host gate on a device backend"))
+    }
+}

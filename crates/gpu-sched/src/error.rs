@@ -1,0 +1,94 @@
+//! Typed errors: what happened, what was being done, and what to do.
+
+use gpu_epoch::LedgerError;
+
+/// The result of every fallible runtime call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The driver returned an error code.
+    #[error("CUDA driver error {code} ({name}) while {during}")]
+    Driver {
+        /// The `CUresult` code.
+        code: i32,
+        /// The driver's name for it.
+        name: String,
+        /// What the runtime was doing.
+        during: &'static str,
+    },
+    /// An earlier kernel faulted; the context is unusable for good.
+    #[error("the device context is broken by an earlier error ({name}, code {code}); every call fails until the process restarts")]
+    StickyDeviceError {
+        /// The `CUresult` code.
+        code: i32,
+        /// The driver's name for it.
+        name: String,
+    },
+    /// The device could not allocate.
+    #[error("out of device memory: asked for {requested} bytes while {during}")]
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: usize,
+        /// What the runtime was doing.
+        during: &'static str,
+    },
+    /// Two lengths that must agree do not.
+    #[error("length mismatch: {what} has {got} elements, {expected} expected")]
+    LengthMismatch {
+        /// What was measured.
+        what: &'static str,
+        /// Expected length.
+        expected: usize,
+        /// Actual length.
+        got: usize,
+    },
+    /// A chunk size of zero.
+    #[error("chunk size must be at least 1")]
+    ZeroChunk,
+    /// A buffer or event of another runtime (device) was passed.
+    #[error("{what} belongs to another device/runtime; copy it to this one first")]
+    WrongDevice {
+        /// What was passed.
+        what: &'static str,
+    },
+    /// A kernel was launched with the wrong arguments.
+    #[error("kernel `{kernel}`: {problem}")]
+    BadKernelArgs {
+        /// The kernel.
+        kernel: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// No kernel of that name in the loaded modules.
+    #[error("no kernel `{0}` in the loaded modules")]
+    NoSuchKernel(String),
+    /// A capturing stream cannot do this.
+    #[error("{what} is not allowed while the stream is being captured into a graph; end the capture first")]
+    Capturing {
+        /// What was attempted.
+        what: &'static str,
+    },
+    /// The ledger refused.
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    /// No CUDA device or driver.
+    #[error("no CUDA device available: {0}")]
+    NoDevice(String),
+    /// The backend cannot do this.
+    #[error("not supported by this backend: {0}")]
+    Unsupported(&'static str),
+    /// A task panicked (the payload is re-raised by `scope`; this is what
+    /// other waiters see).
+    #[error("a task panicked")]
+    TaskPanicked,
+}
+
+impl Error {
+    /// Whether the device context is broken for good.
+    pub fn is_sticky(&self) -> bool {
+        matches!(self, Error::StickyDeviceError { .. })
+    }
+}

@@ -1,0 +1,130 @@
+//! Gates: an operation that blocks its stream until the test opens it. On
+//! CUDA a kernel spinning on a flag in pinned host memory mapped into the
+//! device (never managed memory), with a timeout that sets a second flag; on
+//! the host backend a blocking operation.
+
+use crate::context::TaskContext;
+use crate::driver::{BackendKind, LaunchConfig, RawStream, SyncMode};
+use crate::error::Result;
+use crate::launch::KernelRef;
+use crate::runtime::Runtime;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+/// A gate: two flags (`open`, `timed_out`) in mapped pinned host memory.
+pub struct Gate {
+    rt: Runtime,
+    host: *mut u8,
+    dev: u64,
+    used_on: Mutex<Vec<RawStream>>,
+}
+
+// SAFETY: the flags are only touched through atomics (host) and volatile
+// loads/stores (device); the pointer is owned by the gate.
+unsafe impl Send for Gate {}
+// SAFETY: as above.
+unsafe impl Sync for Gate {}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("open", &self.is_open())
+            .field("timed_out", &self.timed_out())
+            .finish()
+    }
+}
+
+const GATE_BYTES: usize = 256;
+
+impl Runtime {
+    /// A closed gate.
+    ///
+    /// # Errors
+    ///
+    /// A driver error from allocating mapped pinned memory.
+    pub fn gate(&self) -> Result<Gate> {
+        let (host, dev) = self.driver().alloc_host(GATE_BYTES, true)?;
+        self.inner
+            .pinned_bytes
+            .fetch_add(GATE_BYTES, Ordering::Relaxed);
+        let g = Gate {
+            rt: self.clone(),
+            host,
+            dev,
+            used_on: Mutex::new(Vec::new()),
+        };
+        g.flag(0).store(0, Ordering::SeqCst);
+        g.flag(1).store(0, Ordering::SeqCst);
+        Ok(g)
+    }
+}
+
+impl Gate {
+    fn flag(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: `host` points to GATE_BYTES of live, 4-aligned pinned
+        // memory owned by the gate; i is 0 or 1.
+        unsafe { &*(self.host.add(4 * i) as *const AtomicU32) }
+    }
+
+    /// Opens the gate: every operation blocked on it proceeds.
+    pub fn open(&self) {
+        self.flag(0).store(1, Ordering::SeqCst);
+    }
+
+    /// Whether the gate was opened.
+    pub fn is_open(&self) -> bool {
+        self.flag(0).load(Ordering::SeqCst) != 0
+    }
+
+    /// Whether an operation blocked on the gate gave up waiting.
+    pub fn timed_out(&self) -> bool {
+        self.flag(1).load(Ordering::SeqCst) != 0
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // Nothing may still spin on the flags when they are freed.
+        self.open();
+        for s in self.used_on.lock().drain(..) {
+            let _ = self.rt.driver().stream_sync(s, SyncMode::Blocking);
+        }
+        let _ = self.rt.driver().free_host(self.host, GATE_BYTES);
+        self.rt
+            .inner
+            .pinned_bytes
+            .fetch_sub(GATE_BYTES, Ordering::Relaxed);
+    }
+}
+
+impl TaskContext {
+    /// Blocks this task's stream until `gate` opens or `timeout` passes (then
+    /// the gate's `timed_out` flag is set). `kernel` is the gate kernel
+    /// (`gate(open*, timed_out*, timeout_ns)`), used on CUDA.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::WrongDevice`]; driver errors.
+    pub fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
+        self.rt.check_same(gate.rt.id(), "the gate")?;
+        self.bind();
+        gate.used_on.lock().push(self.raw);
+        let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
+        match self.rt.backend() {
+            BackendKind::Host => self.rt.driver().host_gate(
+                self.raw,
+                gate.host as *const u32,
+                // SAFETY: within the gate's allocation.
+                unsafe { gate.host.add(4) } as *mut u32,
+                ns,
+            ),
+            BackendKind::Cuda => self
+                .launch(kernel, LaunchConfig::linear(1, 1))
+                .raw_ptr(gate.dev)
+                .raw_ptr(gate.dev + 4)
+                .arg(ns)
+                .submit(),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Graph capture and launch (R12).
+
+use crate::buffer::{DeviceRepr, DeviceSlice};
+use crate::context::{TaskContext, Touch};
+use crate::driver::{MemAccess, RawGraph};
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+use gpu_epoch::Access;
+
+/// An executable graph captured from a task's operations. Launching it
+/// stamps every buffer it touches on the launch stream, as one operation.
+pub struct Graph {
+    rt: Runtime,
+    raw: RawGraph,
+    touches: Vec<MemAccess>,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("buffers", &self.touches.len())
+            .finish()
+    }
+}
+
+impl Graph {
+    /// The memory the graph touches, as (device address, bytes, access).
+    pub fn touches(&self) -> impl Iterator<Item = (u64, usize, Access)> + '_ {
+        self.touches.iter().map(|m| (m.ptr, m.bytes, m.access))
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        let _ = self.rt.driver().graph_destroy(self.raw);
+    }
+}
+
+impl TaskContext {
+    /// Captures the operations `body` submits on this task's stream into a
+    /// graph. While capturing, operations do not stamp (the graph launch
+    /// will), records and waits give no fact, hand-offs synchronize the old
+    /// stream on the host, and synchronizing this stream is an error.
+    ///
+    /// # Errors
+    ///
+    /// What `body` returned (the capture is ended and discarded first);
+    /// driver errors.
+    pub fn capture(&self, body: impl FnOnce(&TaskContext) -> Result<()>) -> Result<Graph> {
+        self.bind();
+        let l = self.rt.ledger();
+        if l.is_capturing(self.stream) {
+            return Err(Error::Capturing {
+                what: "beginning a nested capture",
+            });
+        }
+        self.rt.driver().begin_capture(self.raw)?;
+        l.set_capturing(self.stream, true);
+        *self.capture_log.borrow_mut() = Some(Vec::new());
+        let r = body(self);
+        let touches = self.capture_log.borrow_mut().take().unwrap_or_default();
+        l.set_capturing(self.stream, false);
+        let g = self.rt.driver().end_capture(self.raw);
+        match (r, g) {
+            (Ok(()), Ok(raw)) => Ok(Graph {
+                rt: self.rt.clone(),
+                raw,
+                touches,
+            }),
+            (Err(e), Ok(raw)) => {
+                let _ = self.rt.driver().graph_destroy(raw);
+                Err(e)
+            }
+            (_, Err(e)) => Err(e),
+        }
+    }
+
+    /// Starts a launch of `graph`: pass every buffer it touches, `&` for the
+    /// ones it only reads and `&mut` for the ones it writes, then submit.
+    pub fn launch_graph<'c, 'b>(&'c self, graph: &'c Graph) -> GraphLaunch<'c, 'b> {
+        GraphLaunch {
+            ctx: self,
+            graph,
+            touches: Vec::new(),
+        }
+    }
+}
+
+/// A graph launch being built.
+#[must_use = "a graph launch does nothing until submitted"]
+pub struct GraphLaunch<'c, 'b> {
+    ctx: &'c TaskContext,
+    graph: &'c Graph,
+    touches: Vec<Touch<'b>>,
+}
+
+impl std::fmt::Debug for GraphLaunch<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphLaunch").finish_non_exhaustive()
+    }
+}
+
+impl<'c, 'b> GraphLaunch<'c, 'b> {
+    /// A buffer the graph only reads.
+    pub fn read<T: DeviceRepr>(mut self, buf: &'b (impl DeviceSlice<T> + ?Sized)) -> Self {
+        self.touches.push(Touch::read(buf));
+        self
+    }
+
+    /// A buffer the graph writes.
+    pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSlice<T> + ?Sized)) -> Self {
+        self.touches.push(Touch::write(buf));
+        self
+    }
+
+    /// Hands off and stamps every buffer on this stream, then launches.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadKernelArgs`] if a buffer the graph touches was not passed
+    /// (or passed as a read where the graph writes); driver errors.
+    pub fn submit(mut self) -> Result<()> {
+        for t in &self.graph.touches {
+            let ok = self.touches.iter().any(|p| {
+                p.mem.ptr <= t.ptr
+                    && t.ptr + t.bytes as u64 <= p.mem.ptr + p.mem.bytes as u64
+                    && (p.mem.access == Access::Write || t.access == Access::Read)
+            });
+            if !ok {
+                return Err(Error::BadKernelArgs {
+                    kernel: "graph launch",
+                    problem: format!(
+                        "the graph {} {:#x}..{:#x}; pass that buffer with {}",
+                        if t.access == Access::Write { "writes" } else { "reads" },
+                        t.ptr,
+                        t.ptr + t.bytes as u64,
+                        if t.access == Access::Write { ".write(&mut buf)" } else { ".read(&buf)" }
+                    ),
+                });
+            }
+        }
+        let ctx = self.ctx;
+        self.ctx.rt.check_same(self.graph.rt.id(), "the graph")?;
+        let raw = self.graph.raw;
+        ctx.tracked(&mut self.touches, |_| ctx.rt.driver().graph_launch(raw, ctx.raw))
+    }
+}

@@ -1,0 +1,172 @@
+//! Stream and event pools (R13, X5): nothing is created or destroyed on the
+//! hot path once the pools are warm.
+
+use crate::driver::{Driver, RawEvent, RawStream};
+use crate::error::Result;
+use gpu_epoch::{EventCoverage, Ledger, StreamId};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+
+/// The streams of one runtime: a table from ledger ids to driver handles and
+/// a free list.
+#[derive(Debug)]
+pub(crate) struct StreamPool {
+    /// Driver handles by ledger index; written once, before the id is
+    /// handed out.
+    raw: Box<[AtomicU64]>,
+    created: AtomicUsize,
+    free: Mutex<Vec<StreamId>>,
+}
+
+impl StreamPool {
+    pub(crate) fn new(capacity: usize) -> Self {
+        StreamPool {
+            raw: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            created: AtomicUsize::new(0),
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Creates `n` streams up front.
+    pub(crate) fn warm(&self, driver: &dyn Driver, ledger: &Ledger, n: usize) -> Result<()> {
+        for _ in 0..n {
+            let id = self.create(driver, ledger)?;
+            self.free.lock().push(id);
+        }
+        Ok(())
+    }
+
+    fn create(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<StreamId> {
+        let id = ledger.add_stream()?;
+        let raw = driver.create_stream()?;
+        self.raw[id.index()].store(raw.0, Release);
+        self.created.fetch_add(1, Release);
+        Ok(id)
+    }
+
+    /// The driver handle of `id`.
+    #[inline]
+    pub(crate) fn raw(&self, id: StreamId) -> RawStream {
+        RawStream(self.raw[id.index()].load(Acquire))
+    }
+
+    /// How many streams exist.
+    pub(crate) fn created(&self) -> usize {
+        self.created.load(Acquire)
+    }
+
+    /// How many are in the pool (not held by a task).
+    pub(crate) fn idle_count(&self) -> usize {
+        self.free.lock().len()
+    }
+
+    /// A stream for a new task: an idle pooled one (recycled: its generation
+    /// moves on, R13); else a new one while the ledger has room; else a busy
+    /// pooled one whose task finished (taken over without recycling, R3).
+    pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<StreamId> {
+        let candidates: Vec<StreamId> = self.free.lock().clone();
+        for id in candidates.iter().rev() {
+            if driver.stream_query(self.raw(*id))? {
+                let mut free = self.free.lock();
+                if let Some(pos) = free.iter().position(|x| x == id) {
+                    free.swap_remove(pos);
+                    drop(free);
+                    ledger.recycle(*id);
+                    return Ok(*id);
+                }
+            }
+        }
+        if ledger.stream_count() < ledger.capacity() {
+            if let Ok(id) = self.create(driver, ledger) {
+                return Ok(id);
+            }
+        }
+        let mut free = self.free.lock();
+        match free.pop() {
+            Some(id) => Ok(id),
+            None => Err(gpu_epoch::LedgerError::TooManyStreams {
+                capacity: ledger.capacity(),
+            }
+            .into()),
+        }
+    }
+
+    /// Gives a stream back; its task finished.
+    pub(crate) fn release(&self, id: StreamId) {
+        self.free.lock().push(id);
+    }
+
+    /// Every driver handle (for teardown).
+    pub(crate) fn all_raw(&self) -> Vec<RawStream> {
+        self.raw[..self.created()]
+            .iter()
+            .map(|r| RawStream(r.load(Acquire)))
+            .collect()
+    }
+}
+
+/// A pooled driver event with its ledger coverage.
+#[derive(Debug)]
+pub(crate) struct PooledEvent {
+    pub(crate) raw: RawEvent,
+    pub(crate) coverage: EventCoverage,
+}
+
+/// Events: handed out and taken back, created only when the pool is empty.
+#[derive(Debug)]
+pub(crate) struct EventPool {
+    free: Mutex<Vec<Box<PooledEvent>>>,
+    created: std::sync::atomic::AtomicUsize,
+}
+
+impl EventPool {
+    pub(crate) fn new() -> Self {
+        EventPool {
+            free: Mutex::new(Vec::new()),
+            created: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    pub(crate) fn warm(&self, driver: &dyn Driver, n: usize) -> Result<()> {
+        for _ in 0..n {
+            let e = self.create(driver)?;
+            self.free.lock().push(e);
+        }
+        Ok(())
+    }
+
+    fn create(&self, driver: &dyn Driver) -> Result<Box<PooledEvent>> {
+        let raw = driver.create_event(false)?;
+        self.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Box::new(PooledEvent {
+            raw,
+            coverage: EventCoverage::new(),
+        }))
+    }
+
+    #[inline]
+    pub(crate) fn take(&self, driver: &dyn Driver) -> Result<Box<PooledEvent>> {
+        if let Some(e) = self.free.lock().pop() {
+            return Ok(e);
+        }
+        self.create(driver)
+    }
+
+    #[inline]
+    pub(crate) fn give(&self, e: Box<PooledEvent>) {
+        self.free.lock().push(e);
+    }
+
+    pub(crate) fn created(&self) -> usize {
+        self.created.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn idle_count(&self) -> usize {
+        self.free.lock().len()
+    }
+
+    pub(crate) fn drain(&self) -> Vec<Box<PooledEvent>> {
+        std::mem::take(&mut *self.free.lock())
+    }
+}

@@ -1,0 +1,314 @@
+//! The runtime of one device: backend, ledger, pools, loaded modules.
+
+use crate::driver::host::HostDriver;
+use crate::driver::{BackendKind, Driver, RawKernel, RawStream, SyncMode};
+use crate::error::{Error, Result};
+use crate::module::Module;
+use crate::pool::{EventPool, PooledEvent, StreamPool};
+use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
+use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Which backend to start.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum BackendChoice {
+    /// CUDA when a device is present, the host backend otherwise. The
+    /// environment variable `GPU_BACKEND` (`cuda` or `host`) overrides.
+    #[default]
+    Auto,
+    /// CUDA, or an error if there is no device.
+    Cuda,
+    /// The host backend.
+    Host,
+}
+
+/// How a runtime is set up.
+#[derive(Clone, Debug)]
+pub struct RuntimeOptions {
+    /// The backend.
+    pub backend: BackendChoice,
+    /// The CUDA device ordinal.
+    pub device: usize,
+    /// Streams created up front (X5).
+    pub warm_streams: usize,
+    /// Events created up front (X5).
+    pub warm_events: usize,
+    /// The most streams the ledger tracks (at most 256).
+    pub max_streams: usize,
+    /// How stream synchronizes wait.
+    pub sync_mode: SyncMode,
+    /// Host backend: bytes of "device" memory before allocations fail.
+    pub host_memory_limit: usize,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        RuntimeOptions {
+            backend: BackendChoice::Auto,
+            device: 0,
+            warm_streams: 8,
+            warm_events: 32,
+            max_streams: 128,
+            sync_mode: SyncMode::SpinThenYield,
+            host_memory_limit: 8 << 30,
+        }
+    }
+}
+
+/// Counts of live resources, to check that faults leak nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct LiveCounts {
+    /// Streams created.
+    pub streams: usize,
+    /// Streams held by tasks (not in the pool).
+    pub streams_in_use: usize,
+    /// Events created.
+    pub events: usize,
+    /// Events out of the pool.
+    pub events_in_use: usize,
+    /// Live device allocations.
+    pub allocations: usize,
+    /// Bytes of live device allocations.
+    pub device_bytes: usize,
+    /// Bytes of live pinned host allocations.
+    pub pinned_bytes: usize,
+}
+
+pub(crate) struct RuntimeInner {
+    pub(crate) id: u64,
+    pub(crate) driver: Arc<dyn Driver>,
+    pub(crate) ledger: Ledger,
+    pub(crate) streams: StreamPool,
+    pub(crate) events: EventPool,
+    modules: RwLock<Vec<(usize, Arc<[RawKernel]>)>>,
+    pub(crate) sync_mode: SyncMode,
+    pub(crate) facts: AtomicBool,
+    pub(crate) allocations: AtomicUsize,
+    pub(crate) device_bytes: AtomicUsize,
+    pub(crate) pinned_bytes: AtomicUsize,
+    /// The task that frees memory (X4), and its stream.
+    pub(crate) reclaimer: Task,
+    pub(crate) reclaim_stream: StreamId,
+    pub(crate) reclaim_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for RuntimeInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("id", &self.id)
+            .field("backend", &self.driver.kind())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The runtime of one device (or of the host backend): the ledger, the
+/// stream and event pools, and the backend. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    pub(crate) inner: Arc<RuntimeInner>,
+}
+
+static NEXT_RUNTIME: AtomicU64 = AtomicU64::new(1);
+static GLOBAL: OnceLock<Result<Runtime>> = OnceLock::new();
+
+impl Runtime {
+    /// The process-wide runtime, started on first use with
+    /// [`RuntimeOptions::default`] (so `GPU_BACKEND` chooses the backend).
+    ///
+    /// # Errors
+    ///
+    /// The error the first start gave, every time.
+    pub fn global() -> Result<&'static Runtime> {
+        GLOBAL
+            .get_or_init(|| Runtime::new(RuntimeOptions::default()))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// A new runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoDevice`] when CUDA was asked for and there is none; driver
+    /// errors from creating the pools.
+    pub fn new(opts: RuntimeOptions) -> Result<Runtime> {
+        let choice = match (opts.backend, std::env::var("GPU_BACKEND").ok().as_deref()) {
+            (BackendChoice::Auto, Some("host")) => BackendChoice::Host,
+            (BackendChoice::Auto, Some("cuda")) => BackendChoice::Cuda,
+            (c, _) => c,
+        };
+        let host = || -> Arc<dyn Driver> { Arc::new(HostDriver::new(opts.host_memory_limit)) };
+        let driver: Arc<dyn Driver> = match choice {
+            BackendChoice::Host => host(),
+            BackendChoice::Cuda => crate::driver::open_cuda(opts.device)?,
+            BackendChoice::Auto => crate::driver::open_cuda(opts.device).unwrap_or_else(|_| host()),
+        };
+        let ledger = Ledger::new(opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS));
+        let streams = StreamPool::new(ledger.capacity());
+        let events = EventPool::new();
+        streams.warm(&*driver, &ledger, opts.warm_streams.max(1))?;
+        events.warm(&*driver, opts.warm_events)?;
+        let reclaimer = ledger.begin_task();
+        let reclaim_stream = streams.acquire(&*driver, &ledger)?;
+        ledger.bind(&reclaimer, reclaim_stream);
+        Ok(Runtime {
+            inner: Arc::new(RuntimeInner {
+                id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
+                driver,
+                ledger,
+                streams,
+                events,
+                modules: RwLock::new(Vec::new()),
+                sync_mode: opts.sync_mode,
+                facts: AtomicBool::new(true),
+                allocations: AtomicUsize::new(0),
+                device_bytes: AtomicUsize::new(0),
+                pinned_bytes: AtomicUsize::new(0),
+                reclaimer,
+                reclaim_stream,
+                reclaim_lock: Mutex::new(()),
+            }),
+        })
+    }
+
+    /// A runtime on the host backend (tests, machines without a GPU).
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::new`].
+    pub fn host() -> Result<Runtime> {
+        Runtime::new(RuntimeOptions {
+            backend: BackendChoice::Host,
+            ..RuntimeOptions::default()
+        })
+    }
+
+    /// Which backend runs the work.
+    pub fn backend(&self) -> BackendKind {
+        self.inner.driver.kind()
+    }
+
+    /// The device's name.
+    pub fn device_name(&self) -> String {
+        self.inner.driver.device_name()
+    }
+
+    /// The device's total memory, bytes.
+    pub fn total_memory(&self) -> usize {
+        self.inner.driver.total_memory()
+    }
+
+    /// The ledger's decision counters (waits avoided by reason, device
+    /// waits, host synchronizes).
+    pub fn counters(&self) -> CounterSnapshot {
+        self.inner.ledger.counters()
+    }
+
+    /// The ledger (read-only questions: epochs, facts).
+    pub fn ledger(&self) -> &Ledger {
+        &self.inner.ledger
+    }
+
+    /// Turns the ledger's facts on (default) or off. Off is the
+    /// wait-for-everything policy: every stream switch waits for all the old
+    /// stream queued. Same code path, one setting (benchmarks B4, B5, B8).
+    pub fn set_facts(&self, on: bool) {
+        self.inner.facts.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the ledger's facts are used.
+    pub fn facts(&self) -> bool {
+        self.inner.facts.load(Ordering::Relaxed)
+    }
+
+    /// Live resources.
+    pub fn live(&self) -> LiveCounts {
+        let i = &self.inner;
+        LiveCounts {
+            streams: i.streams.created(),
+            streams_in_use: i.streams.created() - i.streams.idle_count(),
+            events: i.events.created(),
+            events_in_use: i.events.created() - i.events.idle_count(),
+            allocations: i.allocations.load(Ordering::Relaxed),
+            device_bytes: i.device_bytes.load(Ordering::Relaxed),
+            pinned_bytes: i.pinned_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Races the host backend's detector found (always empty on CUDA).
+    pub fn races(&self) -> Vec<String> {
+        self.inner.driver.races()
+    }
+
+    /// Forgets the races found so far (host backend).
+    pub fn clear_races(&self) {
+        self.inner.driver.clear_races()
+    }
+
+    /// Whether two handles are the same runtime.
+    pub fn same(&self, other: &Runtime) -> bool {
+        self.inner.id == other.inner.id
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    #[inline]
+    pub(crate) fn driver(&self) -> &dyn Driver {
+        &*self.inner.driver
+    }
+
+    #[inline]
+    pub(crate) fn raw_stream(&self, s: StreamId) -> RawStream {
+        self.inner.streams.raw(s)
+    }
+
+    /// The kernels of `m`, loading it on first use.
+    pub(crate) fn kernels(&self, m: &'static Module) -> Result<Arc<[RawKernel]>> {
+        let key = m as *const Module as usize;
+        if let Some((_, k)) = self.inner.modules.read().iter().find(|(k, _)| *k == key) {
+            return Ok(k.clone());
+        }
+        let mut w = self.inner.modules.write();
+        if let Some((_, k)) = w.iter().find(|(k, _)| *k == key) {
+            return Ok(k.clone());
+        }
+        let k: Arc<[RawKernel]> = self.inner.driver.load_module(m)?.into();
+        w.push((key, k.clone()));
+        Ok(k)
+    }
+
+    pub(crate) fn take_event(&self) -> Result<Box<PooledEvent>> {
+        self.inner.events.take(self.driver())
+    }
+
+    pub(crate) fn give_event(&self, e: Box<PooledEvent>) {
+        self.inner.events.give(e)
+    }
+
+    pub(crate) fn check_same(&self, other: u64, what: &'static str) -> Result<()> {
+        if other == self.inner.id {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice { what })
+        }
+    }
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        // Finish everything before the driver goes: no memory is released
+        // while queued work may use it.
+        for s in self.streams.all_raw() {
+            let _ = self.driver.stream_sync(s, SyncMode::Blocking);
+        }
+        for e in self.events.drain() {
+            let _ = self.driver.destroy_event(e.raw);
+        }
+        for s in self.streams.all_raw() {
+            let _ = self.driver.destroy_stream(s);
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Host-backend smoke test of the runtime with a test module.
+
+use gpu_sched::{KernelArg, KernelDef, KernelRef, LaunchConfig, Module, Param, Runtime};
+
+/// add_one(x: *mut f32, n: u64)
+unsafe fn add_one(args: &[KernelArg], _cfg: LaunchConfig) {
+    let (KernelArg::Ptr(p), KernelArg::U64(n)) = (args[0], args[1]) else {
+        unreachable!()
+    };
+    // SAFETY: the runtime checked the argument list; p is a live allocation.
+    let x = unsafe { std::slice::from_raw_parts_mut(p as *mut f32, n as usize) };
+    x.iter_mut().for_each(|v| *v += 1.0);
+}
+
+static TEST: Module = Module {
+    name: "test",
+    ptx: "",
+    kernels: &[KernelDef {
+        name: "add_one",
+        params: &[Param::PtrWrite, Param::U64],
+        host: add_one,
+    }],
+};
+const ADD_ONE: KernelRef = KernelRef::new(&TEST, 0);
+
+#[test]
+fn two_tasks_hand_off_without_races() {
+    let rt = Runtime::host().unwrap();
+    let a_ctx = rt.begin_task().unwrap();
+    let mut a = a_ctx.from_host(&[1.0f32; 1000]).unwrap();
+    a_ctx
+        .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
+        .write(&mut a)
+        .arg(1000u64)
+        .submit()
+        .unwrap();
+    let b_ctx = rt.begin_task().unwrap();
+    let before = rt.counters();
+    b_ctx
+        .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
+        .write(&mut a)
+        .arg(1000u64)
+        .submit()
+        .unwrap();
+    assert_eq!(rt.counters().since(&before).device_waits, 1);
+    let v = b_ctx.to_vec(&a).unwrap();
+    assert!(v.iter().all(|x| *x == 3.0), "{:?}", &v[..4]);
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    drop(a);
+    drop(a_ctx);
+    drop(b_ctx);
+}
+
+#[test]
+fn wrong_argument_count_is_a_typed_error() {
+    let rt = Runtime::host().unwrap();
+    let t = rt.begin_task().unwrap();
+    let mut a = t.zeros::<f32>(10).unwrap();
+    let e = t
+        .launch(ADD_ONE, LaunchConfig::linear(1, 1))
+        .write(&mut a)
+        .submit()
+        .unwrap_err();
+    assert!(matches!(e, gpu_sched::Error::BadKernelArgs { .. }), "{e}");
+}
