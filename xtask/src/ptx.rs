@@ -21,6 +21,9 @@ use std::process::Command;
 
 use crate::{fail, workspace_root, Error};
 
+#[cfg(test)]
+mod test;
+
 /// The pip package that holds the pinned NVRTC (`libnvrtc.so.12`).
 const NVRTC_PACKAGE: &str = "nvidia-cuda-nvrtc-cu12";
 /// Its pinned version: CUDA 12.0, PTX ISA 8.0, loaded by drivers >= 525.

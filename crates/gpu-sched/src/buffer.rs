@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::runtime::Runtime;
-use gpu_epoch::{Access, BufferStamps, Uses};
+use gpu_epoch::{BufferStamps, Uses};
 use std::marker::PhantomData;
 
 /// Element types that can live in device memory.
@@ -76,6 +76,36 @@ impl<T: DeviceRepr> std::fmt::Debug for Buffer<T> {
 }
 
 impl<T: DeviceRepr> Buffer<T> {
+    /// A device copy of `src` on the global runtime, made by a one-off task.
+    ///
+    /// # Errors
+    ///
+    /// Out of memory; driver errors.
+    pub fn from_host(src: &[T]) -> Result<Self> {
+        Runtime::global()?.begin_task()?.from_host(src)
+    }
+
+    /// `len` zeros on the global runtime, made by a one-off task.
+    ///
+    /// # Errors
+    ///
+    /// Out of memory; driver errors.
+    pub fn zeros(len: usize) -> Result<Self> {
+        Runtime::global()?.begin_task()?.zeros(len)
+    }
+
+    /// A host copy, made by a one-off task (waits for the copy).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors.
+    pub fn to_vec(&self) -> Result<Vec<T>>
+    where
+        T: Default,
+    {
+        self.rt.begin_task()?.to_vec(self)
+    }
+
     /// The runtime the buffer lives in.
     pub fn runtime(&self) -> &Runtime {
         &self.rt
@@ -236,10 +266,3 @@ impl std::fmt::Debug for Rejoin<'_> {
     }
 }
 
-pub(crate) fn access_of(write: bool) -> Access {
-    if write {
-        Access::Write
-    } else {
-        Access::Read
-    }
-}

@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::module::Module;
 use crate::pool::{EventPool, PooledEvent, StreamPool};
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -90,7 +90,6 @@ pub(crate) struct RuntimeInner {
     /// The task that frees memory (X4), and its stream.
     pub(crate) reclaimer: Task,
     pub(crate) reclaim_stream: StreamId,
-    pub(crate) reclaim_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -142,7 +141,10 @@ impl Runtime {
         let driver: Arc<dyn Driver> = match choice {
             BackendChoice::Host => host(),
             BackendChoice::Cuda => crate::driver::open_cuda(opts.device)?,
-            BackendChoice::Auto => crate::driver::open_cuda(opts.device).unwrap_or_else(|_| host()),
+            BackendChoice::Auto if crate::driver::cuda::cuda_available() => {
+                crate::driver::open_cuda(opts.device).unwrap_or_else(|_| host())
+            }
+            BackendChoice::Auto => host(),
         };
         let ledger = Ledger::new(opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS));
         let streams = StreamPool::new(ledger.capacity());
@@ -167,7 +169,6 @@ impl Runtime {
                 pinned_bytes: AtomicUsize::new(0),
                 reclaimer,
                 reclaim_stream,
-                reclaim_lock: Mutex::new(()),
             }),
         })
     }

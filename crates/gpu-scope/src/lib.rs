@@ -1,1 +1,71 @@
-//! placeholder
+//! # gpu: Rayon-style task parallelism for GPU work
+//!
+//! ```
+//! # fn main() -> gpu::Result<()> {
+//! let mut a = gpu::Buffer::from_host(&[1.0f32; 1024])?;
+//! gpu::scope(|s| {
+//!     let n = a.len();
+//!     s.spawn(|t| {
+//!         // a child task: its own stream, ordered after the parent's work
+//!         // up to this spawn, overlapping what the parent does next.
+//!         let _ = t.stream_id();
+//!         Ok(())
+//!     });
+//!     assert_eq!(n, 1024);
+//!     Ok(())
+//! })?;
+//! # Ok(()) }
+//! ```
+//!
+//! Tasks run on a pool of worker threads; each task owns a CUDA stream from
+//! a recyclable pool while it runs. Spawning records an event on the
+//! parent's stream that the child's stream waits for, so a child is ordered
+//! after what its parent submitted *before the spawn* only; the end of a
+//! scope orders the parent after every task spawned in it. Buffers carry
+//! stamps, and the epoch ledger (`gpu-epoch`) inserts every cross-stream
+//! wait that correctness needs and none that it does not.
+//!
+//! The backend is CUDA when a device is present and the host backend
+//! (streams as CPU threads) otherwise; `GPU_BACKEND=host` or `=cuda` forces
+//! one, and [`backend`] says which runs.
+
+mod pool;
+mod scope;
+
+pub use gpu_sched::{
+    Access, BackendKind, Buffer, CounterSnapshot, DeviceRepr, DeviceSlice, Error, Event, Fence,
+    Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param, Reason,
+    Result, Runtime, RuntimeOptions, TaskContext, ViewMut,
+};
+pub use pool::{current_num_threads, ThreadPoolBuilder};
+pub use scope::{join, par_chunks_mut, scope, scope_on, ParChunksMut, Scope};
+
+/// The global runtime's backend.
+///
+/// # Errors
+///
+/// The runtime's start error (e.g. `GPU_BACKEND=cuda` without a device).
+pub fn backend() -> Result<BackendKind> {
+    Ok(Runtime::global()?.backend())
+}
+
+/// The global runtime.
+///
+/// # Errors
+///
+/// The runtime's start error.
+pub fn runtime() -> Result<&'static Runtime> {
+    Runtime::global()
+}
+
+/// Runs `f` as a one-off task on the global runtime (a stream from the
+/// pool), outside any scope.
+///
+/// # Errors
+///
+/// What `f` returns; the runtime's errors.
+pub fn with_task<R>(f: impl FnOnce(&TaskContext) -> Result<R>) -> Result<R> {
+    let ctx = Runtime::global()?.begin_task()?;
+    f(&ctx)
+}
+

@@ -158,9 +158,13 @@ fn probe_driver() -> Result<i32, String> {
     // SAFETY: loading libcuda runs its initialisers, as cudarc's own loader
     // would; the handles are closed again at once.
     if !unsafe { sys::is_culib_present() } {
+        let mut names = cudarc::get_lib_name_candidates("cuda");
+        names.extend(cudarc::get_lib_name_candidates("nvcuda"));
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|n| seen.insert(n.clone()));
         return Err(format!(
-            "the CUDA driver library (libcuda, searched as {:?}) could not be loaded",
-            cudarc::get_lib_name_candidates("cuda")
+            "the CUDA driver library could not be loaded (searched for {})",
+            names.join(", ")
         ));
     }
     // SAFETY: `is_culib_present` loaded one of the names `culib` tries, in the
@@ -535,7 +539,7 @@ impl Driver for CudaDriver {
     }
 
     fn device_name(&self) -> String {
-        self.name.clone()
+        format!("{} (device {})", self.name, self.ordinal())
     }
 
     fn total_memory(&self) -> usize {
@@ -1400,9 +1404,9 @@ $L__BB3_4:
         let mut args = [KernelArg::U32(0); MAX_KERNEL_ARGS];
         args[0] = KernelArg::Ptr(out);
         let mut want = 0u32;
-        for i in 1..MAX_KERNEL_ARGS {
+        for (i, arg) in args.iter_mut().enumerate().skip(1) {
             let v = 100 + i as u32;
-            args[i] = KernelArg::U32(v);
+            *arg = KernelArg::U32(v);
             want += i as u32 * v;
         }
         d.launch(k[SUM15], LaunchConfig::linear(1, 1), &args, &[], s)

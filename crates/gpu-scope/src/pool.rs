@@ -1,0 +1,80 @@
+//! The worker-thread pool.
+//!
+//! Design note: the pool is rayon-core's work-stealing pool, with a stream
+//! bound per *task* rather than per worker thread. A task takes a stream
+//! from the runtime's recyclable pool when it starts and gives it back when
+//! it finishes (R13). A worker that blocks in a join helps by running other
+//! tasks (rayon's rule); each of those takes a stream of its own, so no
+//! stream is ever used by two live tasks (R3). Rayon gives us tested work
+//! stealing, sleeping, and panic-safe scopes; binding streams to tasks
+//! keeps the ledger's ownership rule independent of which thread runs what.
+
+use std::sync::OnceLock;
+
+static POOL: OnceLock<rayon_core::ThreadPool> = OnceLock::new();
+
+/// Configures the global worker pool (like rayon's `ThreadPoolBuilder`).
+#[derive(Debug, Default, Clone)]
+pub struct ThreadPoolBuilder {
+    num_threads: Option<usize>,
+}
+
+impl ThreadPoolBuilder {
+    /// A builder with defaults: `GPU_THREADS` if set, else the number of
+    /// CPUs, at least 8 (tasks block on host synchronizes).
+    pub fn new() -> Self {
+        ThreadPoolBuilder::default()
+    }
+
+    /// The number of worker threads.
+    pub fn num_threads(mut self, n: usize) -> Self {
+        self.num_threads = Some(n);
+        self
+    }
+
+    /// Builds the global pool.
+    ///
+    /// # Errors
+    ///
+    /// If the global pool already exists (it starts on first use).
+    pub fn build_global(self) -> Result<(), String> {
+        let mut built = false;
+        POOL.get_or_init(|| {
+            built = true;
+            self.build()
+        });
+        if built {
+            Ok(())
+        } else {
+            Err("the global gpu pool was already started".into())
+        }
+    }
+
+    fn build(self) -> rayon_core::ThreadPool {
+        let n = self.num_threads.unwrap_or_else(|| {
+            std::env::var("GPU_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_else(|| {
+                    std::thread::available_parallelism()
+                        .map(|n| n.get())
+                        .unwrap_or(1)
+                        .max(8)
+                })
+        });
+        rayon_core::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("gpu-worker-{i}"))
+            .build()
+            .expect("creating the gpu worker threads")
+    }
+}
+
+pub(crate) fn global() -> &'static rayon_core::ThreadPool {
+    POOL.get_or_init(|| ThreadPoolBuilder::new().build())
+}
+
+/// The number of worker threads in the global pool.
+pub fn current_num_threads() -> usize {
+    global().current_num_threads()
+}

@@ -1,0 +1,419 @@
+//! `scope`, `spawn`, `join` and `par_chunks_mut`.
+
+use crate::pool;
+use gpu_sched::{Buffer, DeviceRepr, Error, Fence, Result, Runtime, TaskContext, ViewMut};
+use std::any::Any;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+#[cfg(test)]
+mod test;
+
+/// What a scope collects from its tasks: their final fences, and the first
+/// panic or error.
+#[derive(Default)]
+struct ScopeState {
+    finals: Mutex<Vec<Fence>>,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    error: Mutex<Option<Error>>,
+}
+
+impl ScopeState {
+    fn fail(&self, e: Error) {
+        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(e);
+        }
+    }
+
+    fn panicked(&self, p: Box<dyn Any + Send>) {
+        let mut g = self.panic.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(p);
+        }
+    }
+
+    fn finals(&self) -> Vec<Fence> {
+        std::mem::take(&mut *self.finals.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Orders `ctx` after every task of the scope: a device wait on each
+    /// final fence when all went well; a host wait for each when a task
+    /// failed, so the failure surfaces after every sibling's GPU work.
+    fn join_into(&self, ctx: &TaskContext, failed: bool) -> Result<()> {
+        let mut first = None;
+        for f in self.finals() {
+            let r = if failed {
+                f.synchronize()
+            } else {
+                ctx.wait_fence(f)
+            };
+            if let Err(e) = r {
+                first.get_or_insert(e);
+            }
+        }
+        if failed {
+            if let Err(e) = ctx.synchronize() {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    fn failed(&self) -> bool {
+        self.panic.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+            || self.error.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// Re-raises the first panic, else returns the first error.
+    fn finish(&self) -> Result<()> {
+        if let Some(p) = self.panic.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            resume_unwind(p);
+        }
+        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A scope's handle inside one task: submit GPU work through it (it
+/// dereferences to the task's [`TaskContext`]) and spawn tasks into the
+/// scope.
+pub struct Scope<'r, 'scope> {
+    ctx: &'r TaskContext,
+    state: &'scope ScopeState,
+    rayon: &'r rayon_core::Scope<'scope>,
+}
+
+impl std::fmt::Debug for Scope<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope").field("task", self.ctx).finish()
+    }
+}
+
+impl std::ops::Deref for Scope<'_, '_> {
+    type Target = TaskContext;
+    fn deref(&self) -> &TaskContext {
+        self.ctx
+    }
+}
+
+/// Creates a scope: `op` runs as a task on a stream of its own, may spawn
+/// tasks that borrow from the enclosing stack frame, and the scope returns
+/// once every task has returned, with the caller's later work ordered after
+/// all of their GPU work.
+///
+/// A spawned task is ordered after the work its spawner submitted *before*
+/// the spawn, and overlaps what the spawner submits afterwards. The order in
+/// which sibling tasks run, on the host and on the device, is not
+/// specified.
+///
+/// # Panics
+///
+/// If a task panics, the first panic is re-raised here once every task has
+/// returned and all their GPU work has finished (which panic is "first"
+/// among concurrent ones is not specified).
+///
+/// # Errors
+///
+/// The first error a task returned (after all GPU work finished, as for
+/// panics); the runtime's start error.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> gpu::Result<()> {
+/// let mut out = vec![0usize; 4];
+/// gpu::scope(|s| {
+///     for (i, o) in out.iter_mut().enumerate() {
+///         s.spawn(move |_t| {
+///             *o = i * 2;
+///             Ok(())
+///         });
+///     }
+///     Ok(())
+/// })?;
+/// assert_eq!(out, [0, 2, 4, 6]);
+/// # Ok(()) }
+/// ```
+///
+/// A task cannot outlive its scope:
+///
+/// ```compile_fail
+/// let mut leaked = None;
+/// gpu::scope(|s| {
+///     s.spawn(|t| Ok(()));
+///     leaked = Some(s);
+///     Ok(())
+/// }).unwrap();
+/// ```
+///
+/// Two tasks cannot write one buffer:
+///
+/// ```compile_fail
+/// let mut a = gpu::Buffer::<f32>::zeros(8).unwrap();
+/// gpu::scope(|s| {
+///     s.spawn(|t| t.memset_zero(&mut a));
+///     s.spawn(|t| t.memset_zero(&mut a));
+///     Ok(())
+/// }).unwrap();
+/// ```
+pub fn scope<'scope, OP, R>(op: OP) -> Result<R>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<R> + Send,
+    R: Send,
+{
+    let rt = Runtime::global()?;
+    scope_on(rt, op)
+}
+
+/// [`scope`] on a given runtime.
+///
+/// # Errors
+///
+/// As [`scope`].
+pub fn scope_on<'scope, OP, R>(rt: &Runtime, op: OP) -> Result<R>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<R> + Send,
+    R: Send,
+{
+    let ctx = rt.begin_task()?;
+    run_scope(&ctx, op)
+}
+
+fn run_scope<'scope, OP, R>(ctx: &TaskContext, op: OP) -> Result<R>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
+{
+    let state = ScopeState::default();
+    let state_ref: &ScopeState = &state;
+    // SAFETY-free lifetime trick avoided: rayon's in_place_scope ties every
+    // spawned job to `'scope`, which `state` outlives (it is dropped after
+    // in_place_scope returns, and in_place_scope waits for every job).
+    let result = pool::global().in_place_scope(|rs| {
+        let s = Scope {
+            ctx,
+            // The state lives on this stack frame for the whole scope.
+            state: extend(state_ref),
+            rayon: rs,
+        };
+        match catch_unwind(AssertUnwindSafe(|| op(&s))) {
+            Ok(Ok(r)) => Some(r),
+            Ok(Err(e)) => {
+                state_ref.fail(e);
+                None
+            }
+            Err(p) => {
+                state_ref.panicked(p);
+                None
+            }
+        }
+    });
+    let failed = state.failed();
+    if let Err(e) = state.join_into(ctx, failed) {
+        state.fail(e);
+    }
+    state.finish()?;
+    result.ok_or(Error::TaskPanicked)
+}
+
+/// Widens the state reference to the scope's lifetime.
+fn extend<'a, 'scope>(s: &'a ScopeState) -> &'scope ScopeState {
+    // SAFETY: `run_scope` keeps the state alive until `in_place_scope` has
+    // returned, which happens only after every job spawned into the rayon
+    // scope (the only holders of `'scope` references) has finished.
+    unsafe { &*(s as *const ScopeState) }
+}
+
+impl<'r, 'scope> Scope<'r, 'scope> {
+    /// Spawns a task into the scope. It runs on a worker thread with a
+    /// stream of its own, ordered on the device after the work this task
+    /// submitted so far (R8), and overlapping what this task does next.
+    ///
+    /// The task's error or panic is kept and reported by the scope.
+    pub fn spawn<F>(&self, f: F)
+    where
+        F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
+    {
+        let fence = match self.ctx.fence() {
+            Ok(f) => f,
+            Err(e) => return self.state.fail(e),
+        };
+        let state = self.state;
+        let rt = self.ctx.runtime().clone();
+        self.rayon.spawn(move |rs| {
+            let ctx = match rt.begin_task() {
+                Ok(c) => c,
+                Err(e) => return state.fail(e),
+            };
+            if let Err(e) = ctx.wait_fence(fence) {
+                return state.fail(e);
+            }
+            let s = Scope {
+                ctx: &ctx,
+                state,
+                rayon: rs,
+            };
+            match catch_unwind(AssertUnwindSafe(|| f(&s))) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => state.fail(e),
+                Err(p) => state.panicked(p),
+            }
+            match ctx.fence() {
+                Ok(fin) => state
+                    .finals
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(fin),
+                Err(e) => {
+                    // Without a final fence the joiner cannot order after
+                    // this task: wait here so nothing is left running.
+                    let _ = ctx.synchronize();
+                    state.fail(e)
+                }
+            }
+        });
+    }
+
+    /// A nested scope on this task's stream: its tasks are ordered after
+    /// this task's work so far (and, through X1, after what this task was
+    /// ordered after), and this task continues ordered after all of them.
+    ///
+    /// # Errors
+    ///
+    /// As [`scope`].
+    pub fn scope<'inner, OP, R>(&self, op: OP) -> Result<R>
+    where
+        OP: FnOnce(&Scope<'_, 'inner>) -> Result<R>,
+    {
+        run_scope(self.ctx, op)
+    }
+
+    /// Runs `a` on this task and `b` as a spawned task, and returns both
+    /// results once both returned, this task ordered after `b`'s GPU work.
+    ///
+    /// # Errors
+    ///
+    /// The first error of either.
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> Result<(RA, RB)>
+    where
+        A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
+        B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
+        RB: Send,
+    {
+        join_in(self.ctx, a, b)
+    }
+}
+
+fn join_in<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B) -> Result<(RA, RB)>
+where
+    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
+    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
+    RB: Send,
+{
+    let mut rb = None;
+    let ra = run_scope(ctx, |s| {
+        let slot = &mut rb;
+        s.spawn(move |t| {
+            *slot = Some(b(t)?);
+            Ok(())
+        });
+        a(s)
+    })?;
+    Ok((ra, rb.ok_or(Error::TaskPanicked)?))
+}
+
+/// Runs `a` and `b` as two tasks, potentially in parallel on two streams,
+/// and returns both results (rayon's `join`).
+///
+/// # Errors
+///
+/// The first error of either; the runtime's start error.
+///
+/// # Panics
+///
+/// Re-raises a panic of either after both finished.
+pub fn join<A, B, RA, RB>(a: A, b: B) -> Result<(RA, RB)>
+where
+    A: FnOnce(&Scope<'_, '_>) -> Result<RA> + Send,
+    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
+    RA: Send,
+    RB: Send,
+{
+    let ctx = Runtime::global()?.begin_task()?;
+    join_in(&ctx, a, b)
+}
+
+/// Splits `buf` into chunks of `chunk` elements for a parallel map (X3).
+pub fn par_chunks_mut<T: DeviceRepr>(buf: &mut Buffer<T>, chunk: usize) -> ParChunksMut<'_, T> {
+    ParChunksMut { buf, chunk }
+}
+
+/// Disjoint mutable chunks of a buffer, one task per chunk.
+#[derive(Debug)]
+pub struct ParChunksMut<'a, T: DeviceRepr> {
+    buf: &'a mut Buffer<T>,
+    chunk: usize,
+}
+
+impl<T: DeviceRepr> ParChunksMut<'_, T> {
+    /// Runs `f` on each chunk, each as a task with its own stream. The
+    /// chunks are views with their own stamps: siblings never wait for each
+    /// other; afterwards the buffer is restamped on the joining stream.
+    ///
+    /// A chunk view cannot escape its task:
+    ///
+    /// ```compile_fail
+    /// let mut b = gpu::Buffer::<f32>::zeros(8).unwrap();
+    /// let mut kept = Vec::new();
+    /// gpu::par_chunks_mut(&mut b, 4).for_each(|_t, chunk| {
+    ///     kept.push(chunk);
+    ///     Ok(())
+    /// }).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroChunk`] for a zero chunk size; the first error of a
+    /// task.
+    pub fn for_each<F>(self, f: F) -> Result<()>
+    where
+        F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
+    {
+        let rt = self.buf.runtime().clone();
+        let ctx = rt.begin_task()?;
+        par_chunks_in(&ctx, self.buf, self.chunk, &f)
+    }
+}
+
+fn par_chunks_in<T, F>(ctx: &TaskContext, buf: &mut Buffer<T>, chunk: usize, f: &F) -> Result<()>
+where
+    T: DeviceRepr,
+    F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
+{
+    let (rejoin, mut views) = buf.split_chunks(chunk)?;
+    run_scope(ctx, |s| {
+        for v in views.iter_mut() {
+            s.spawn(move |t| f(t, v));
+        }
+        Ok(())
+    })?;
+    ctx.rejoin(rejoin, views)
+}
+
+impl Scope<'_, '_> {
+    /// [`par_chunks_mut`] from inside a task: the chunks' tasks are ordered
+    /// after this task's work so far, and this task after them.
+    ///
+    /// # Errors
+    ///
+    /// As [`ParChunksMut::for_each`].
+    pub fn par_chunks_mut<T, F>(&self, buf: &mut Buffer<T>, chunk: usize, f: F) -> Result<()>
+    where
+        T: DeviceRepr,
+        F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
+    {
+        par_chunks_in(self.ctx, buf, chunk, &f)
+    }
+}

@@ -1,0 +1,1 @@
+//! Tests of scope, spawn, join.
