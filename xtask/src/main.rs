@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod bundle;
 mod ptx;
 
 /// One subcommand: its name, a one-line summary, its arguments for the usage
@@ -19,13 +20,22 @@ struct Command {
     run: fn(&[String]) -> Result<(), Error>,
 }
 
-const COMMANDS: &[Command] = &[Command {
-    name: "ptx",
-    args: "[--check]",
-    about: "regenerate crates/gpu-kernels/ptx/*.ptx with the pinned NVRTC \
+const COMMANDS: &[Command] = &[
+    Command {
+        name: "bundle",
+        args: "",
+        about: "build the GPU tests, examples and xtask (release, stripped) into bundle/, \
+                with bundle/run.sh to run them on a GPU machine without cargo",
+        run: bundle::run,
+    },
+    Command {
+        name: "ptx",
+        args: "[--check]",
+        about: "regenerate crates/gpu-kernels/ptx/*.ptx with the pinned NVRTC \
             (--check: fail if the committed PTX differs)",
-    run: ptx::run,
-}];
+        run: ptx::run,
+    },
+];
 
 /// Why a command did not succeed.
 #[derive(Debug)]

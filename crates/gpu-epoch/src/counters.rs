@@ -103,6 +103,8 @@ impl CounterSnapshot {
     /// Waits avoided, all reasons but [`Reason::SameStream`] and
     /// [`Reason::Clean`] (those involve no stream switch).
     pub fn switches_avoided(&self) -> u64 {
-        self.avoided(Reason::Completed) + self.avoided(Reason::Ordered) + self.avoided(Reason::Recycled)
+        self.avoided(Reason::Completed)
+            + self.avoided(Reason::Ordered)
+            + self.avoided(Reason::Recycled)
     }
 }

@@ -17,6 +17,8 @@ pub struct EventCoverage {
 #[derive(Debug, Default)]
 pub(crate) struct EventState {
     pub(crate) records: u64,
+    /// Records begun and not yet finished (or aborted).
+    pub(crate) in_flight: u32,
     pub(crate) source: Option<(StreamId, StreamEpoch)>,
     pub(crate) waited: Vec<(StreamId, u64)>,
 }

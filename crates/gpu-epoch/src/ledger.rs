@@ -324,9 +324,13 @@ impl Ledger {
         if self.is_capturing(s) {
             return false;
         }
+        // R10: only a move to another stream ends an escape; raw work through
+        // the pointer may still follow on the escape's stream.
+        if uses.escaped && uses.writer.is_some_and(|w| w.stream != s) {
+            uses.escaped = false;
+        }
         uses.writer = Some(self.current_use(s));
         uses.readers.clear();
-        uses.escaped = false;
         true
     }
 
@@ -337,7 +341,9 @@ impl Ledger {
             return false;
         }
         let u = self.current_use(s);
-        uses.escaped = false;
+        if uses.escaped {
+            self.end_escape_by_read(uses, s);
+        }
         match uses.readers.iter_mut().find(|r| r.stream == s) {
             Some(r) => *r = u,
             None => uses.readers.push(u),
@@ -351,6 +357,21 @@ impl Ledger {
         match access {
             Access::Read => self.stamp_read(uses, s),
             Access::Write => self.stamp_write(uses, s),
+        }
+    }
+
+    /// R10: a read on another stream moves an escaped buffer (its hand-off
+    /// waited for everything the escape's stream had queued). Raw writes
+    /// through the pointer may have been submitted after the escape's stamp,
+    /// unstamped: the writer is restamped with its stream's epoch now, which
+    /// no fact covers before a close that follows them.
+    #[cold]
+    fn end_escape_by_read(&self, uses: &mut Uses, s: StreamId) {
+        if let Some(w) = &mut uses.writer {
+            if w.stream != s {
+                *w = self.current_use(w.stream);
+                uses.escaped = false;
+            }
         }
     }
 
@@ -418,10 +439,7 @@ impl Ledger {
                 }
             }
         };
-        if access == Access::Read
-            && !uses.escaped
-            && uses.readers.iter().any(|r| r.stream == s2)
-        {
+        if access == Access::Read && !uses.escaped && uses.readers.iter().any(|r| r.stream == s2) {
             // `s2` already read since the last write: it was ordered after
             // the writer then, and stream order keeps it so.
             counters.avoided(Reason::SameStream);
@@ -525,6 +543,7 @@ impl Ledger {
         let records = {
             let mut st = event.lock();
             st.records += 1;
+            st.in_flight += 1;
             st.source = None;
             st.waited.clear();
             st.records
@@ -536,19 +555,19 @@ impl Ledger {
     }
 
     /// R4, X1, second half: the driver record was submitted. The event covers
-    /// the closed epoch and the stream's ordered table, if the close counted
-    /// and the event was not recorded again since.
+    /// the closed epoch and the stream's ordered table, if the close counted,
+    /// the event was not recorded again since, and no other record of it is
+    /// in flight (an older one's driver call may still land after this one's:
+    /// the driver's event would then be the older record).
     pub fn finish_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let closed = ticket.closed;
-        if !closed.counted {
+        let mut st = event.lock();
+        st.in_flight = st.in_flight.saturating_sub(1);
+        if !closed.counted || st.records != ticket.records || st.in_flight != 0 {
             return;
         }
         let waited = &self.order(closed.stream).waited;
         let n = self.stream_count();
-        let mut st = event.lock();
-        if st.records != ticket.records {
-            return;
-        }
         st.source = Some((closed.stream, closed.epoch));
         st.waited.clear();
         for (i, w) in waited[..n].iter().enumerate() {
@@ -557,6 +576,16 @@ impl Ledger {
                 st.waited.push((StreamId(i as u16), w));
             }
         }
+    }
+
+    /// R4: the driver record after [`Ledger::begin_record`] failed: the
+    /// record is no longer in flight, and the event covers nothing (the
+    /// driver's event is in doubt). A ticket neither finished nor aborted
+    /// keeps the event covering nothing for good, which is safe.
+    pub fn abort_record(&self, event: &EventCoverage, ticket: RecordTicket) {
+        let _ = ticket;
+        let mut st = event.lock();
+        st.in_flight = st.in_flight.saturating_sub(1);
     }
 
     /// R6, R7, R8, first half: read what `event` covers before a driver wait,

@@ -35,7 +35,7 @@ use std::sync::Mutex;
 const BUFS: usize = 4;
 const EVENTS: usize = 3;
 const SLOTS: usize = 4;
-const MAX_STEPS: usize = 96;
+const MAX_STEPS: usize = 160;
 
 // ---------------------------------------------------------------------------
 // The oracle: vector clocks, as plain as possible.
@@ -173,7 +173,11 @@ impl Oracle {
         }
         let seq = self.clock[s].tick(s);
         for &(b, w) in touches {
-            self.uses[b].push(OUse { stream: s, seq, write: w });
+            self.uses[b].push(OUse {
+                stream: s,
+                seq,
+                write: w,
+            });
         }
         Ok(())
     }
@@ -224,7 +228,13 @@ struct Program {
 }
 
 fn program() -> impl Strategy<Value = Program> {
-    let step = (0..SLOTS as u8, 0u8..100, any::<u8>(), any::<u8>(), any::<u8>())
+    let step = (
+        0..SLOTS as u8,
+        0u8..100,
+        any::<u8>(),
+        any::<u8>(),
+        any::<u8>(),
+    )
         .prop_map(|(slot, op, a, b, c)| Step { slot, op, a, b, c });
     (2usize..=5, prop::collection::vec(step, 1..=MAX_STEPS))
         .prop_map(|(streams, steps)| Program { streams, steps })
@@ -251,6 +261,7 @@ enum Pending {
         e: usize,
         s: usize,
         ticket: RecordTicket,
+        fails: bool,
     },
     Wait {
         e: usize,
@@ -269,9 +280,9 @@ enum Pending {
 impl Pending {
     fn stream(&self) -> Option<usize> {
         match *self {
-            Pending::Launch { s, .. } | Pending::Record { s, .. } | Pending::StreamSync { s, .. } => {
-                Some(s)
-            }
+            Pending::Launch { s, .. }
+            | Pending::Record { s, .. }
+            | Pending::StreamSync { s, .. } => Some(s),
             Pending::Wait {
                 kind: WaitKind::Stream(s),
                 ..
@@ -395,7 +406,7 @@ impl Sim {
     }
 
     fn pick(&self, slot: usize, x: u8) -> usize {
-        if x < 236 {
+        if x < 248 {
             self.slots[slot].as_ref().unwrap().home
         } else {
             x as usize % self.n
@@ -422,7 +433,9 @@ impl Sim {
             }
         };
         if got != want {
-            return Err(format!("R3: bind of stream {s} gave {got:?}, expected {want:?}"));
+            return Err(format!(
+                "R3: bind of stream {s} gave {got:?}, expected {want:?}"
+            ));
         }
         self.stats.bindings[got as usize] += 1;
         if !self.bound[s].iter().any(|t| t.id() == task.id()) {
@@ -505,7 +518,8 @@ impl Sim {
                 Some(c) => *self.stats.unneeded.entry(c).or_default() += 1,
             }
         }
-        self.log.push(format!("  hand-off b{b} -> s{s2} {access:?}: {d:?}"));
+        self.log
+            .push(format!("  hand-off b{b} -> s{s2} {access:?}: {d:?}"));
         match d {
             Decision::NoWait(_) => {}
             Decision::DeviceWait(set) => {
@@ -548,7 +562,10 @@ impl Sim {
             .ledger
             .stamp(self.bufs[b].get_mut(), self.ids[s], access);
         if stamped == self.capturing(s) {
-            return Err(format!("stamp on stream {s} returned {stamped} (capturing: {})", self.capturing(s)));
+            return Err(format!(
+                "stamp on stream {s} returned {stamped} (capturing: {})",
+                self.capturing(s)
+            ));
         }
         Ok(())
     }
@@ -630,9 +647,14 @@ impl Sim {
                 ref touches,
                 captured,
             } => {
-                self.log.push(format!("T{slot} submit on s{s} {touches:?} captured={captured}"));
+                self.log.push(format!(
+                    "T{slot} submit on s{s} {touches:?} captured={captured}"
+                ));
                 if captured {
-                    let cap = self.capture.as_mut().expect("capture ended under a pending op");
+                    let cap = self
+                        .capture
+                        .as_mut()
+                        .expect("capture ended under a pending op");
                     for &(b, w) in touches {
                         match cap.graph.iter_mut().find(|g| g.0 == b) {
                             Some(g) => g.1 |= w,
@@ -647,8 +669,23 @@ impl Sim {
                     self.stamp(b, s, w)?;
                 }
             }
-            Pending::Record { e, s, ticket } => {
-                self.log.push(format!("T{slot} driver record e{e} on s{s} ({:?})", ticket.closed()));
+            Pending::Record {
+                e,
+                s,
+                ticket,
+                fails: true,
+            } => {
+                // The driver record failed: the driver's event is unchanged.
+                self.log
+                    .push(format!("T{slot} driver record e{e} on s{s} FAILED"));
+                self.ledger.abort_record(&self.events[e], ticket);
+                self.ev_in_flight[e] -= 1;
+            }
+            Pending::Record { e, s, ticket, .. } => {
+                self.log.push(format!(
+                    "T{slot} driver record e{e} on s{s} ({:?})",
+                    ticket.closed()
+                ));
                 let capturing = self.capturing(s);
                 self.ledger.finish_record(&self.events[e], ticket);
                 self.ev_in_flight[e] -= 1;
@@ -659,13 +696,21 @@ impl Sim {
                     self.oracle.record(e, s, tag);
                 }
             }
-            Pending::Wait { e, kind, ticket, .. } => {
-                self.log.push(format!("T{slot} driver {kind:?} e{e} (saw {:?})", ticket.source()));
+            Pending::Wait {
+                e, kind, ticket, ..
+            } => {
+                self.log.push(format!(
+                    "T{slot} driver {kind:?} e{e} (saw {:?})",
+                    ticket.source()
+                ));
                 match kind {
                     WaitKind::Stream(s2) => {
-                        let kept = self
-                            .ledger
-                            .finish_stream_wait(&task, &self.events[e], ticket, self.ids[s2]);
+                        let kept = self.ledger.finish_stream_wait(
+                            &task,
+                            &self.events[e],
+                            ticket,
+                            self.ids[s2],
+                        );
                         if !self.capturing(s2) {
                             let tag = self.wait_tag(e, &p, kept);
                             self.oracle.wait_event(e, s2, tag);
@@ -682,7 +727,8 @@ impl Sim {
                 }
             }
             Pending::StreamSync { s, closed, .. } => {
-                self.log.push(format!("T{slot} driver sync s{s} ({closed:?})"));
+                self.log
+                    .push(format!("T{slot} driver sync s{s} ({closed:?})"));
                 let tag = if closed.counted {
                     None
                 } else {
@@ -697,7 +743,10 @@ impl Sim {
 
     fn end_capture(&mut self) {
         let cap = self.capture.take().unwrap();
-        self.log.push(format!("end capture on s{}: graph {:?}", cap.stream, cap.graph));
+        self.log.push(format!(
+            "end capture on s{}: graph {:?}",
+            cap.stream, cap.graph
+        ));
         self.ledger.set_capturing(self.ids[cap.stream], false);
         if !cap.graph.is_empty() {
             if self.graphs.len() == 3 {
@@ -715,12 +764,17 @@ impl Sim {
         let Some(sl) = &self.slots[slot] else {
             // The pool hands out a stream with no live owner, if any (then
             // the task takes it over); else one a live task owns (shared).
-            let task = self.ledger.begin_task();
-            let home = (0..self.n)
+            // (With none free, one step in four starts a task anyway.)
+            let free = (0..self.n)
                 .map(|i| (st.a as usize + i) % self.n)
-                .find(|&s| !self.owner[s].as_ref().is_some_and(Task::is_live) && !self.shared[s])
-                .unwrap_or(st.a as usize % self.n);
-            self.log.push(format!("T{slot} begins ({:?}), home s{home}", task.id()));
+                .find(|&s| !self.owner[s].as_ref().is_some_and(Task::is_live) && !self.shared[s]);
+            if free.is_none() && st.b % 4 != 0 {
+                return Ok(());
+            }
+            let home = free.unwrap_or(st.a as usize % self.n);
+            let task = self.ledger.begin_task();
+            self.log
+                .push(format!("T{slot} begins ({:?}), home s{home}", task.id()));
             self.slots[slot] = Some(Slot {
                 task,
                 home,
@@ -751,10 +805,17 @@ impl Sim {
                 let s = self.pick(slot, st.a);
                 self.log.push(format!("T{slot} begin record e{e} on s{s}"));
                 self.bind(slot, s)?;
-                let ticket = self.ledger.begin_record(&task, &self.events[e], self.ids[s]);
+                let ticket = self
+                    .ledger
+                    .begin_record(&task, &self.events[e], self.ids[s]);
                 self.ev_records[e] += 1;
                 self.ev_in_flight[e] += 1;
-                self.slots[slot].as_mut().unwrap().pending = Some(Pending::Record { e, s, ticket });
+                self.slots[slot].as_mut().unwrap().pending = Some(Pending::Record {
+                    e,
+                    s,
+                    ticket,
+                    fails: st.c % 16 == 0,
+                });
             }
             32..=50 => {
                 let kind = match st.op {
@@ -781,19 +842,27 @@ impl Sim {
                 self.bind(slot, s)?;
                 match self.ledger.begin_stream_sync(&task, self.ids[s]) {
                     Ok(closed) => {
-                        self.log.push(format!("T{slot} begin sync s{s}: {closed:?}"));
+                        self.log
+                            .push(format!("T{slot} begin sync s{s}: {closed:?}"));
                         if self.capturing(s) {
                             return Err(format!("stream sync of capturing s{s} was allowed"));
                         }
-                        self.slots[slot].as_mut().unwrap().pending =
-                            Some(Pending::StreamSync { s, closed, hold: None });
+                        self.slots[slot].as_mut().unwrap().pending = Some(Pending::StreamSync {
+                            s,
+                            closed,
+                            hold: None,
+                        });
                     }
                     Err(_) if self.capturing(s) => {}
                     Err(err) => return Err(format!("stream sync refused: {err}")),
                 }
             }
             57..=62 => {
-                if self.capture.as_ref().is_some_and(|c| c.task == task.id().get()) {
+                if self
+                    .capture
+                    .as_ref()
+                    .is_some_and(|c| c.task == task.id().get())
+                {
                     if self.pending_on(self.capture.as_ref().unwrap().stream) {
                         return Ok(());
                     }
@@ -834,7 +903,8 @@ impl Sim {
                 if self.capturing(s) || !self.borrow_ok(&[(b, true)]) {
                     return Ok(());
                 }
-                self.log.push(format!("T{slot} raw launch on s{s} through b{b}'s pointer"));
+                self.log
+                    .push(format!("T{slot} raw launch on s{s} through b{b}'s pointer"));
                 self.oracle.submit(s, &[(b, true)])?;
                 self.stats.ops += 1;
             }
@@ -878,7 +948,8 @@ impl Sim {
                 if self.capturing(home) || !self.borrow_ok(&[(b, true)]) {
                     return Ok(());
                 }
-                self.log.push(format!("T{slot} host-sync pointer b{b} on s{home}"));
+                self.log
+                    .push(format!("T{slot} host-sync pointer b{b} on s{home}"));
                 self.bind(slot, home)?;
                 self.moved(&[(b, true)], home);
                 self.hand_off(slot, b, home, true)?;
@@ -922,7 +993,10 @@ impl Sim {
         }
         // Finish what is in flight, so its submissions are checked too.
         for slot in 0..SLOTS {
-            if self.slots[slot].as_ref().is_some_and(|s| s.pending.is_some()) {
+            if self.slots[slot]
+                .as_ref()
+                .is_some_and(|s| s.pending.is_some())
+            {
                 self.advance(slot)?;
             }
         }
@@ -942,7 +1016,10 @@ impl Sim {
 fn report(st: &Stats) {
     let unneeded: u64 = st.unneeded.values().sum();
     eprintln!();
-    eprintln!("oracle: {} programs, {} operations submitted, 0 unsafe skips", st.cases, st.ops);
+    eprintln!(
+        "oracle: {} programs, {} operations submitted, 0 unsafe skips",
+        st.cases, st.ops
+    );
     eprintln!(
         "  bindings: owned {}, took over {}, shared {}",
         st.bindings[0], st.bindings[1], st.bindings[2]
@@ -960,7 +1037,10 @@ fn report(st: &Stats) {
         unneeded,
         100.0 * unneeded as f64 / st.waits.max(1) as f64
     );
-    eprintln!("  {:<58} {:>8} {:>7}", "unnecessary waits by cause", "count", "share");
+    eprintln!(
+        "  {:<58} {:>8} {:>7}",
+        "unnecessary waits by cause", "count", "share"
+    );
     for (c, n) in &st.unneeded {
         eprintln!(
             "  {:<58} {:>8} {:>6.1}%",

@@ -31,7 +31,9 @@ mod hostk {
             _ => unreachable!("checked by the runtime"),
         }
     }
-    pub(super) trait Scalar: Copy + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {
+    pub(super) trait Scalar:
+        Copy + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self>
+    {
         fn get(a: KernelArg) -> Self;
     }
     impl Scalar for f32 {
@@ -166,8 +168,16 @@ pub static MODULE: Module = Module {
     kernels: &[
         kernel!(names::FILL_F32, [W, F32, U64], hostk::fill::<f32>),
         kernel!(names::FILL_F64, [W, F64, U64], hostk::fill::<f64>),
-        kernel!(names::ADD_SCALAR_F32, [W, F32, U64], hostk::add_scalar::<f32>),
-        kernel!(names::ADD_SCALAR_F64, [W, F64, U64], hostk::add_scalar::<f64>),
+        kernel!(
+            names::ADD_SCALAR_F32,
+            [W, F32, U64],
+            hostk::add_scalar::<f32>
+        ),
+        kernel!(
+            names::ADD_SCALAR_F64,
+            [W, F64, U64],
+            hostk::add_scalar::<f64>
+        ),
         kernel!(names::SCALE_F32, [W, F32, U64], hostk::scale::<f32>),
         kernel!(names::SCALE_F64, [W, F64, U64], hostk::scale::<f64>),
         kernel!(names::AXPY_F32, [F32, R, W, U64], hostk::axpy::<f32>),
@@ -176,8 +186,16 @@ pub static MODULE: Module = Module {
         kernel!(names::COPY_F64, [R, W, U64], hostk::copy::<f64>),
         kernel!(names::SUM_F32, [R, W, U64], hostk::sum::<f32>),
         kernel!(names::SUM_F64, [R, W, U64], hostk::sum::<f64>),
-        kernel!(names::SCAN_BLOCK_F32, [R, W, W, U64], hostk::scan_block::<f32>),
-        kernel!(names::SCAN_BLOCK_F64, [R, W, W, U64], hostk::scan_block::<f64>),
+        kernel!(
+            names::SCAN_BLOCK_F32,
+            [R, W, W, U64],
+            hostk::scan_block::<f32>
+        ),
+        kernel!(
+            names::SCAN_BLOCK_F64,
+            [R, W, W, U64],
+            hostk::scan_block::<f64>
+        ),
         kernel!(names::SCAN_SUMS_F32, [W, U64], hostk::scan_sums::<f32>),
         kernel!(names::SCAN_SUMS_F64, [W, U64], hostk::scan_sums::<f64>),
         kernel!(names::SCAN_ADD_F32, [W, R, U64], hostk::scan_add::<f32>),
@@ -229,7 +247,11 @@ fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
     if expected == got {
         Ok(())
     } else {
-        Err(Error::LengthMismatch { what, expected, got })
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
     }
 }
 
@@ -240,7 +262,11 @@ fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
 /// Driver errors; [`Error::WrongDevice`].
 pub fn fill<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Sized), v: T) -> Result<()> {
     let n = x.len();
-    t.launch(k::<T>(FILL), elementwise(n)).write(x).arg(v).arg(n).submit()
+    t.launch(k::<T>(FILL), elementwise(n))
+        .write(x)
+        .arg(v)
+        .arg(n)
+        .submit()
 }
 
 /// `x[i] += v`.
@@ -248,9 +274,17 @@ pub fn fill<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Sized), v
 /// # Errors
 ///
 /// Driver errors; [`Error::WrongDevice`].
-pub fn add_scalar<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Sized), v: T) -> Result<()> {
+pub fn add_scalar<T: Float>(
+    t: &TaskContext,
+    x: &mut (impl DeviceSlice<T> + ?Sized),
+    v: T,
+) -> Result<()> {
     let n = x.len();
-    t.launch(k::<T>(ADD_SCALAR), elementwise(n)).write(x).arg(v).arg(n).submit()
+    t.launch(k::<T>(ADD_SCALAR), elementwise(n))
+        .write(x)
+        .arg(v)
+        .arg(n)
+        .submit()
 }
 
 /// `x[i] *= a`.
@@ -258,9 +292,17 @@ pub fn add_scalar<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Siz
 /// # Errors
 ///
 /// Driver errors; [`Error::WrongDevice`].
-pub fn scale<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Sized), a: T) -> Result<()> {
+pub fn scale<T: Float>(
+    t: &TaskContext,
+    x: &mut (impl DeviceSlice<T> + ?Sized),
+    a: T,
+) -> Result<()> {
     let n = x.len();
-    t.launch(k::<T>(SCALE), elementwise(n)).write(x).arg(a).arg(n).submit()
+    t.launch(k::<T>(SCALE), elementwise(n))
+        .write(x)
+        .arg(a)
+        .arg(n)
+        .submit()
 }
 
 /// `y[i] += a * x[i]`.
@@ -276,7 +318,12 @@ pub fn axpy<T: Float>(
 ) -> Result<()> {
     let n = y.len();
     same_len("axpy's x", n, x.len())?;
-    t.launch(k::<T>(AXPY), elementwise(n)).arg(a).read(x).write(y).arg(n).submit()
+    t.launch(k::<T>(AXPY), elementwise(n))
+        .arg(a)
+        .read(x)
+        .write(y)
+        .arg(n)
+        .submit()
 }
 
 /// `dst[i] = src[i]`, as a kernel.
@@ -291,7 +338,11 @@ pub fn copy<T: Float>(
 ) -> Result<()> {
     let n = dst.len();
     same_len("copy's source", n, src.len())?;
-    t.launch(k::<T>(COPY), elementwise(n)).read(src).write(dst).arg(n).submit()
+    t.launch(k::<T>(COPY), elementwise(n))
+        .read(src)
+        .write(dst)
+        .arg(n)
+        .submit()
 }
 
 /// `out[0] = sum(x)` (zeroes `out` first).
@@ -332,12 +383,15 @@ pub fn inclusive_scan<T: Float>(
     }
     let tiles = scan_tiles(n as u64);
     let mut sums = t.alloc::<T>(tiles as usize)?;
-    t.launch(k::<T>(SCAN_BLOCK), LaunchConfig::linear(tiles.min(MAX_GRID as u64) as u32, BLOCK))
-        .read(src)
-        .write(dst)
-        .write(&mut sums)
-        .arg(n)
-        .submit()?;
+    t.launch(
+        k::<T>(SCAN_BLOCK),
+        LaunchConfig::linear(tiles.min(MAX_GRID as u64) as u32, BLOCK),
+    )
+    .read(src)
+    .write(dst)
+    .write(&mut sums)
+    .arg(n)
+    .submit()?;
     if tiles > 1 {
         t.launch(k::<T>(SCAN_SUMS), LaunchConfig::linear(1, BLOCK))
             .write(&mut sums)
@@ -369,7 +423,11 @@ pub fn spin(t: &TaskContext, d: Duration) -> Result<()> {
 /// # Errors
 ///
 /// Driver errors.
-pub fn spin_touch(t: &TaskContext, x: &mut (impl DeviceSlice<f32> + ?Sized), d: Duration) -> Result<()> {
+pub fn spin_touch(
+    t: &TaskContext,
+    x: &mut (impl DeviceSlice<f32> + ?Sized),
+    d: Duration,
+) -> Result<()> {
     let n = x.len();
     t.launch(SPIN_TOUCH_F32, elementwise(n))
         .write(x)

@@ -265,4 +265,3 @@ impl std::fmt::Debug for Rejoin<'_> {
         f.debug_struct("Rejoin").finish_non_exhaustive()
     }
 }
-

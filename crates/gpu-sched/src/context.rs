@@ -68,7 +68,8 @@ impl Runtime {
             return;
         }
         if self.driver().free(ptr, bytes, raw).is_ok() {
-            i.allocations.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            i.allocations
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             i.device_bytes
                 .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
         }
@@ -77,7 +78,13 @@ impl Runtime {
     /// R9 with the facts switch: the ledger's decision, or with facts off
     /// every earlier use on another stream waits.
     #[inline]
-    pub(crate) fn decide(&self, uses: &Uses, s2: StreamId, access: Access, device: bool) -> Decision {
+    pub(crate) fn decide(
+        &self,
+        uses: &Uses,
+        s2: StreamId,
+        access: Access,
+        device: bool,
+    ) -> Decision {
         let l = &self.inner.ledger;
         if self.facts() {
             return l.hand_off(uses, s2, access, device);
@@ -105,7 +112,13 @@ impl Runtime {
 }
 
 /// Carries out a hand-off decision for `task` on `s2`.
-fn wait_streams(rt: &Runtime, task: &Task, s2: StreamId, raw2: RawStream, d: Decision) -> Result<()> {
+fn wait_streams(
+    rt: &Runtime,
+    task: &Task,
+    s2: StreamId,
+    raw2: RawStream,
+    d: Decision,
+) -> Result<()> {
     match d {
         Decision::NoWait(_) => Ok(()),
         Decision::DeviceWait(set) => {
@@ -126,7 +139,8 @@ fn wait_streams(rt: &Runtime, task: &Task, s2: StreamId, raw2: RawStream, d: Dec
         }
         Decision::HostSync(set) => {
             for s in set.iter() {
-                rt.driver().stream_sync(rt.raw_stream(s), rt.inner.sync_mode)?;
+                rt.driver()
+                    .stream_sync(rt.raw_stream(s), rt.inner.sync_mode)?;
             }
             Ok(())
         }
@@ -257,7 +271,11 @@ impl TaskContext {
         Ok(r)
     }
 
-    fn check<T: DeviceRepr>(&self, b: &(impl DeviceSlice<T> + ?Sized), what: &'static str) -> Result<()> {
+    fn check<T: DeviceRepr>(
+        &self,
+        b: &(impl DeviceSlice<T> + ?Sized),
+        what: &'static str,
+    ) -> Result<()> {
         self.rt.check_same(b.runtime_id(), what)
     }
 
@@ -280,7 +298,8 @@ impl TaskContext {
             })?;
         let ptr = self.rt.driver().alloc(bytes.max(4), self.raw)?;
         let i = &self.rt.inner;
-        i.allocations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        i.allocations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         i.device_bytes
             .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         let mut b = Buffer {
@@ -322,7 +341,10 @@ impl TaskContext {
     /// # Errors
     ///
     /// A driver error, or [`Error::WrongDevice`].
-    pub fn memset_zero<T: DeviceRepr>(&self, dst: &mut (impl DeviceSlice<T> + ?Sized)) -> Result<()> {
+    pub fn memset_zero<T: DeviceRepr>(
+        &self,
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
         let bytes = dst.bytes();
         let ptr = dst.device_ptr();
@@ -369,7 +391,11 @@ impl TaskContext {
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] unless the lengths agree; driver errors.
-    pub fn copy_to_host<T: DeviceRepr>(&self, src: &(impl DeviceSlice<T> + ?Sized), dst: &mut [T]) -> Result<()> {
+    pub fn copy_to_host<T: DeviceRepr>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &mut [T],
+    ) -> Result<()> {
         self.check(src, "the source buffer")?;
         if dst.len() != src.len() {
             return Err(Error::LengthMismatch {
@@ -391,7 +417,10 @@ impl TaskContext {
     /// # Errors
     ///
     /// Driver errors.
-    pub fn to_vec<T: DeviceRepr + Default>(&self, src: &(impl DeviceSlice<T> + ?Sized)) -> Result<Vec<T>> {
+    pub fn to_vec<T: DeviceRepr + Default>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+    ) -> Result<Vec<T>> {
         let mut v = vec![T::default(); src.len()];
         self.copy_to_host(src, &mut v)?;
         Ok(v)
@@ -416,7 +445,13 @@ impl TaskContext {
                 got: dst.len(),
             });
         }
-        let (s, d, bytes, drv, raw) = (src.device_ptr(), dst.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
+        let (s, d, bytes, drv, raw) = (
+            src.device_ptr(),
+            dst.device_ptr(),
+            src.bytes(),
+            self.rt.driver(),
+            self.raw,
+        );
         self.tracked(&mut [Touch::read(src), Touch::write(dst)], |_| {
             drv.copy_dtod(d, s, bytes, raw)
         })
@@ -433,10 +468,14 @@ impl TaskContext {
     pub fn synchronize(&self) -> Result<()> {
         self.bind();
         let l = &self.rt.inner.ledger;
-        let closed = l.begin_stream_sync(&self.task, self.stream).map_err(|_| Error::Capturing {
-            what: "synchronizing the stream",
-        })?;
-        self.rt.driver().stream_sync(self.raw, self.rt.inner.sync_mode)?;
+        let closed =
+            l.begin_stream_sync(&self.task, self.stream)
+                .map_err(|_| Error::Capturing {
+                    what: "synchronizing the stream",
+                })?;
+        self.rt
+            .driver()
+            .stream_sync(self.raw, self.rt.inner.sync_mode)?;
         l.finish_stream_sync(closed);
         Ok(())
     }
@@ -464,7 +503,10 @@ impl TaskContext {
     /// # Errors
     ///
     /// [`Error::Capturing`] while capturing; driver errors.
-    pub fn host_sync_ptr<T: DeviceRepr>(&self, buf: &mut (impl DeviceSlice<T> + ?Sized)) -> Result<u64> {
+    pub fn host_sync_ptr<T: DeviceRepr>(
+        &self,
+        buf: &mut (impl DeviceSlice<T> + ?Sized),
+    ) -> Result<u64> {
         self.check(buf, "the buffer")?;
         if self.rt.inner.ledger.is_capturing(self.stream) {
             return Err(Error::Capturing {
@@ -486,7 +528,11 @@ impl TaskContext {
     /// # Errors
     ///
     /// Driver errors from a wait.
-    pub fn rejoin<T: DeviceRepr>(&self, parent: Rejoin<'_>, views: Vec<ViewMut<'_, T>>) -> Result<()> {
+    pub fn rejoin<T: DeviceRepr>(
+        &self,
+        parent: Rejoin<'_>,
+        views: Vec<ViewMut<'_, T>>,
+    ) -> Result<()> {
         self.bind();
         for mut v in views {
             let u = v.stamps_mut().get_mut();

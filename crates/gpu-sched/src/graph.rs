@@ -131,10 +131,18 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
                     kernel: "graph launch",
                     problem: format!(
                         "the graph {} {:#x}..{:#x}; pass that buffer with {}",
-                        if t.access == Access::Write { "writes" } else { "reads" },
+                        if t.access == Access::Write {
+                            "writes"
+                        } else {
+                            "reads"
+                        },
                         t.ptr,
                         t.ptr + t.bytes as u64,
-                        if t.access == Access::Write { ".write(&mut buf)" } else { ".read(&buf)" }
+                        if t.access == Access::Write {
+                            ".write(&mut buf)"
+                        } else {
+                            ".read(&buf)"
+                        }
                     ),
                 });
             }
@@ -142,6 +150,8 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         let ctx = self.ctx;
         self.ctx.rt.check_same(self.graph.rt.id(), "the graph")?;
         let raw = self.graph.raw;
-        ctx.tracked(&mut self.touches, |_| ctx.rt.driver().graph_launch(raw, ctx.raw))
+        ctx.tracked(&mut self.touches, |_| {
+            ctx.rt.driver().graph_launch(raw, ctx.raw)
+        })
     }
 }

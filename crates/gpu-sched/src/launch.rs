@@ -134,11 +134,19 @@ impl<'c, 'b> Launch<'c, 'b> {
     /// A buffer the kernel reads.
     pub fn read<T: DeviceRepr>(mut self, buf: &'b (impl DeviceSlice<T> + ?Sized)) -> Self {
         if self.error.is_none() {
-            if let Err(e) = self.ctx.runtime().check_same(buf.runtime_id(), "a kernel argument") {
+            if let Err(e) = self
+                .ctx
+                .runtime()
+                .check_same(buf.runtime_id(), "a kernel argument")
+            {
                 self.error = Some(e);
             }
         }
-        self.push(KernelArg::Ptr(buf.device_ptr()), |p| p == Param::PtrRead, "a read buffer (&)");
+        self.push(
+            KernelArg::Ptr(buf.device_ptr()),
+            |p| p == Param::PtrRead,
+            "a read buffer (&)",
+        );
         self.touches.push(Touch::read(buf));
         self
     }
@@ -146,7 +154,11 @@ impl<'c, 'b> Launch<'c, 'b> {
     /// A buffer the kernel writes (and may read).
     pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSlice<T> + ?Sized)) -> Self {
         if self.error.is_none() {
-            if let Err(e) = self.ctx.runtime().check_same(buf.runtime_id(), "a kernel argument") {
+            if let Err(e) = self
+                .ctx
+                .runtime()
+                .check_same(buf.runtime_id(), "a kernel argument")
+            {
                 self.error = Some(e);
             }
         }
@@ -162,13 +174,21 @@ impl<'c, 'b> Launch<'c, 'b> {
     /// A scalar.
     pub fn arg(mut self, v: impl ScalarArg) -> Self {
         let a = v.to_arg();
-        self.push(a, |p| !matches!(p, Param::PtrRead | Param::PtrWrite), "a scalar");
+        self.push(
+            a,
+            |p| !matches!(p, Param::PtrRead | Param::PtrWrite),
+            "a scalar",
+        );
         self
     }
 
     /// A raw device pointer (see [`TaskContext::raw_ptr`]); untracked.
     pub fn raw_ptr(mut self, p: u64) -> Self {
-        self.push(KernelArg::Ptr(p), |p| matches!(p, Param::PtrRead | Param::PtrWrite), "a raw pointer");
+        self.push(
+            KernelArg::Ptr(p),
+            |p| matches!(p, Param::PtrRead | Param::PtrWrite),
+            "a raw pointer",
+        );
         self
     }
 

@@ -138,7 +138,8 @@ impl EventPool {
 
     fn create(&self, driver: &dyn Driver) -> Result<Box<PooledEvent>> {
         let raw = driver.create_event(false)?;
-        self.created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.created
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Box::new(PooledEvent {
             raw,
             coverage: EventCoverage::new(),

@@ -68,4 +68,3 @@ pub fn with_task<R>(f: impl FnOnce(&TaskContext) -> Result<R>) -> Result<R> {
     let ctx = Runtime::global()?.begin_task()?;
     f(&ctx)
 }
-

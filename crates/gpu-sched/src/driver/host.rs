@@ -145,8 +145,9 @@ impl Detector {
         let (start, end) = (acc.ptr, acc.ptr + acc.bytes as u64);
         let write = acc.access == Access::Write;
         let Some((&base, shadow)) = self.allocs.range_mut(..=start).next_back() else {
-            self.races
-                .push(format!("{what} on stream {stream} touches unknown memory {start:#x}"));
+            self.races.push(format!(
+                "{what} on stream {stream} touches unknown memory {start:#x}"
+            ));
             return;
         };
         if end > base + shadow.len as u64 {
@@ -171,7 +172,9 @@ impl Detector {
         }
         self.races.extend(found);
         if write {
-            shadow.entries.retain(|e| !(e.start >= start && e.end <= end));
+            shadow
+                .entries
+                .retain(|e| !(e.start >= start && e.end <= end));
         } else {
             shadow
                 .entries
@@ -593,11 +596,13 @@ impl Driver for HostDriver {
             });
         }
         let p = host_alloc(bytes) as u64;
-        self.shared
-            .detector
-            .lock()
-            .allocs
-            .insert(p, Shadow { len: bytes, entries: Vec::new() });
+        self.shared.detector.lock().allocs.insert(
+            p,
+            Shadow {
+                len: bytes,
+                entries: Vec::new(),
+            },
+        );
         Ok(p)
     }
 
@@ -628,9 +633,7 @@ impl Driver for HostDriver {
     fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
         // SAFETY: `ptr` came from `alloc_host` with this size and alignment,
         // and the caller guarantees no queued operation still uses it.
-        unsafe {
-            std::alloc::dealloc(ptr, Layout::from_size_align_unchecked(bytes.max(1), ALIGN))
-        };
+        unsafe { std::alloc::dealloc(ptr, Layout::from_size_align_unchecked(bytes.max(1), ALIGN)) };
         Ok(())
     }
 
@@ -786,7 +789,13 @@ impl Driver for HostDriver {
         Ok(())
     }
 
-    fn host_gate(&self, s: RawStream, open: *const u32, timed_out: *mut u32, timeout_ns: u64) -> Result<()> {
+    fn host_gate(
+        &self,
+        s: RawStream,
+        open: *const u32,
+        timed_out: *mut u32,
+        timeout_ns: u64,
+    ) -> Result<()> {
         self.submit(
             s,
             OpKind::Gate {

@@ -203,7 +203,15 @@ pub(crate) trait Driver: Send + Sync + Debug {
 
     /// Host backend only: blocks `s` until `open` is non-zero, or sets
     /// `timed_out` after `timeout_ns`. CUDA gates are a kernel instead.
-    fn host_gate(&self, _s: RawStream, _open: *const u32, _timed_out: *mut u32, _timeout_ns: u64) -> Result<()> {
-        Err(crate::error::Error::Unsupported("host gate on a device backend"))
+    fn host_gate(
+        &self,
+        _s: RawStream,
+        _open: *const u32,
+        _timed_out: *mut u32,
+        _timeout_ns: u64,
+    ) -> Result<()> {
+        Err(crate::error::Error::Unsupported(
+            "host gate on a device backend",
+        ))
     }
 }

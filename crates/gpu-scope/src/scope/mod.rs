@@ -61,8 +61,15 @@ impl ScopeState {
     }
 
     fn failed(&self) -> bool {
-        self.panic.lock().unwrap_or_else(|p| p.into_inner()).is_some()
-            || self.error.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.panic
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+            || self
+                .error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some()
     }
 
     /// Re-raises the first panic, else returns the first error.

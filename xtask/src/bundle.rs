@@ -1,0 +1,168 @@
+//! `cargo xtask bundle`: builds the GPU test binaries, the examples and
+//! xtask itself (release, stripped) into `bundle/`, with `bundle/run.sh`,
+//! which runs them on a machine without cargo:
+//!
+//! ```text
+//! bash bundle/run.sh            # GPU tests + examples; logs under $OUT
+//! ```
+
+use crate::{fail, workspace_root, Error};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Crates whose tests and examples go in the bundle.
+const PACKAGES: &[&str] = &["gpu-sched", "gpu-kernels", "gpu-scope"];
+
+pub(crate) fn run(args: &[String]) -> Result<(), Error> {
+    if let Some(a) = args.first() {
+        return Err(Error::Usage(format!(
+            "bundle takes no arguments, got `{a}`"
+        )));
+    }
+    let root = workspace_root();
+    let out = root.join("bundle");
+    let bin = out.join("bin");
+    let _ = fs::remove_dir_all(&out);
+    fs::create_dir_all(&bin).map_err(|e| fail(format!("creating {}: {e}", bin.display())))?;
+
+    let mut exes = Vec::new();
+    for pkg in PACKAGES {
+        exes.extend(cargo_executables(
+            &root,
+            &["test", "--release", "--no-run", "-p", pkg],
+        )?);
+    }
+    exes.extend(cargo_executables(
+        &root,
+        &["build", "--release", "--examples", "-p", "gpu-scope"],
+    )?);
+    exes.extend(cargo_executables(
+        &root,
+        &["build", "--release", "-p", "xtask"],
+    )?);
+
+    let mut names = Vec::new();
+    for (kind, path) in exes {
+        let file = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
+        // Test binaries carry a hash suffix: `matrix-0123abcd`.
+        let base = match (kind.as_str(), file.rsplit_once('-')) {
+            ("test", Some((b, h))) if h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()) => {
+                b
+            }
+            _ => file,
+        };
+        let name = format!("{kind}.{base}");
+        let dst = bin.join(&name);
+        fs::copy(&path, &dst).map_err(|e| fail(format!("copying {}: {e}", path.display())))?;
+        let _ = Command::new("strip").arg(&dst).status();
+        names.push(name);
+    }
+    names.sort();
+    names.dedup();
+    let size: u64 = names
+        .iter()
+        .filter_map(|n| fs::metadata(bin.join(n)).ok())
+        .map(|m| m.len())
+        .sum();
+    let commit = Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .current_dir(&root)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    fs::write(out.join("COMMIT"), format!("{commit}\n")).map_err(|e| fail(format!("writing COMMIT: {e}")))?;
+    fs::write(out.join("run.sh"), RUN_SH).map_err(|e| fail(format!("writing run.sh: {e}")))?;
+    println!(
+        "bundle: {} binaries, {:.1} MiB in {}\nrun it on the GPU machine with: bash bundle/run.sh",
+        names.len(),
+        size as f64 / (1 << 20) as f64,
+        out.display()
+    );
+    for n in &names {
+        println!("  {n}");
+    }
+    Ok(())
+}
+
+/// Runs cargo with `--message-format=json` and returns (kind, executable)
+/// for every artifact with an executable.
+fn cargo_executables(root: &Path, args: &[&str]) -> Result<Vec<(String, PathBuf)>, Error> {
+    let output = Command::new(env_cargo())
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(root)
+        .output()
+        .map_err(|e| fail(format!("running cargo: {e}")))?;
+    if !output.status.success() {
+        return Err(fail(format!(
+            "cargo {} failed:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Some(exe) = json_str(line, "\"executable\":\"") else {
+            continue;
+        };
+        let kind = if line.contains("\"test\":true},\"features\"") {
+            "test"
+        } else if line.contains("\"kind\":[\"example\"]") {
+            "example"
+        } else {
+            "bin"
+        };
+        found.push((kind.to_string(), PathBuf::from(exe)));
+    }
+    Ok(found)
+}
+
+fn json_str(line: &str, key: &str) -> Option<String> {
+    let start = line.find(key)? + key.len();
+    let end = line[start..].find('"')? + start;
+    Some(line[start..end].replace("\\\\", "\\"))
+}
+
+fn env_cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+const RUN_SH: &str = r#"#!/usr/bin/env bash
+# Runs the GPU test suite and the examples from the bundle (no cargo needed).
+# Logs go to $OUT (or ./bundle-out); the summary is printed last.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/../bundle-out}
+mkdir -p "$out"
+log=$out/gpu-tests.log
+: > "$log"
+summary=()
+fail=0
+cd "$here/.."
+echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)" | tee -a "$log"
+echo "commit: $(cat "$here/COMMIT" 2>/dev/null)  date: $(date -u +%FT%TZ)" | tee -a "$log"
+for t in "$here"/bin/test.*; do
+  name=$(basename "$t")
+  echo "=== $name (GPU tests: --ignored)" | tee -a "$log"
+  GPU_BACKEND=cuda timeout 300 "$t" --ignored --test-threads=1 >>"$log" 2>&1
+  rc=$?
+  line=$(grep -E '^test result:' "$log" | tail -1)
+  summary+=("$name rc=$rc $line")
+  [ $rc -eq 0 ] || fail=1
+done
+for e in "$here"/bin/example.*; do
+  name=$(basename "$e")
+  echo "=== $name" | tee -a "$log"
+  GPU_BACKEND=cuda timeout 120 "$e" >>"$log" 2>&1
+  rc=$?
+  summary+=("$name rc=$rc")
+  [ $rc -eq 0 ] || fail=1
+done
+echo "=== summary" | tee -a "$log"
+printf '%s\n' "${summary[@]}" | tee -a "$log"
+exit $fail
+"#;
