@@ -16,6 +16,7 @@ mod launch;
 mod module;
 mod pool;
 mod runtime;
+mod staging;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
 pub use context::TaskContext;
@@ -28,3 +29,4 @@ pub use graph::{Graph, GraphLaunch};
 pub use launch::{KernelRef, Launch, ScalarArg};
 pub use module::{HostKernelFn, KernelDef, Module, Param};
 pub use runtime::{BackendChoice, LiveCounts, Runtime, RuntimeOptions};
+pub use staging::Staging;

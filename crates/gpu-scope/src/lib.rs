@@ -29,14 +29,16 @@
 //! (streams as CPU threads) otherwise; `GPU_BACKEND=host` or `=cuda` forces
 //! one, and [`backend`] says which runs.
 
+mod pipeline;
 mod pool;
 mod scope;
 
 pub use gpu_sched::{
     Access, BackendKind, Buffer, CounterSnapshot, DeviceRepr, DeviceSlice, Error, Event, Fence,
     Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param, Reason,
-    Result, Runtime, RuntimeOptions, TaskContext, ViewMut,
+    Result, Runtime, RuntimeOptions, Staging, TaskContext, ViewMut,
 };
+pub use pipeline::{par_map, par_map_on, PipelineOptions};
 pub use pool::{current_num_threads, ThreadPoolBuilder};
 pub use scope::{join, par_chunks_mut, scope, scope_on, ParChunksMut, Scope};
 

@@ -1,0 +1,143 @@
+//! Pinned staging memory for host <-> device pipelines (`par_map`).
+
+use crate::buffer::{DeviceRepr, DeviceSlice};
+use crate::context::TaskContext;
+use crate::driver::{RawStream, SyncMode};
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+use std::sync::atomic::Ordering;
+
+/// A page-locked host buffer for asynchronous copies. The host touches it
+/// only when no copy through it is in flight: each method waits for the
+/// previous copy first, so it is safe to use from safe code.
+pub struct Staging<T: DeviceRepr> {
+    rt: Runtime,
+    ptr: *mut T,
+    cap: usize,
+    /// The stream of a copy that may still read or write the memory.
+    in_flight: Option<RawStream>,
+}
+
+// SAFETY: the staging memory is owned by this value and only touched by the
+// thread holding `&mut self` (or by the device, ordered by `in_flight`).
+unsafe impl<T: DeviceRepr> Send for Staging<T> {}
+
+impl<T: DeviceRepr> std::fmt::Debug for Staging<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Staging")
+            .field("capacity", &self.cap)
+            .finish()
+    }
+}
+
+impl<T: DeviceRepr> Staging<T> {
+    /// Pinned memory for `cap` elements.
+    ///
+    /// # Errors
+    ///
+    /// A driver error (out of pinned memory).
+    pub fn new(rt: &Runtime, cap: usize) -> Result<Self> {
+        let bytes = cap * std::mem::size_of::<T>();
+        let (ptr, _) = rt.driver().alloc_host(bytes.max(1), false)?;
+        rt.inner
+            .pinned_bytes
+            .fetch_add(bytes.max(1), Ordering::Relaxed);
+        Ok(Staging {
+            rt: rt.clone(),
+            ptr: ptr as *mut T,
+            cap,
+            in_flight: None,
+        })
+    }
+
+    /// The capacity, in elements.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    fn settle(&mut self) -> Result<()> {
+        if let Some(s) = self.in_flight.take() {
+            self.rt.driver().stream_sync(s, self.rt.inner.sync_mode)?;
+        }
+        Ok(())
+    }
+
+    fn check(&self, n: usize) -> Result<()> {
+        if n > self.cap {
+            return Err(Error::LengthMismatch {
+                what: "the staging chunk",
+                expected: self.cap,
+                got: n,
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the staging memory, then asynchronously into `dst`
+    /// on `ctx`'s stream.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`]; driver errors.
+    pub fn upload(
+        &mut self,
+        ctx: &TaskContext,
+        src: &[T],
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
+        self.check(src.len())?;
+        self.settle()?;
+        // SAFETY: no copy is in flight (settled above) and `src` fits.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr, src.len()) };
+        // SAFETY: the staging memory outlives the copy: `in_flight` makes
+        // every later host access and the drop wait for it.
+        let staged = unsafe { std::slice::from_raw_parts(self.ptr, src.len()) };
+        self.in_flight = Some(ctx.raw);
+        ctx.copy_from_host(dst, staged)
+    }
+
+    /// Copies `src` asynchronously into the staging memory on `ctx`'s
+    /// stream, synchronizes that stream (R5), and copies into `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`]; driver errors.
+    pub fn download(
+        &mut self,
+        ctx: &TaskContext,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &mut [T],
+    ) -> Result<()> {
+        self.check(dst.len())?;
+        self.settle()?;
+        // SAFETY: no copy is in flight; `copy_to_host` waits for its copy
+        // before returning.
+        let staged = unsafe { std::slice::from_raw_parts_mut(self.ptr, dst.len()) };
+        ctx.copy_to_host(src, staged)?;
+        dst.copy_from_slice(staged);
+        Ok(())
+    }
+}
+
+impl<T: DeviceRepr> Drop for Staging<T> {
+    fn drop(&mut self) {
+        if let Some(s) = self.in_flight.take() {
+            if self.rt.driver().stream_sync(s, SyncMode::Blocking).is_err() {
+                // Broken context: the device may still read it; keep it.
+                return;
+            }
+        }
+        let bytes = (self.cap * std::mem::size_of::<T>()).max(1);
+        if self
+            .rt
+            .driver()
+            .free_host(self.ptr as *mut u8, bytes)
+            .is_ok()
+        {
+            self.rt
+                .inner
+                .pinned_bytes
+                .fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
+}
