@@ -74,7 +74,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    fs::write(out.join("COMMIT"), format!("{commit}\n")).map_err(|e| fail(format!("writing COMMIT: {e}")))?;
+    fs::write(out.join("COMMIT"), format!("{commit}\n"))
+        .map_err(|e| fail(format!("writing COMMIT: {e}")))?;
     fs::write(out.join("run.sh"), RUN_SH).map_err(|e| fail(format!("writing run.sh: {e}")))?;
     println!(
         "bundle: {} binaries, {:.1} MiB in {}\nrun it on the GPU machine with: bash bundle/run.sh",
@@ -109,7 +110,9 @@ fn cargo_executables(root: &Path, args: &[&str]) -> Result<Vec<(String, PathBuf)
         let Some(exe) = json_str(line, "\"executable\":\"") else {
             continue;
         };
-        let kind = if line.contains("\"test\":true},\"features\"") {
+        let kind = if line.contains("\"kind\":[\"bench\"]") {
+            "bench"
+        } else if line.contains("\"test\":true},\"features\"") {
             "test"
         } else if line.contains("\"kind\":[\"example\"]") {
             "example"

@@ -8,6 +8,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod bench;
 mod bundle;
 mod ptx;
 
@@ -21,6 +22,13 @@ struct Command {
 }
 
 const COMMANDS: &[Command] = &[
+    Command {
+        name: "bench",
+        args: "[--filter REGEX] [--out DIR]",
+        about: "run the benchmarks B1-B9 (from bundle/ on a GPU machine), write \
+                benches/results/<device>.json and print the current/previous/ratio table",
+        run: bench::run,
+    },
     Command {
         name: "bundle",
         args: "",

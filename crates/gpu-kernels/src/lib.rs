@@ -60,8 +60,8 @@ pub mod names;
 mod ops;
 
 pub use ops::{
-    add_scalar, axpy, copy, fill, gate, inclusive_scan, scale, spin, spin_touch, sum, Float, GATE,
-    MODULE, SPIN_NS, SPIN_TOUCH_F32,
+    add_scalar, axpy, copy, fill, gate, inclusive_scan, kernel_ref, scale, spin, spin_touch, sum,
+    Float, GATE, MODULE, SPIN_NS, SPIN_TOUCH_F32,
 };
 
 #[cfg(test)]

@@ -235,6 +235,16 @@ pub const SPIN_TOUCH_F32: KernelRef = KernelRef::new(&MODULE, 19);
 /// The gate kernel.
 pub const GATE: KernelRef = KernelRef::new(&MODULE, 20);
 
+/// The kernel called `name` (its PTX entry, e.g. `"scan_block_f32"`), for
+/// launches through [`TaskContext::launch`].
+pub fn kernel_ref(name: &str) -> Option<KernelRef> {
+    MODULE
+        .kernels
+        .iter()
+        .position(|k| k.name == name)
+        .map(|i| KernelRef::new(&MODULE, i))
+}
+
 fn k<T: Float>(base: usize) -> KernelRef {
     KernelRef::new(&MODULE, base + T::VARIANT)
 }

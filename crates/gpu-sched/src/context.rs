@@ -195,6 +195,14 @@ impl TaskContext {
         self.stream
     }
 
+    /// The driver's handle of this task's stream (`CUstream` as an integer
+    /// on CUDA; an index on the host backend), for interop with libraries
+    /// that take a stream. Work submitted on it directly is not tracked:
+    /// take buffers' pointers with [`TaskContext::raw_ptr`].
+    pub fn cu_stream(&self) -> u64 {
+        self.raw.0
+    }
+
     /// The ledger's task.
     pub fn task(&self) -> &Task {
         &self.task

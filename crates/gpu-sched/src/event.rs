@@ -41,6 +41,12 @@ impl Event {
         self.inner.as_ref().expect("event present until drop")
     }
 
+    /// The driver's handle (`CUevent` as an integer on CUDA), for interop.
+    /// Records and waits made on it directly give the ledger no fact.
+    pub fn cu_event(&self) -> u64 {
+        self.pooled().raw.0
+    }
+
     /// What the event covers: the stream and closed epoch of its last
     /// counted record, or `None`.
     pub fn covers(&self) -> Option<(gpu_epoch::StreamId, gpu_epoch::StreamEpoch)> {

@@ -26,6 +26,16 @@ impl KernelRef {
         KernelRef { module, index }
     }
 
+    /// The module.
+    pub fn module(&self) -> &'static Module {
+        self.module
+    }
+
+    /// The kernel's index in its module.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     /// The kernel's definition.
     pub fn def(&self) -> &'static KernelDef {
         &self.module.kernels[self.index]

@@ -115,6 +115,7 @@ pub(crate) struct PooledEvent {
 
 /// Events: handed out and taken back, created only when the pool is empty.
 #[derive(Debug)]
+#[allow(clippy::vec_box)] // events go in and out as boxes: moving one is a pointer copy
 pub(crate) struct EventPool {
     free: Mutex<Vec<Box<PooledEvent>>>,
     created: std::sync::atomic::AtomicUsize,
@@ -167,6 +168,7 @@ impl EventPool {
         self.free.lock().len()
     }
 
+    #[allow(clippy::vec_box)]
     pub(crate) fn drain(&self) -> Vec<Box<PooledEvent>> {
         std::mem::take(&mut *self.free.lock())
     }

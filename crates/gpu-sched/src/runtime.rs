@@ -237,6 +237,22 @@ impl Runtime {
         }
     }
 
+    /// Waits on the host until every stream of the runtime finished all
+    /// submitted work (a device-wide synchronize).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors (a sticky error, for one).
+    pub fn synchronize(&self) -> Result<()> {
+        let mut first = None;
+        for s in self.inner.streams.all_raw() {
+            if let Err(e) = self.driver().stream_sync(s, self.inner.sync_mode) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
     /// Races the host backend's detector found (always empty on CUDA).
     pub fn races(&self) -> Vec<String> {
         self.inner.driver.races()
@@ -264,6 +280,17 @@ impl Runtime {
     #[inline]
     pub(crate) fn raw_stream(&self, s: StreamId) -> RawStream {
         self.inner.streams.raw(s)
+    }
+
+    /// The driver's handle of `kernel` (`CUfunction` as an integer on CUDA,
+    /// 0 on the host backend), loading its module on first use; for interop
+    /// and for benchmarks against raw launches.
+    ///
+    /// # Errors
+    ///
+    /// A driver error loading the module.
+    pub fn cu_function(&self, kernel: crate::KernelRef) -> Result<u64> {
+        Ok(self.kernels(kernel.module())?[kernel.index()].handle)
     }
 
     /// The kernels of `m`, loading it on first use.

@@ -73,6 +73,71 @@ impl<T: DeviceRepr> Staging<T> {
         Ok(())
     }
 
+    /// The staged elements, for the host to read (waits for a copy in
+    /// flight first).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from that wait.
+    pub fn as_slice(&mut self) -> Result<&[T]> {
+        self.settle()?;
+        // SAFETY: nothing is in flight; the memory holds `cap` elements.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr, self.cap) })
+    }
+
+    /// The staged elements, for the host to write (waits first).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from that wait.
+    pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
+        self.settle()?;
+        // SAFETY: nothing is in flight; `&mut self` makes this the only view.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr, self.cap) })
+    }
+
+    /// Copies the first `dst.len()` staged elements into `dst`,
+    /// asynchronously on `ctx`'s stream (no host copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`]; driver errors.
+    pub fn send(
+        &mut self,
+        ctx: &TaskContext,
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
+        self.check(dst.len())?;
+        self.settle()?;
+        // SAFETY: the staging memory outlives the copy: `in_flight` makes
+        // every later host access and the drop wait for it.
+        let staged = unsafe { std::slice::from_raw_parts(self.ptr, dst.len()) };
+        self.in_flight = Some(ctx.raw);
+        ctx.copy_from_host(dst, staged)
+    }
+
+    /// Copies `src` into the staging memory asynchronously on `ctx`'s stream
+    /// (no host copy); the next host access waits for it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`]; driver errors.
+    pub fn receive(
+        &mut self,
+        ctx: &TaskContext,
+        src: &(impl DeviceSlice<T> + ?Sized),
+    ) -> Result<()> {
+        self.check(src.len())?;
+        self.settle()?;
+        ctx.rt.check_same(src.runtime_id(), "the source buffer")?;
+        let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), ctx.rt.driver(), ctx.raw);
+        let dst = self.ptr as *mut u8;
+        self.in_flight = Some(ctx.raw);
+        ctx.tracked(&mut [crate::context::Touch::read(src)], |_| {
+            drv.copy_dtoh(dst, ptr, bytes, raw)
+        })
+    }
+
     /// Copies `src` into the staging memory, then asynchronously into `dst`
     /// on `ctx`'s stream.
     ///

@@ -51,6 +51,15 @@ pub fn backend() -> Result<BackendKind> {
     Ok(Runtime::global()?.backend())
 }
 
+/// Waits on the host until all GPU work of the global runtime finished.
+///
+/// # Errors
+///
+/// Driver errors; the runtime's start error.
+pub fn synchronize() -> Result<()> {
+    Runtime::global()?.synchronize()
+}
+
 /// The global runtime.
 ///
 /// # Errors

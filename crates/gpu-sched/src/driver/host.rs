@@ -72,6 +72,9 @@ impl RecordState {
 
 type Body = Arc<dyn Fn() + Send + Sync>;
 
+/// A host event: its latest record, if any.
+type EventSlot = Arc<Mutex<Option<Arc<RecordState>>>>;
+
 #[derive(Clone)]
 enum OpKind {
     Run(Body),
@@ -192,7 +195,7 @@ impl Detector {
 
 struct Shared {
     streams: RwLock<Vec<Option<Arc<HostStream>>>>,
-    events: RwLock<HashMap<u64, Arc<Mutex<Option<Arc<RecordState>>>>>>,
+    events: RwLock<HashMap<u64, EventSlot>>,
     graphs: Mutex<HashMap<u64, Vec<Op>>>,
     next_id: AtomicU64,
     host_clock: Mutex<Clock>,
@@ -260,7 +263,7 @@ impl HostDriver {
             })
     }
 
-    fn event(&self, e: RawEvent) -> Result<Arc<Mutex<Option<Arc<RecordState>>>>> {
+    fn event(&self, e: RawEvent) -> Result<EventSlot> {
         self.shared
             .events
             .read()

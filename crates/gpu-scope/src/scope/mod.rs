@@ -226,7 +226,7 @@ where
 }
 
 /// Widens the state reference to the scope's lifetime.
-fn extend<'a, 'scope>(s: &'a ScopeState) -> &'scope ScopeState {
+fn extend<'scope>(s: &ScopeState) -> &'scope ScopeState {
     // SAFETY: `run_scope` keeps the state alive until `in_place_scope` has
     // returned, which happens only after every job spawned into the rayon
     // scope (the only holders of `'scope` references) has finished.

@@ -1,0 +1,474 @@
+//! Benchmarks B1-B8 (DESIGN.md §7), each measured side by side with what it
+//! is compared to, in the same process run. `cargo xtask bench` runs them
+//! on the GPU machine and turns criterion's medians into the results table
+//! and `ratio/B*` rows. On the host backend the raw-driver rows are skipped.
+#![allow(missing_docs)] // criterion_group! generates undocumented items
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use gpu::{BackendKind, Buffer, LaunchConfig, Runtime, TaskContext};
+use gpu_kernels as k;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+fn rt() -> &'static Runtime {
+    gpu::runtime().expect("runtime")
+}
+
+fn cuda() -> bool {
+    rt().backend() == BackendKind::Cuda
+}
+
+mod raw {
+    //! Raw driver calls through cudarc, no tracking: what B1-B3 and B8
+    //! compare against.
+    use cudarc::driver::sys;
+
+    pub(crate) fn record(ev: u64, s: u64) {
+        // SAFETY: both are live handles of the runtime's context, which is
+        // current on this thread (the runtime made it so).
+        let r = unsafe { sys::cuEventRecord(ev as sys::CUevent, s as sys::CUstream) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+    }
+
+    pub(crate) fn wait(s: u64, ev: u64) {
+        // SAFETY: as above.
+        let r = unsafe { sys::cuStreamWaitEvent(s as sys::CUstream, ev as sys::CUevent, 0) };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+    }
+
+    /// cuLaunchKernel with pointer and u64 arguments.
+    pub(crate) fn launch(f: u64, s: u64, grid: u32, block: u32, args: &mut [u64]) {
+        let mut params: Vec<*mut std::ffi::c_void> =
+            args.iter_mut().map(|a| a as *mut u64 as *mut _).collect();
+        // SAFETY: `f` is a loaded function whose parameters are 8-byte
+        // pointers and integers, matching `args`; the context is current.
+        let r = unsafe {
+            sys::cuLaunchKernel(
+                f as sys::CUfunction,
+                grid,
+                1,
+                1,
+                block,
+                1,
+                1,
+                0,
+                s as sys::CUstream,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
+    }
+}
+
+/// Syncs `t`'s stream every `every` iterations so the queue stays short and
+/// the CPU cost, not the device's backlog, is measured.
+fn drain(t: &TaskContext, i: u64, every: u64) {
+    if i % every == every - 1 {
+        t.synchronize().expect("sync");
+    }
+}
+
+fn b1_b2_record_wait(c: &mut Criterion) {
+    let rt = rt();
+    let t = rt.begin_task().unwrap();
+    let ev = rt.event().unwrap();
+    let mut g = c.benchmark_group("B1");
+    g.bench_function("tracked", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            t.record(&ev).unwrap();
+            drain(&t, i, 4096);
+            i += 1;
+        })
+    });
+    if cuda() {
+        g.bench_function("raw", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                raw::record(ev.cu_event(), t.cu_stream());
+                drain(&t, i, 4096);
+                i += 1;
+            })
+        });
+    }
+    g.finish();
+    let other = rt.begin_task().unwrap();
+    other.record(&ev).unwrap();
+    let mut g = c.benchmark_group("B2");
+    g.bench_function("tracked", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            t.wait(&ev).unwrap();
+            drain(&t, i, 4096);
+            i += 1;
+        })
+    });
+    if cuda() {
+        g.bench_function("raw", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                raw::wait(t.cu_stream(), ev.cu_event());
+                drain(&t, i, 4096);
+                i += 1;
+            })
+        });
+    }
+    g.finish();
+    t.synchronize().unwrap();
+}
+
+fn b3_launch(c: &mut Criterion) {
+    let rt = rt();
+    let t = rt.begin_task().unwrap();
+    let n = 256usize;
+    let x = t.from_host(&vec![1.0f32; n]).unwrap();
+    let mut y = t.zeros::<f32>(n).unwrap();
+    let mut sums = t.zeros::<f32>(1).unwrap();
+    let scan_block = k::kernel_ref("scan_block_f32").unwrap();
+    let mut g = c.benchmark_group("B3");
+    // scan_block(in: read, out: write, block_sums: write, n): 3 buffers, 2 written.
+    g.bench_function("tracked", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            t.launch(scan_block, LaunchConfig::linear(1, k::BLOCK))
+                .read(&x)
+                .write(&mut y)
+                .write(&mut sums)
+                .arg(n)
+                .submit()
+                .unwrap();
+            drain(&t, i, 1024);
+            i += 1;
+        })
+    });
+    if cuda() {
+        let f = rt.cu_function(scan_block).unwrap();
+        let mut args = [
+            t.raw_ptr(&mut t.from_host(&vec![1.0f32; n]).unwrap())
+                .unwrap(),
+            0,
+            0,
+            n as u64,
+        ];
+        let mut y2 = t.zeros::<f32>(n).unwrap();
+        let mut s2 = t.zeros::<f32>(1).unwrap();
+        args[1] = t.raw_ptr(&mut y2).unwrap();
+        args[2] = t.raw_ptr(&mut s2).unwrap();
+        g.bench_function("raw", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                raw::launch(f, t.cu_stream(), 1, k::BLOCK, &mut args);
+                drain(&t, i, 1024);
+                i += 1;
+            })
+        });
+        cudarc_tracked(&mut g, n);
+    }
+    g.finish();
+    t.synchronize().unwrap();
+}
+
+/// cudarc's own tracked launch (its per-slice events on), same kernel.
+fn cudarc_tracked(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    n: usize,
+) {
+    use cudarc::driver::{CudaContext, LaunchConfig as CuCfg, PushKernelArg};
+    let ctx = CudaContext::new(0).unwrap();
+    let stream = ctx.new_stream().unwrap();
+    let module = ctx
+        .load_module(cudarc::nvrtc::Ptx::from_src(k::KERNELS_PTX))
+        .unwrap();
+    let f = module.load_function("scan_block_f32").unwrap();
+    let x = stream.clone_htod(&vec![1.0f32; n]).unwrap();
+    let mut y = stream.alloc_zeros::<f32>(n).unwrap();
+    let mut s = stream.alloc_zeros::<f32>(1).unwrap();
+    let nn = n as u64;
+    let cfg = CuCfg {
+        grid_dim: (1, 1, 1),
+        block_dim: (k::BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    g.bench_function("cudarc", |b| {
+        let mut i = 0u64;
+        b.iter(|| {
+            let mut l = stream.launch_builder(&f);
+            l.arg(&x).arg(&mut y).arg(&mut s).arg(&nn);
+            // SAFETY: scan_block_f32(const float*, float*, float*, u64)
+            // matches the arguments; the buffers hold n and 1 elements.
+            unsafe { l.launch(cfg) }.unwrap();
+            if i % 1024 == 1023 {
+                stream.synchronize().unwrap();
+            }
+            i += 1;
+        })
+    });
+    stream.synchronize().unwrap();
+}
+
+/// B4: the seed's hand-off. The parent fills `a`, spawns a child that adds
+/// to `a` and takes a host-sync pointer, and runs 20x the child's work on
+/// `b`. Returns the child's latency from the spawn.
+fn handoff_once(a: &mut Buffer<f32>, b: &mut Buffer<f32>, parent_work: Duration) -> Duration {
+    let mut lat = Duration::ZERO;
+    let queued = std::sync::atomic::AtomicBool::new(false);
+    gpu::scope(|s| {
+        k::fill(s, a, 1.0)?;
+        let (lat, queued) = (&mut lat, &queued);
+        let t0 = Instant::now();
+        s.spawn(move |t| {
+            while !queued.load(std::sync::atomic::Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+            k::add_scalar(t, a, 1.0)?;
+            black_box(t.host_sync_ptr(a)?);
+            *lat = t0.elapsed();
+            Ok(())
+        });
+        k::spin_touch(s, b, parent_work)?;
+        queued.store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    })
+    .unwrap();
+    gpu::synchronize().unwrap();
+    lat
+}
+
+fn b4_handoff(c: &mut Criterion) {
+    let rt = rt();
+    let n = if cuda() { 1 << 24 } else { 1 << 16 };
+    let mut a = Buffer::<f32>::zeros(n).unwrap();
+    let mut b = Buffer::<f32>::zeros(4096).unwrap();
+    // The child's own work, alone on an idle device.
+    let own = {
+        let t = rt.begin_task().unwrap();
+        let mut best = Duration::MAX;
+        for _ in 0..20 {
+            t.synchronize().unwrap();
+            let t0 = Instant::now();
+            k::add_scalar(&t, &mut a, 1.0).unwrap();
+            black_box(t.host_sync_ptr(&mut a).unwrap());
+            best = best.min(t0.elapsed());
+        }
+        best
+    };
+    let parent_work = own * 20;
+    let mut g = c.benchmark_group("B4");
+    g.sample_size(20);
+    g.bench_function("child-own-work", |bch| {
+        let t = rt.begin_task().unwrap();
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                t.synchronize().unwrap();
+                let t0 = Instant::now();
+                k::add_scalar(&t, &mut a, 1.0).unwrap();
+                black_box(t.host_sync_ptr(&mut a).unwrap());
+                total += t0.elapsed();
+            }
+            total
+        })
+    });
+    for (name, facts) in [("child-latency", true), ("child-latency-wait-all", false)] {
+        rt.set_facts(facts);
+        g.bench_function(name, |bch| {
+            bch.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| handoff_once(&mut a, &mut b, parent_work))
+                    .sum()
+            })
+        });
+    }
+    rt.set_facts(true);
+    g.finish();
+}
+
+/// B5: 8 sibling tasks, each a small long kernel; against the same on one
+/// stream, and one kernel alone (the ideal).
+fn b5_siblings(c: &mut Criterion) {
+    let rt = rt();
+    let work = Duration::from_millis(if cuda() { 2 } else { 5 });
+    let mut g = c.benchmark_group("B5");
+    g.sample_size(20);
+    let t = rt.begin_task().unwrap();
+    g.bench_function("one-kernel", |b| {
+        b.iter(|| {
+            k::spin(&t, work).unwrap();
+            t.synchronize().unwrap();
+        })
+    });
+    g.bench_function("one-stream", |b| {
+        b.iter(|| {
+            for _ in 0..8 {
+                k::spin(&t, work).unwrap();
+            }
+            t.synchronize().unwrap();
+        })
+    });
+    for (name, facts) in [("siblings", true), ("siblings-wait-all", false)] {
+        rt.set_facts(facts);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                gpu::scope(|s| {
+                    for _ in 0..8 {
+                        s.spawn(move |t| k::spin(t, work));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                rt.synchronize().unwrap();
+            })
+        });
+    }
+    rt.set_facts(true);
+    g.finish();
+}
+
+/// B6: `par_chunks_mut` map over 2 GiB against one launch over it all.
+fn b6_par_chunks(c: &mut Criterion) {
+    let rt = rt();
+    let n = if cuda() { 1 << 29 } else { 1 << 20 };
+    let mut buf = Buffer::<f32>::zeros(n).unwrap();
+    let t = rt.begin_task().unwrap();
+    let mut g = c.benchmark_group("B6");
+    g.sample_size(20);
+    g.bench_function("one-launch", |b| {
+        b.iter(|| {
+            k::scale(&t, &mut buf, 1.0).unwrap();
+            t.synchronize().unwrap();
+        })
+    });
+    g.bench_function("par-chunks", |b| {
+        b.iter(|| {
+            gpu::par_chunks_mut(&mut buf, n / 8)
+                .for_each(|t, chunk| k::scale(t, chunk, 1.0))
+                .unwrap();
+            rt.synchronize().unwrap();
+        })
+    });
+    g.finish();
+}
+
+/// B7: host -> device -> host over pinned memory: `par_map` against
+/// copy-all/compute/copy-back on one stream, and the transfer bound (both
+/// directions at once).
+fn b7_pipeline(c: &mut Criterion) {
+    let rt = rt();
+    let n: usize = if cuda() { 1 << 28 } else { 1 << 20 }; // 1 GiB of f32 on the GPU
+    let input: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let mut output = vec![0.0f32; n];
+    let mut g = c.benchmark_group("B7");
+    g.sample_size(10);
+    let t = rt.begin_task().unwrap();
+    let mut stage_in = gpu::Staging::<f32>::new(rt, n).unwrap();
+    let mut stage_out = gpu::Staging::<f32>::new(rt, n).unwrap();
+    let mut d_in = t.zeros::<f32>(n).unwrap();
+    let mut d_out = t.zeros::<f32>(n).unwrap();
+    g.bench_function("copy-compute-copy", |b| {
+        b.iter(|| {
+            stage_in.upload(&t, &input, &mut d_in).unwrap();
+            k::copy(&t, &d_in, &mut d_out).unwrap();
+            k::scale(&t, &mut d_out, 2.0).unwrap();
+            stage_out.download(&t, &d_out, &mut output).unwrap();
+        })
+    });
+    // The transfer bound: the same bytes in and out at once, pinned to
+    // pinned, no compute, no host staging copies.
+    g.bench_function("transfer-bound", |b| {
+        let up = rt.begin_task().unwrap();
+        let down = rt.begin_task().unwrap();
+        let mut src = gpu::Staging::<f32>::new(rt, n).unwrap();
+        let mut dst = gpu::Staging::<f32>::new(rt, n).unwrap();
+        let mut d_a = up.zeros::<f32>(n).unwrap();
+        let d_b = down.zeros::<f32>(n).unwrap();
+        up.synchronize().unwrap();
+        down.synchronize().unwrap();
+        b.iter(|| {
+            src.send(&up, &mut d_a).unwrap();
+            dst.receive(&down, &d_b).unwrap();
+            up.synchronize().unwrap();
+            down.synchronize().unwrap();
+        })
+    });
+    for lanes in [4, 8] {
+        g.bench_function(format!("par-map-{lanes}"), |b| {
+            let opts = gpu::PipelineOptions {
+                chunk: 1 << 22,
+                lanes,
+            };
+            b.iter(|| {
+                gpu::par_map(&input, &mut output, opts, |t, x, y| {
+                    k::copy(t, x, y)?;
+                    k::scale(t, y, 2.0)
+                })
+                .unwrap()
+            })
+        });
+    }
+    assert_eq!(output[999], 1998.0);
+    g.finish();
+}
+
+/// B8: spawn + join of a task that launches one kernel, against the bare
+/// launch.
+fn b8_spawn(c: &mut Criterion) {
+    let rt = rt();
+    let t = rt.begin_task().unwrap();
+    let mut a = t.zeros::<f32>(256).unwrap();
+    let mut g = c.benchmark_group("B8");
+    g.bench_function("bare-launch", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            k::fill(&t, &mut a, 1.0).unwrap();
+            drain(&t, i, 1024);
+            i += 1;
+        })
+    });
+    if cuda() {
+        let f = rt.cu_function(k::kernel_ref("fill_f32").unwrap()).unwrap();
+        let mut x = t.zeros::<f32>(256).unwrap();
+        let p = t.raw_ptr(&mut x).unwrap();
+        g.bench_function("raw-launch", |b| {
+            let mut i = 0;
+            let mut args = [p, 1.0f32.to_bits() as u64, 256];
+            b.iter(|| {
+                raw::launch(f, t.cu_stream(), 1, k::BLOCK, &mut args);
+                drain(&t, i, 1024);
+                i += 1;
+            })
+        });
+    }
+    for (name, facts) in [("spawn-join", true), ("spawn-join-wait-all", false)] {
+        rt.set_facts(facts);
+        g.bench_function(name, |b| {
+            let mut i = 0;
+            b.iter(|| {
+                gpu::scope(|s| {
+                    s.spawn(|t| k::fill(t, &mut a, 1.0));
+                    Ok(())
+                })
+                .unwrap();
+                if i % 1024 == 1023 {
+                    rt.synchronize().unwrap();
+                }
+                i += 1;
+            })
+        });
+    }
+    rt.set_facts(true);
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn
+}
+criterion_main!(benches);
