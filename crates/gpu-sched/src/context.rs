@@ -227,6 +227,7 @@ impl TaskContext {
     /// stream, stamps, submits, stamps again.
     pub(crate) fn tracked<R>(
         &self,
+        name: &'static str,
         touches: &mut [Touch<'_>],
         submit: impl FnOnce(&[MemAccess]) -> Result<R>,
     ) -> Result<R> {
@@ -262,7 +263,9 @@ impl TaskContext {
                 }
             }
         }
+        let span = self.rt.trace_open(self.raw);
         let r = submit(&mem[..touches.len()])?;
+        self.rt.trace_close(span, self.stream, self.raw, name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
             log.extend_from_slice(&mem[..touches.len()]);
         }
@@ -358,7 +361,7 @@ impl TaskContext {
         let ptr = dst.device_ptr();
         let drv = self.rt.driver();
         let raw = self.raw;
-        self.tracked(&mut [Touch::write(dst)], |_| {
+        self.tracked("memset", &mut [Touch::write(dst)], |_| {
             if bytes % 4 == 0 {
                 drv.memset_u32(ptr, 0, bytes / 4, raw)
             } else {
@@ -388,7 +391,7 @@ impl TaskContext {
             });
         }
         let (ptr, bytes, drv, raw) = (dst.device_ptr(), dst.bytes(), self.rt.driver(), self.raw);
-        self.tracked(&mut [Touch::write(dst)], |_| {
+        self.tracked("htod", &mut [Touch::write(dst)], |_| {
             drv.copy_htod(ptr, src.as_ptr() as *const u8, bytes, raw)
         })
     }
@@ -413,7 +416,7 @@ impl TaskContext {
             });
         }
         let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
-        self.tracked(&mut [Touch::read(src)], |_| {
+        self.tracked("dtoh", &mut [Touch::read(src)], |_| {
             drv.copy_dtoh(dst.as_mut_ptr() as *mut u8, ptr, bytes, raw)
         })?;
         // `dst` is borrowed only for this call: wait for the copy.
@@ -460,7 +463,7 @@ impl TaskContext {
             self.rt.driver(),
             self.raw,
         );
-        self.tracked(&mut [Touch::read(src), Touch::write(dst)], |_| {
+        self.tracked("dtod", &mut [Touch::read(src), Touch::write(dst)], |_| {
             drv.copy_dtod(d, s, bytes, raw)
         })
     }
@@ -535,12 +538,16 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// Driver errors from a wait.
+    /// [`Error::WrongDevice`] for views of another runtime (nothing is
+    /// restamped); driver errors from a wait.
     pub fn rejoin<T: DeviceRepr>(
         &self,
         parent: Rejoin<'_>,
         views: Vec<ViewMut<'_, T>>,
     ) -> Result<()> {
+        for v in &views {
+            self.check(v, "a view")?;
+        }
         self.bind();
         for mut v in views {
             let u = v.stamps_mut().get_mut();

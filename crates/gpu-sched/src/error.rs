@@ -28,7 +28,7 @@ pub enum Error {
         name: String,
     },
     /// The device could not allocate.
-    #[error("out of device memory: asked for {requested} bytes while {during}")]
+    #[error("out of device memory: asked for {requested} bytes while {during}; free buffers no longer needed or ask for less")]
     OutOfMemory {
         /// Bytes asked for.
         requested: usize,

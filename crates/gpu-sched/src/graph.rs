@@ -71,7 +71,10 @@ impl TaskContext {
                 let _ = self.rt.driver().graph_destroy(raw);
                 Err(e)
             }
-            (_, Err(e)) => Err(e),
+            // The body's error is the cause; ending the capture may fail
+            // because of it.
+            (Err(e), Err(_)) => Err(e),
+            (Ok(()), Err(e)) => Err(e),
         }
     }
 
@@ -82,6 +85,7 @@ impl TaskContext {
             ctx: self,
             graph,
             touches: Vec::new(),
+            error: None,
         }
     }
 }
@@ -92,6 +96,7 @@ pub struct GraphLaunch<'c, 'b> {
     ctx: &'c TaskContext,
     graph: &'c Graph,
     touches: Vec<Touch<'b>>,
+    error: Option<Error>,
 }
 
 impl std::fmt::Debug for GraphLaunch<'_, '_> {
@@ -103,14 +108,27 @@ impl std::fmt::Debug for GraphLaunch<'_, '_> {
 impl<'c, 'b> GraphLaunch<'c, 'b> {
     /// A buffer the graph only reads.
     pub fn read<T: DeviceRepr>(mut self, buf: &'b (impl DeviceSlice<T> + ?Sized)) -> Self {
+        self.check(buf.runtime_id());
         self.touches.push(Touch::read(buf));
         self
     }
 
     /// A buffer the graph writes.
     pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSlice<T> + ?Sized)) -> Self {
+        self.check(buf.runtime_id());
         self.touches.push(Touch::write(buf));
         self
+    }
+
+    /// Keeps the first error: a buffer of another runtime.
+    fn check(&mut self, runtime_id: u64) {
+        if self.error.is_none() {
+            self.error = self
+                .ctx
+                .rt
+                .check_same(runtime_id, "a graph launch's buffer")
+                .err();
+        }
     }
 
     /// Hands off and stamps every buffer on this stream, then launches.
@@ -118,8 +136,12 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
     /// # Errors
     ///
     /// [`Error::BadKernelArgs`] if a buffer the graph touches was not passed
-    /// (or passed as a read where the graph writes); driver errors.
+    /// (or passed as a read where the graph writes); [`Error::WrongDevice`]
+    /// for a graph or buffer of another runtime; driver errors.
     pub fn submit(mut self) -> Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
         for t in &self.graph.touches {
             let ok = self.touches.iter().any(|p| {
                 p.mem.ptr <= t.ptr
@@ -150,7 +172,7 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         let ctx = self.ctx;
         self.ctx.rt.check_same(self.graph.rt.id(), "the graph")?;
         let raw = self.graph.raw;
-        ctx.tracked(&mut self.touches, |_| {
+        ctx.tracked("graph", &mut self.touches, |_| {
             ctx.rt.driver().graph_launch(raw, ctx.raw)
         })
     }

@@ -125,7 +125,7 @@ impl<'c, 'b> Launch<'c, 'b> {
             Some(p) if !want(*p) || !p.matches(&arg) => {
                 self.error = Some(Error::BadKernelArgs {
                     kernel: def.name,
-                    problem: format!("argument {i} is {p:?}; got {what}"),
+                    problem: format!("argument {i} is {p:?}; got {what} ({arg:?})"),
                 })
             }
             Some(_) if i >= self.args.len() => {
@@ -223,7 +223,7 @@ impl<'c, 'b> Launch<'c, 'b> {
         let rt = ctx.runtime();
         let k = rt.kernels(self.kernel.module)?[self.kernel.index];
         let (cfg, args, n, raw) = (self.cfg, self.args, self.nargs, ctx.raw);
-        ctx.tracked(&mut self.touches, |mem| {
+        ctx.tracked(def.name, &mut self.touches, |mem| {
             rt.driver().launch(k, cfg, &args[..n], mem, raw)
         })
     }

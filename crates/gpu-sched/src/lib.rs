@@ -17,6 +17,7 @@ mod module;
 mod pool;
 mod runtime;
 mod staging;
+pub mod trace;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
 pub use context::TaskContext;

@@ -90,6 +90,7 @@ pub(crate) struct RuntimeInner {
     /// The task that frees memory (X4), and its stream.
     pub(crate) reclaimer: Task,
     pub(crate) reclaim_stream: StreamId,
+    pub(crate) tracer: crate::trace::Tracer,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -120,7 +121,13 @@ impl Runtime {
     /// The error the first start gave, every time.
     pub fn global() -> Result<&'static Runtime> {
         GLOBAL
-            .get_or_init(|| Runtime::new(RuntimeOptions::default()))
+            .get_or_init(|| {
+                let rt = Runtime::new(RuntimeOptions::default())?;
+                if let Some(path) = std::env::var_os("GPU_TRACE") {
+                    rt.trace_to_file(std::path::Path::new(&path))?;
+                }
+                Ok(rt)
+            })
             .as_ref()
             .map_err(Clone::clone)
     }
@@ -169,6 +176,7 @@ impl Runtime {
                 pinned_bytes: AtomicUsize::new(0),
                 reclaimer,
                 reclaim_stream,
+                tracer: Default::default(),
             }),
         })
     }

@@ -133,7 +133,7 @@ impl<T: DeviceRepr> Staging<T> {
         let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), ctx.rt.driver(), ctx.raw);
         let dst = self.ptr as *mut u8;
         self.in_flight = Some(ctx.raw);
-        ctx.tracked(&mut [crate::context::Touch::read(src)], |_| {
+        ctx.tracked("dtoh", &mut [crate::context::Touch::read(src)], |_| {
             drv.copy_dtoh(dst, ptr, bytes, raw)
         })
     }

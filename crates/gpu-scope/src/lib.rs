@@ -33,6 +33,7 @@ mod pipeline;
 mod pool;
 mod scope;
 
+pub use gpu_sched::trace;
 pub use gpu_sched::{
     Access, BackendKind, Buffer, CounterSnapshot, DeviceRepr, DeviceSlice, Error, Event, Fence,
     Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param, Reason,

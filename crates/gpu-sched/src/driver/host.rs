@@ -49,6 +49,8 @@ impl Clock {
 struct RecordState {
     done: Mutex<Option<Clock>>,
     cv: Condvar,
+    /// When the stream reached the record (for event timing).
+    at: Mutex<Option<Instant>>,
 }
 
 impl RecordState {
@@ -62,6 +64,7 @@ impl RecordState {
         }
     }
     fn complete(&self, clock: Clock) {
+        *self.at.lock() = Some(Instant::now());
         *self.done.lock() = Some(clock);
         self.cv.notify_all();
     }
@@ -584,8 +587,24 @@ impl Driver for HostDriver {
         }
     }
 
-    fn event_elapsed_ms(&self, _start: RawEvent, _end: RawEvent) -> Result<f32> {
-        Err(Error::Unsupported("event timing on the host backend"))
+    fn event_elapsed_ms(&self, start: RawEvent, end: RawEvent) -> Result<f32> {
+        let at = |e: RawEvent| -> Result<Instant> {
+            self.event(e)?
+                .lock()
+                .as_ref()
+                .and_then(|rs| *rs.at.lock())
+                .ok_or(Error::Driver {
+                    code: 600,
+                    name: "CUDA_ERROR_NOT_READY".into(),
+                    during: "timing an event that has not completed",
+                })
+        };
+        let (a, b) = (at(start)?, at(end)?);
+        Ok(if b >= a {
+            (b - a).as_secs_f32() * 1e3
+        } else {
+            -((a - b).as_secs_f32() * 1e3)
+        })
     }
 
     fn alloc(&self, bytes: usize, _s: RawStream) -> Result<u64> {

@@ -186,7 +186,9 @@ where
     R: Send,
 {
     let ctx = rt.begin_task()?;
-    run_scope(&ctx, op)
+    let r = run_scope(&ctx, op);
+    rt.trace_flush();
+    r
 }
 
 fn run_scope<'scope, OP, R>(ctx: &TaskContext, op: OP) -> Result<R>

@@ -1,0 +1,318 @@
+//! Timelines: when tracing is on, every tracked operation is bracketed by two
+//! timing events on its stream; once they complete, each becomes a span
+//! (stream, name, start, duration) relative to a common origin. Spans can be
+//! written as a Chrome trace (open it in Perfetto) or drawn as an SVG with
+//! one lane per stream.
+//!
+//! Off by default: the hot path pays one relaxed load. `GPU_TRACE=path.json`
+//! switches it on for the global runtime and appends completed spans to that
+//! file at the end of each top-level scope and at `Runtime::trace_stop`.
+
+use crate::driver::{RawEvent, RawStream};
+use crate::error::Result;
+use crate::runtime::Runtime;
+use gpu_epoch::StreamId;
+use parking_lot::Mutex;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// One operation on the timeline.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    /// The stream it ran on.
+    pub stream: StreamId,
+    /// What it was (a kernel's name, `htod`, `dtoh`, ...).
+    pub name: &'static str,
+    /// Start, microseconds since tracing began.
+    pub start_us: f64,
+    /// Duration, microseconds.
+    pub dur_us: f64,
+}
+
+struct Pending {
+    stream: StreamId,
+    name: &'static str,
+    start: RawEvent,
+    end: RawEvent,
+}
+
+#[derive(Default)]
+struct TraceState {
+    origin: Option<RawEvent>,
+    pending: Vec<Pending>,
+    done: Vec<Span>,
+    spare: Vec<RawEvent>,
+    file: Option<std::fs::File>,
+}
+
+/// The tracer of one runtime.
+#[derive(Default)]
+pub(crate) struct Tracer {
+    on: AtomicBool,
+    state: Mutex<TraceState>,
+}
+
+impl std::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracer")
+            .field("on", &self.on.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Tracer {
+    #[inline]
+    pub(crate) fn on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+}
+
+impl Runtime {
+    fn timing_event(&self, st: &mut TraceState) -> Result<RawEvent> {
+        match st.spare.pop() {
+            Some(e) => Ok(e),
+            None => self.driver().create_event(true),
+        }
+    }
+
+    /// Starts tracing (see [`Span`]): the origin is now, on `origin_stream`.
+    pub(crate) fn trace_begin(&self, origin_stream: RawStream) -> Result<()> {
+        let tr = &self.inner.tracer;
+        let mut st = tr.state.lock();
+        if st.origin.is_none() {
+            let o = self.timing_event(&mut st)?;
+            self.driver().record(o, origin_stream)?;
+            st.origin = Some(o);
+        }
+        tr.on.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Starts tracing every tracked operation.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors creating or recording the origin event.
+    pub fn trace_start(&self) -> Result<()> {
+        let raw = self.raw_stream(self.inner.reclaim_stream);
+        self.trace_begin(raw)
+    }
+
+    /// Writes completed spans to `path` (Chrome trace format, appended as
+    /// they complete) from now on.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be created; driver errors.
+    pub fn trace_to_file(&self, path: &std::path::Path) -> Result<()> {
+        let f = std::fs::File::create(path)
+            .map_err(|_| crate::Error::Unsupported("creating the trace file"))?;
+        let mut f = f;
+        let _ = writeln!(f, "[");
+        self.inner.tracer.state.lock().file = Some(f);
+        self.trace_start()
+    }
+
+    /// Brackets one operation on `s` when tracing: returns the start event.
+    #[inline]
+    pub(crate) fn trace_open(&self, raw: RawStream) -> Option<RawEvent> {
+        if !self.inner.tracer.on() {
+            return None;
+        }
+        let mut st = self.inner.tracer.state.lock();
+        let e = self.timing_event(&mut st).ok()?;
+        drop(st);
+        self.driver().record(e, raw).ok()?;
+        Some(e)
+    }
+
+    #[inline]
+    pub(crate) fn trace_close(
+        &self,
+        start: Option<RawEvent>,
+        stream: StreamId,
+        raw: RawStream,
+        name: &'static str,
+    ) {
+        let Some(start) = start else { return };
+        let mut st = self.inner.tracer.state.lock();
+        let Ok(end) = self.timing_event(&mut st) else {
+            return;
+        };
+        drop(st);
+        if self.driver().record(end, raw).is_ok() {
+            self.inner.tracer.state.lock().pending.push(Pending {
+                stream,
+                name,
+                start,
+                end,
+            });
+        }
+    }
+
+    /// Turns pending spans whose events completed into spans (and appends
+    /// them to the trace file, if any). Never blocks.
+    pub fn trace_flush(&self) {
+        if !self.inner.tracer.on() {
+            return;
+        }
+        let mut st = self.inner.tracer.state.lock();
+        let Some(origin) = st.origin else { return };
+        let pending = std::mem::take(&mut st.pending);
+        let mut keep = Vec::new();
+        let mut new = Vec::new();
+        for p in pending {
+            let done = matches!(self.driver().event_query(p.end), Ok(true));
+            let times = done
+                .then(|| {
+                    Some((
+                        self.driver().event_elapsed_ms(origin, p.start).ok()?,
+                        self.driver().event_elapsed_ms(p.start, p.end).ok()?,
+                    ))
+                })
+                .flatten();
+            match times {
+                Some((a, d)) => {
+                    new.push(Span {
+                        stream: p.stream,
+                        name: p.name,
+                        start_us: a as f64 * 1e3,
+                        dur_us: d as f64 * 1e3,
+                    });
+                    st.spare.push(p.start);
+                    st.spare.push(p.end);
+                }
+                None if done => {
+                    st.spare.push(p.start);
+                    st.spare.push(p.end);
+                }
+                None => keep.push(p),
+            }
+        }
+        st.pending = keep;
+        if let Some(f) = st.file.as_mut() {
+            for s in &new {
+                let _ = writeln!(
+                    f,
+                    "{{\"name\": \"{}\", \"ph\": \"X\", \"ts\": {:.3}, \"dur\": {:.3}, \"pid\": 1, \"tid\": {}}},",
+                    s.name,
+                    s.start_us,
+                    s.dur_us,
+                    s.stream.index()
+                );
+            }
+        }
+        st.done.extend(new);
+    }
+
+    /// Stops tracing: waits for the traced work, and returns every span
+    /// since [`Runtime::trace_start`].
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from the wait.
+    pub fn trace_stop(&self) -> Result<Vec<Span>> {
+        self.synchronize()?;
+        self.trace_flush();
+        let tr = &self.inner.tracer;
+        tr.on.store(false, Ordering::Relaxed);
+        let mut st = tr.state.lock();
+        if let Some(o) = st.origin.take() {
+            st.spare.push(o);
+        }
+        if let Some(f) = st.file.as_mut() {
+            let _ = f.flush();
+        }
+        let mut spans = std::mem::take(&mut st.done);
+        spans.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+        Ok(spans)
+    }
+}
+
+/// The spans as a Chrome trace (JSON array format; open it in Perfetto).
+pub fn chrome_trace(spans: &[Span]) -> String {
+    let mut s = String::from("[\n");
+    for (i, sp) in spans.iter().enumerate() {
+        s.push_str(&format!(
+            "{{\"name\": \"{}\", \"ph\": \"X\", \"ts\": {:.3}, \"dur\": {:.3}, \"pid\": 1, \"tid\": {}}}{}\n",
+            sp.name,
+            sp.start_us,
+            sp.dur_us,
+            sp.stream.index(),
+            if i + 1 < spans.len() { "," } else { "" }
+        ));
+    }
+    s.push_str("]\n");
+    s
+}
+
+/// The spans drawn as an SVG timeline: one lane per stream, time across.
+pub fn svg_timeline(title: &str, spans: &[Span]) -> String {
+    let mut lanes: Vec<StreamId> = spans.iter().map(|s| s.stream).collect();
+    lanes.sort();
+    lanes.dedup();
+    let t0 = spans
+        .iter()
+        .map(|s| s.start_us)
+        .fold(f64::INFINITY, f64::min);
+    let t1 = spans
+        .iter()
+        .map(|s| s.start_us + s.dur_us)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let (w, lane_h, left, top) = (900.0, 26.0, 70.0, 34.0);
+    let span = (t1 - t0).max(1e-3);
+    let x = |t: f64| left + (t - t0) / span * (w - left - 10.0);
+    let h = top + lane_h * lanes.len() as f64 + 30.0;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"monospace\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"18\" font-size=\"13\">{title}</text>\n"
+    );
+    let palette = [
+        "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
+    ];
+    for (i, l) in lanes.iter().enumerate() {
+        let y = top + lane_h * i as f64;
+        s.push_str(&format!(
+            "<text x=\"8\" y=\"{:.1}\">stream {}</text>\n<line x1=\"{left}\" x2=\"{:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\n",
+            y + lane_h * 0.65,
+            l.index(),
+            w - 10.0,
+            y + lane_h,
+            y + lane_h
+        ));
+    }
+    let mut names: Vec<&str> = spans.iter().map(|s| s.name).collect();
+    names.sort();
+    names.dedup();
+    for sp in spans {
+        let lane = lanes.iter().position(|l| *l == sp.stream).unwrap_or(0);
+        let y = top + lane_h * lane as f64 + 3.0;
+        let color = palette[names.iter().position(|n| *n == sp.name).unwrap_or(0) % palette.len()];
+        let (x0, x1) = (x(sp.start_us), x(sp.start_us + sp.dur_us));
+        s.push_str(&format!(
+            "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\"><title>{} {:.1} us</title></rect>\n",
+            (x1 - x0).max(1.0),
+            lane_h - 6.0,
+            sp.name,
+            sp.dur_us
+        ));
+    }
+    let ybase = top + lane_h * lanes.len() as f64 + 18.0;
+    s.push_str(&format!(
+        "<text x=\"{left}\" y=\"{ybase:.1}\">0</text>\n<text x=\"{:.1}\" y=\"{ybase:.1}\" text-anchor=\"end\">{:.1} ms</text>\n",
+        w - 10.0,
+        span / 1e3
+    ));
+    let mut lx = left + 60.0;
+    for (i, n) in names.iter().enumerate() {
+        s.push_str(&format!(
+            "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\">{n}</text>\n",
+            ybase - 9.0,
+            palette[i % palette.len()],
+            lx + 14.0,
+            ybase
+        ));
+        lx += 14.0 + 8.0 * n.len() as f64 + 16.0;
+    }
+    s.push_str("</svg>\n");
+    s
+}

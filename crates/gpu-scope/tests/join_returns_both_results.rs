@@ -1,0 +1,63 @@
+//! `join` runs two closures as tasks and returns both results, with the
+//! caller ordered after both tasks' GPU work.
+
+use gpu::{Runtime, RuntimeOptions};
+use gpu_kernels::{add_scalar, fill, spin_touch};
+use std::time::Duration;
+
+const N: usize = 1000;
+
+#[test]
+fn global_join_returns_both_results() {
+    let (a, b) = gpu::join(
+        |s| {
+            let mut x = s.zeros::<f32>(N)?;
+            fill(s, &mut x, 2.0)?;
+            s.to_vec(&x)
+        },
+        |t| {
+            let mut y = t.zeros::<f64>(N)?;
+            fill(t, &mut y, 3.0)?;
+            add_scalar(t, &mut y, 0.5)?;
+            Ok((t.to_vec(&y)?, "b"))
+        },
+    )
+    .unwrap();
+    assert!(a.iter().all(|v| *v == 2.0));
+    assert_eq!(b.1, "b");
+    assert!(b.0.iter().all(|v| *v == 3.5));
+    let rt = gpu::runtime().unwrap();
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+#[test]
+fn scope_join_orders_the_task_after_both_sides() {
+    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let setup = rt.begin_task().unwrap();
+    let mut x = setup.zeros::<f32>(N).unwrap();
+    let mut y = setup.zeros::<f32>(N).unwrap();
+    setup.synchronize().unwrap();
+    drop(setup);
+    gpu::scope_on(&rt, |s| {
+        let (ra, rb) = s.join(
+            |a| {
+                spin_touch(a, &mut x, Duration::from_millis(10))?;
+                Ok(1u32)
+            },
+            |b| {
+                spin_touch(b, &mut y, Duration::from_millis(10))?;
+                add_scalar(b, &mut y, 1.0)?;
+                Ok(2u64)
+            },
+        )?;
+        assert_eq!((ra, rb), (1, 2));
+        // This task continues after both sides' GPU work.
+        add_scalar(s, &mut x, 1.0)?;
+        add_scalar(s, &mut y, 1.0)?;
+        assert!(s.to_vec(&x)?.iter().all(|v| *v == 2.0));
+        assert!(s.to_vec(&y)?.iter().all(|v| *v == 3.0));
+        Ok(())
+    })
+    .unwrap();
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
