@@ -5,6 +5,7 @@ use crate::driver::{Driver, RawEvent, RawStream};
 use crate::error::Result;
 use gpu_epoch::{EventCoverage, Ledger, StreamId};
 use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::atomic::{AtomicU64, AtomicUsize};
 
@@ -16,7 +17,7 @@ pub(crate) struct StreamPool {
     /// handed out.
     raw: Box<[AtomicU64]>,
     created: AtomicUsize,
-    free: Mutex<Vec<StreamId>>,
+    free: Mutex<VecDeque<StreamId>>,
 }
 
 impl StreamPool {
@@ -24,7 +25,7 @@ impl StreamPool {
         StreamPool {
             raw: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             created: AtomicUsize::new(0),
-            free: Mutex::new(Vec::new()),
+            free: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -32,7 +33,7 @@ impl StreamPool {
     pub(crate) fn warm(&self, driver: &dyn Driver, ledger: &Ledger, n: usize) -> Result<()> {
         for _ in 0..n {
             let id = self.create(driver, ledger)?;
-            self.free.lock().push(id);
+            self.free.lock().push_back(id);
         }
         Ok(())
     }
@@ -65,15 +66,21 @@ impl StreamPool {
     /// moves on, R13); else a new one while the ledger has room; else a busy
     /// pooled one whose task finished (taken over without recycling, R3).
     pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<StreamId> {
-        let candidates: Vec<StreamId> = self.free.lock().clone();
-        for id in candidates.iter().rev() {
-            if driver.stream_query(self.raw(*id))? {
-                let mut free = self.free.lock();
-                if let Some(pos) = free.iter().position(|x| x == id) {
-                    free.swap_remove(pos);
-                    drop(free);
-                    ledger.recycle(*id);
-                    return Ok(*id);
+        // Oldest released first: the likeliest to be idle.
+        let n = self.free.lock().len();
+        for _ in 0..n {
+            let Some(id) = self.free.lock().pop_front() else {
+                break;
+            };
+            match driver.stream_query(self.raw(id)) {
+                Ok(true) => {
+                    ledger.recycle(id);
+                    return Ok(id);
+                }
+                Ok(false) => self.free.lock().push_back(id),
+                Err(e) => {
+                    self.free.lock().push_back(id);
+                    return Err(e);
                 }
             }
         }
@@ -82,8 +89,7 @@ impl StreamPool {
                 return Ok(id);
             }
         }
-        let mut free = self.free.lock();
-        match free.pop() {
+        match self.free.lock().pop_front() {
             Some(id) => Ok(id),
             None => Err(gpu_epoch::LedgerError::TooManyStreams {
                 capacity: ledger.capacity(),
@@ -94,7 +100,7 @@ impl StreamPool {
 
     /// Gives a stream back; its task finished.
     pub(crate) fn release(&self, id: StreamId) {
-        self.free.lock().push(id);
+        self.free.lock().push_back(id);
     }
 
     /// Every driver handle (for teardown).
