@@ -37,7 +37,7 @@ pub use gpu_sched::trace;
 pub use gpu_sched::{
     Access, BackendKind, Buffer, CounterSnapshot, DeviceRepr, DeviceSlice, Error, Event, Fence,
     Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param, Reason,
-    Result, Runtime, RuntimeOptions, Staging, TaskContext, ViewMut,
+    Rejoin, Result, Runtime, RuntimeOptions, Staging, TaskContext, ViewMut,
 };
 pub use pipeline::{par_map, par_map_on, PipelineOptions};
 pub use pool::{current_num_threads, ThreadPoolBuilder};
