@@ -125,6 +125,10 @@ impl TaskContext {
         let p = event.pooled();
         let l = self.rt.ledger();
         let ticket = l.begin_wait(&p.coverage);
+        if l.is_capturing(self.stream) {
+            // Only orders the graph's operations: no fact (R12).
+            return self.rt.driver().wait_event_in_capture(self.raw, p.raw);
+        }
         self.rt.driver().wait_event(self.raw, p.raw)?;
         l.finish_stream_wait(&self.task, &p.coverage, ticket, self.stream);
         Ok(())

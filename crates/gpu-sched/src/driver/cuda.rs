@@ -645,6 +645,22 @@ impl Driver for CudaDriver {
         self.check(r, "cuStreamWaitEvent")
     }
 
+    fn wait_event_in_capture(&self, s: RawStream, e: RawEvent) -> Result<()> {
+        self.enter()?;
+        // SAFETY: the context is current; `s` and `e` belong to this driver;
+        // CU_EVENT_WAIT_EXTERNAL makes the captured wait an external-event
+        // node, the documented way to wait on an event recorded outside the
+        // capture.
+        let r = unsafe {
+            sys::cuStreamWaitEvent(
+                cu_stream(s),
+                cu_event(e),
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_EXTERNAL as u32,
+            )
+        };
+        self.check(r, "cuStreamWaitEvent (in a capture)")
+    }
+
     fn event_sync(&self, e: RawEvent) -> Result<()> {
         self.enter()?;
         // SAFETY: the context is current; `e` belongs to this driver.

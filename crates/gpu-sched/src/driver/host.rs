@@ -335,16 +335,25 @@ fn run_stream(shared: Arc<Shared>, st: Arc<HostStream>) {
                 st.work.wait(&mut q);
             }
         };
-        execute(&shared, &st, op);
-        let mut q = st.queue.lock();
-        q.pending -= 1;
-        if q.pending == 0 {
-            st.idle.notify_all();
+        let record = execute(&shared, &st, op);
+        {
+            let mut q = st.queue.lock();
+            q.pending -= 1;
+            if q.pending == 0 {
+                st.idle.notify_all();
+            }
+        }
+        // Completed only now: once a synchronize returns, a query of the
+        // stream says idle (as on CUDA), so the pool can recycle it.
+        if let Some((rs, clock)) = record {
+            rs.complete(clock);
         }
     }
 }
 
-fn execute(shared: &Shared, st: &HostStream, op: Op) {
+/// Runs `op`; a record is returned, to be completed by the caller once the
+/// op no longer counts as pending.
+fn execute(shared: &Shared, st: &HostStream, op: Op) -> Option<(Arc<RecordState>, Clock)> {
     // Order: the op runs after what the host knew complete at submission.
     let (clock, tick) = {
         let mut c = st.clock.lock();
@@ -367,10 +376,10 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) {
     if shared.broken.load(Ordering::Relaxed) {
         // A faulted context runs nothing more, but events still complete so
         // that no waiter hangs.
-        if let OpKind::Record(rs) = &op.kind {
-            rs.complete(clock);
+        if let OpKind::Record(rs) = op.kind {
+            return Some((rs, clock));
         }
-        return;
+        return None;
     }
     match op.kind {
         OpKind::Run(body) => {
@@ -384,7 +393,7 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) {
                 shared.broken.store(true, Ordering::Relaxed);
             }
         }
-        OpKind::Record(rs) => rs.complete(clock),
+        OpKind::Record(rs) => return Some((rs, clock)),
         OpKind::Wait(_) => {}
         OpKind::Gate {
             open,
@@ -421,6 +430,7 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) {
             shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
         }
     }
+    None
 }
 
 fn op_name(k: &OpKind) -> &'static str {

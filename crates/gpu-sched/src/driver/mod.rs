@@ -149,6 +149,11 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn destroy_event(&self, e: RawEvent) -> Result<()>;
     fn record(&self, e: RawEvent, s: RawStream) -> Result<()>;
     fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()>;
+    /// A wait from a capturing stream on an event recorded outside the
+    /// capture (an external-event node in the graph).
+    fn wait_event_in_capture(&self, s: RawStream, e: RawEvent) -> Result<()> {
+        self.wait_event(s, e)
+    }
     fn event_sync(&self, e: RawEvent) -> Result<()>;
     /// True when the event's last record completed (or it was never recorded).
     fn event_query(&self, e: RawEvent) -> Result<bool>;

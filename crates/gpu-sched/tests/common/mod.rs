@@ -1,0 +1,108 @@
+//! Shared by the integration tests: a runtime per backend, and
+//! [`backend_tests!`], which turns one test body into a host test (run in
+//! CI) and a CUDA test (ignored, run on the GPU machine with `--ignored`).
+//!
+//! The CUDA variant starts the CUDA backend explicitly and panics when there
+//! is no device: it never passes on a machine without a GPU.
+
+#![allow(dead_code)] // each test file uses a part of this module
+
+use gpu_sched::{BackendChoice, BackendKind, Runtime, RuntimeOptions};
+use std::time::Duration;
+
+/// Timeout of a gate the test opens itself. A test whose code under test
+/// wrongly waits for the gated work cannot go on until this passes; it then
+/// sees the gate's `timed_out` flag. Never reached when the code is right.
+pub(crate) const OPENED_BY_TEST: Duration = Duration::from_secs(20);
+
+/// Timeout of a *probe* gate, which the test never opens: a host call that
+/// returns only after such a gate gave up (`timed_out()` is true once it
+/// returned) waited for the gated stream. Short, since every passing
+/// still-wait test sits through it once.
+pub(crate) const PROBE: Duration = Duration::from_millis(200);
+
+/// A runtime on `backend` with `opts` otherwise.
+///
+/// # Panics
+///
+/// If the backend cannot start: for CUDA, when there is no usable device.
+pub(crate) fn runtime_with(backend: BackendKind, opts: RuntimeOptions) -> Runtime {
+    let choice = match backend {
+        BackendKind::Host => BackendChoice::Host,
+        BackendKind::Cuda => BackendChoice::Cuda,
+    };
+    let rt = Runtime::new(RuntimeOptions {
+        backend: choice,
+        ..opts
+    })
+    .unwrap_or_else(|e| match backend {
+        BackendKind::Cuda => panic!(
+            "this test needs a CUDA GPU and could not start the CUDA backend: {e}; \
+             run the `_cuda` tests only on a machine with a GPU"
+        ),
+        BackendKind::Host => panic!("the host backend did not start: {e}"),
+    });
+    assert_eq!(
+        rt.backend(),
+        backend,
+        "asked for {backend}, got {}",
+        rt.backend()
+    );
+    // Load the kernels now: a module loaded by a first launch inside a
+    // stream capture is not what these tests are about.
+    rt.cu_function(gpu_kernels::GATE)
+        .unwrap_or_else(|e| panic!("loading the kernels failed: {e}"));
+    rt
+}
+
+/// A runtime on `backend` with default options.
+pub(crate) fn runtime(backend: BackendKind) -> Runtime {
+    runtime_with(backend, RuntimeOptions::default())
+}
+
+/// Another runtime on the same backend as `rt`, with `opts`.
+pub(crate) fn same_backend(rt: &Runtime, opts: RuntimeOptions) -> Runtime {
+    runtime_with(rt.backend(), opts)
+}
+
+/// Asserts that the host backend's race detector found nothing (always true
+/// on CUDA, which has no detector).
+#[track_caller]
+pub(crate) fn assert_no_races(rt: &Runtime) {
+    let races = rt.races();
+    assert!(
+        races.is_empty(),
+        "{} race(s):\n{}",
+        races.len(),
+        races.join("\n")
+    );
+}
+
+/// Runs `body` on a fresh runtime of `backend`, waits for everything it
+/// left queued (stream-ordered frees included), then checks for races.
+pub(crate) fn run_on(backend: BackendKind, body: fn(&Runtime)) {
+    let rt = runtime(backend);
+    body(&rt);
+    rt.synchronize().unwrap();
+    assert_no_races(&rt);
+}
+
+/// `backend_tests!(body => name_host, name_cuda);` makes two tests of
+/// `fn body(rt: &Runtime)`: `name_host` on the host backend, and
+/// `name_cuda`, ignored unless asked for (`cargo test -- --ignored`), on the
+/// CUDA backend, which fails when there is no GPU.
+macro_rules! backend_tests {
+    ($body:ident => $host:ident, $cuda:ident) => {
+        #[test]
+        fn $host() {
+            $crate::common::run_on(gpu_sched::BackendKind::Host, $body);
+        }
+
+        #[test]
+        #[ignore = "needs a CUDA GPU"]
+        fn $cuda() {
+            $crate::common::run_on(gpu_sched::BackendKind::Cuda, $body);
+        }
+    };
+}
+pub(crate) use backend_tests;
