@@ -126,34 +126,34 @@ fn bench_binaries_built(root: &Path) -> Result<Vec<PathBuf>, Error> {
     Ok(v)
 }
 
-/// Every `<group>/<bench>/new/estimates.json` under `dir`: the median, ns.
+/// Every `<id>/new/estimates.json` under `dir` (ids may nest): the
+/// median, ns, named by the id.
 fn criterion_medians(dir: &Path) -> BTreeMap<String, f64> {
     let mut rows = BTreeMap::new();
-    let Ok(groups) = fs::read_dir(dir) else {
-        return rows;
-    };
-    for g in groups.flatten() {
-        let Ok(benches) = fs::read_dir(g.path()) else {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
             continue;
         };
-        for b in benches.flatten() {
-            let est = b.path().join("new/estimates.json");
-            let Ok(text) = fs::read_to_string(&est) else {
+        for e in entries.flatten() {
+            let p = e.path();
+            if !p.is_dir() || p.file_name().is_some_and(|f| f == "report") {
                 continue;
-            };
-            // {"mean":{...},"median":{"confidence_interval":{...},"point_estimate":N,...
-            let Some(m) = text.find("\"median\"") else {
-                continue;
-            };
-            let Some(v) = number_after(&text[m..], "\"point_estimate\":") else {
-                continue;
-            };
-            let name = format!(
-                "{}/{}",
-                g.file_name().to_string_lossy(),
-                b.file_name().to_string_lossy()
-            );
-            rows.insert(name, v);
+            }
+            if p.file_name().is_some_and(|f| f == "new") {
+                let Ok(text) = fs::read_to_string(p.join("estimates.json")) else {
+                    continue;
+                };
+                // {"mean":{...},"median":{"confidence_interval":{...},"point_estimate":N,...
+                let median = text
+                    .find("\"median\"")
+                    .and_then(|m| number_after(&text[m..], "\"point_estimate\":"));
+                if let (Some(v), Ok(rel)) = (median, d.strip_prefix(dir)) {
+                    rows.insert(rel.to_string_lossy().replace('\\', "/"), v);
+                }
+            } else {
+                stack.push(p);
+            }
         }
     }
     rows

@@ -37,6 +37,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         &root,
         &["build", "--release", "--examples", "-p", "gpu-scope"],
     )?);
+    for (pkg, bench) in [("gpu-scope", "gpu")] {
+        exes.extend(cargo_executables(
+            &root,
+            &["bench", "--no-run", "-p", pkg, "--bench", bench],
+        )?);
+    }
     exes.extend(cargo_executables(
         &root,
         &["build", "--release", "-p", "xtask"],
@@ -50,7 +56,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
             .unwrap_or_default();
         // Test binaries carry a hash suffix: `matrix-0123abcd`.
         let base = match (kind.as_str(), file.rsplit_once('-')) {
-            ("test", Some((b, h))) if h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()) => {
+            ("test" | "bench", Some((b, h)))
+                if h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()) =>
+            {
                 b
             }
             _ => file,
@@ -135,35 +143,67 @@ fn env_cargo() -> String {
 }
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
-# Runs the GPU test suite and the examples from the bundle (no cargo needed).
-# Logs go to $OUT (or ./bundle-out); the summary is printed last.
+# Runs the bundle on a GPU machine (no cargo needed), from the repository root:
+#   bash bundle/run.sh [tests] [examples] [bench] [stress] [soak MINUTES]
+# (no argument: tests examples bench). Logs go to $OUT (or ./bundle-out);
+# the summary is printed last.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/../bundle-out}
 mkdir -p "$out"
 log=$out/gpu-tests.log
-: > "$log"
 summary=()
 fail=0
 cd "$here/.."
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(tests examples bench)
 echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)" | tee -a "$log"
 echo "commit: $(cat "$here/COMMIT" 2>/dev/null)  date: $(date -u +%FT%TZ)" | tee -a "$log"
-for t in "$here"/bin/test.*; do
-  name=$(basename "$t")
-  echo "=== $name (GPU tests: --ignored)" | tee -a "$log"
-  GPU_BACKEND=cuda timeout 300 "$t" --ignored --test-threads=1 >>"$log" 2>&1
-  rc=$?
-  line=$(grep -E '^test result:' "$log" | tail -1)
-  summary+=("$name rc=$rc $line")
-  [ $rc -eq 0 ] || fail=1
-done
-for e in "$here"/bin/example.*; do
-  name=$(basename "$e")
-  echo "=== $name" | tee -a "$log"
-  GPU_BACKEND=cuda timeout 120 "$e" >>"$log" 2>&1
-  rc=$?
-  summary+=("$name rc=$rc")
-  [ $rc -eq 0 ] || fail=1
+export GPU_BACKEND=cuda
+i=0
+while [ $i -lt ${#phases[@]} ]; do
+  phase=${phases[$i]}; i=$((i+1))
+  case $phase in
+  tests)
+    for t in "$here"/bin/test.*; do
+      name=$(basename "$t")
+      echo "=== $name (all tests, the CUDA variants included)" | tee -a "$log"
+      timeout 400 "$t" --include-ignored --test-threads=1 >>"$log" 2>&1
+      rc=$?
+      line=$(grep -E '^test result:' "$log" | tail -1)
+      summary+=("$name rc=$rc $line")
+      [ $rc -eq 0 ] || fail=1
+    done ;;
+  examples)
+    for e in "$here"/bin/example.*; do
+      name=$(basename "$e")
+      case $name in *stress*|*soak*) continue ;; esac
+      echo "=== $name" | tee -a "$log"
+      timeout 120 "$e" "$out" >>"$log" 2>&1
+      rc=$?
+      summary+=("$name rc=$rc")
+      [ $rc -eq 0 ] || fail=1
+    done ;;
+  bench)
+    echo "=== bench" | tee -a "$log"
+    "$here/bin/bin.xtask" bench --out "$out" 2>&1 | tee "$out/bench.log" | grep -vE '^(Benchmarking|  )' >>"$log"
+    rc=${PIPESTATUS[0]}
+    summary+=("bench rc=$rc")
+    [ $rc -eq 0 ] || fail=1 ;;
+  stress)
+    echo "=== stress" | tee -a "$log"
+    "$here/bin/example.90-stress" 2>&1 | tee "$out/stress.log" | tail -20 >>"$log"
+    rc=${PIPESTATUS[0]}
+    summary+=("stress rc=$rc")
+    [ $rc -eq 0 ] || fail=1 ;;
+  soak)
+    mins=${phases[$i]:-5}; i=$((i+1))
+    echo "=== soak $mins min" | tee -a "$log"
+    "$here/bin/example.91-soak" --minutes "$mins" 2>&1 | tee "$out/soak.log" | tail -20 >>"$log"
+    rc=${PIPESTATUS[0]}
+    summary+=("soak rc=$rc")
+    [ $rc -eq 0 ] || fail=1 ;;
+  esac
 done
 echo "=== summary" | tee -a "$log"
 printf '%s\n' "${summary[@]}" | tee -a "$log"
