@@ -391,14 +391,17 @@ fn b7_pipeline(c: &mut Criterion) {
             down.synchronize().unwrap();
         })
     });
+    let mut pinned_in = gpu::Staging::<f32>::new(rt, n).unwrap();
+    pinned_in.as_mut_slice().unwrap().copy_from_slice(&input);
+    let mut pinned_out = gpu::Staging::<f32>::new(rt, n).unwrap();
     for lanes in [4, 8] {
-        g.bench_function(format!("par-map-{lanes}"), |b| {
+        g.bench_function(format!("par-map-pinned-{lanes}"), |b| {
             let opts = gpu::PipelineOptions {
                 chunk: 1 << 22,
                 lanes,
             };
             b.iter(|| {
-                gpu::par_map(&input, &mut output, opts, |t, x, y| {
+                gpu::par_map_pinned(&mut pinned_in, &mut pinned_out, opts, |t, x, y| {
                     k::copy(t, x, y)?;
                     k::scale(t, y, 2.0)
                 })
@@ -406,6 +409,20 @@ fn b7_pipeline(c: &mut Criterion) {
             })
         });
     }
+    assert_eq!(pinned_out.as_slice().unwrap()[999], 1998.0);
+    g.bench_function("par-map-pageable-8", |b| {
+        let opts = gpu::PipelineOptions {
+            chunk: 1 << 22,
+            lanes: 8,
+        };
+        b.iter(|| {
+            gpu::par_map(&input, &mut output, opts, |t, x, y| {
+                k::copy(t, x, y)?;
+                k::scale(t, y, 2.0)
+            })
+            .unwrap()
+        })
+    });
     assert_eq!(output[999], 1998.0);
     g.finish();
 }

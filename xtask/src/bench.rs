@@ -249,10 +249,15 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         get(r, "B5/one-kernel"),
     );
     ratio("B6", get(r, "B6/one-launch"), get(r, "B6/par-chunks"));
-    let par_map = min_of(r, "B7/par-map");
+    let par_map = min_of(r, "B7/par-map-pinned");
     ratio("B7", get(r, "B7/transfer-bound"), par_map);
     ratio("B7-vs-torch", min_of(r, "B7/torch"), par_map);
     ratio("B7-vs-serial", get(r, "B7/copy-compute-copy"), par_map);
+    ratio(
+        "B7-pageable",
+        get(r, "B7/transfer-bound"),
+        min_of(r, "B7/par-map-pageable"),
+    );
     let bare = get(r, "B8/raw-launch").or(get(r, "B8/bare-launch"));
     ratio("B8", get(r, "B8/spawn-join"), bare);
     ratio("B8-wait-all", get(r, "B8/spawn-join-wait-all"), bare);

@@ -125,13 +125,26 @@ fn wait_streams(
             for s in set.iter() {
                 let l = rt.ledger();
                 let covered = l.closed_counted(s);
-                let ev = rt.take_event()?;
-                let r = rt
-                    .driver()
-                    .record(ev.raw, rt.raw_stream(s))
-                    .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
-                // The wait captured the record: the event may be reused now.
-                rt.give_event(ev);
+                // While `s`'s owner captures it, its captured work runs only
+                // when the graph is launched: wait for what was queued
+                // before the capture, never record into another task's
+                // graph.
+                let slot = rt.inner.streams.capture_slot(s).lock();
+                let r = match slot.as_ref() {
+                    Some(pre) => rt.driver().wait_event(raw2, pre.raw),
+                    None => {
+                        let ev = rt.take_event()?;
+                        let r = rt
+                            .driver()
+                            .record(ev.raw, rt.raw_stream(s))
+                            .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
+                        // The wait captured the record: the event may be
+                        // reused now.
+                        rt.give_event(ev);
+                        r
+                    }
+                };
+                drop(slot);
                 r?;
                 l.mark_ordered(task, s2, s, covered);
             }
@@ -139,12 +152,39 @@ fn wait_streams(
         }
         Decision::HostSync(set) => {
             for s in set.iter() {
-                rt.driver()
-                    .stream_sync(rt.raw_stream(s), rt.inner.sync_mode)?;
+                host_wait(rt, s)?;
             }
             Ok(())
         }
     }
+}
+
+/// Waits on the host for everything queued on `s` so far. A stream its
+/// owner is capturing cannot be synchronized (an error) nor recorded on
+/// (that would add to the owner's graph): wait for what was queued before
+/// the capture began, the only work of it that runs on the stream.
+fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
+    let slot = rt.inner.streams.capture_slot(s).lock();
+    let (ev, pooled) = match slot.as_ref() {
+        // The event may go back to the pool and be recorded again once the
+        // lock is released: then this waits for that later record, which
+        // is more than needed but still ends.
+        Some(pre) => (pre.raw, None),
+        None => {
+            let ev = rt.take_event()?;
+            if let Err(e) = rt.driver().record(ev.raw, rt.raw_stream(s)) {
+                rt.give_event(ev);
+                return Err(e);
+            }
+            (ev.raw, Some(ev))
+        }
+    };
+    drop(slot);
+    let r = rt.driver().event_sync(ev);
+    if let Some(ev) = pooled {
+        rt.give_event(ev);
+    }
+    r
 }
 
 /// One buffer an operation touches.
@@ -393,6 +433,55 @@ impl TaskContext {
         let (ptr, bytes, drv, raw) = (dst.device_ptr(), dst.bytes(), self.rt.driver(), self.raw);
         self.tracked("htod", &mut [Touch::write(dst)], |_| {
             drv.copy_htod(ptr, src.as_ptr() as *const u8, bytes, raw)
+        })
+    }
+
+    /// Copies `len` elements from host memory at `src` into `dst`,
+    /// asynchronously, without staging: for page-locked memory (a
+    /// [`crate::Staging`] buffer), the copy runs at the full transfer rate.
+    ///
+    /// # Safety
+    ///
+    /// `src` points to `dst.len()` readable elements that stay alive and
+    /// unmodified until this stream has reached the copy (synchronize the
+    /// stream, or wait for a later event on it, before touching them).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors; [`Error::WrongDevice`].
+    pub unsafe fn copy_from_host_async<T: DeviceRepr>(
+        &self,
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        src: *const T,
+    ) -> Result<()> {
+        self.check(dst, "the destination buffer")?;
+        let (ptr, bytes, drv, raw) = (dst.device_ptr(), dst.bytes(), self.rt.driver(), self.raw);
+        self.tracked("htod", &mut [Touch::write(dst)], |_| {
+            drv.copy_htod(ptr, src as *const u8, bytes, raw)
+        })
+    }
+
+    /// Copies `src` to host memory at `dst`, asynchronously: the data is
+    /// there once this stream has reached the copy.
+    ///
+    /// # Safety
+    ///
+    /// `dst` points to `src.len()` writable elements that stay alive, and
+    /// that nothing else reads or writes, until this stream has reached the
+    /// copy.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors; [`Error::WrongDevice`].
+    pub unsafe fn copy_to_host_async<T: DeviceRepr>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: *mut T,
+    ) -> Result<()> {
+        self.check(src, "the source buffer")?;
+        let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
+        self.tracked("dtoh", &mut [Touch::read(src)], |_| {
+            drv.copy_dtoh(dst as *mut u8, ptr, bytes, raw)
         })
     }
 

@@ -54,13 +54,36 @@ impl TaskContext {
                 what: "beginning a nested capture",
             });
         }
-        self.rt.driver().begin_capture(self.raw)?;
-        l.set_capturing(self.stream, true);
+        // What this stream queued before the capture: other tasks' hand-offs
+        // from it wait for this while it is captured (see `wait_streams`).
+        let pre = self.rt.take_event()?;
+        let slot = self.rt.inner.streams.capture_slot(self.stream);
+        {
+            let mut slot = slot.lock();
+            let begun = self
+                .rt
+                .driver()
+                .record(pre.raw, self.raw)
+                .and_then(|_| self.rt.driver().begin_capture(self.raw));
+            if let Err(e) = begun {
+                self.rt.give_event(pre);
+                return Err(e);
+            }
+            l.set_capturing(self.stream, true);
+            *slot = Some(pre);
+        }
         *self.capture_log.borrow_mut() = Some(Vec::new());
         let r = body(self);
         let touches = self.capture_log.borrow_mut().take().unwrap_or_default();
-        l.set_capturing(self.stream, false);
-        let g = self.rt.driver().end_capture(self.raw);
+        let g = {
+            let mut slot = slot.lock();
+            l.set_capturing(self.stream, false);
+            let g = self.rt.driver().end_capture(self.raw);
+            if let Some(pre) = slot.take() {
+                self.rt.give_event(pre);
+            }
+            g
+        };
         match (r, g) {
             (Ok(()), Ok(raw)) => Ok(Graph {
                 rt: self.rt.clone(),

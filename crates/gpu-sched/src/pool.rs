@@ -18,6 +18,12 @@ pub(crate) struct StreamPool {
     raw: Box<[AtomicU64]>,
     created: AtomicUsize,
     free: Mutex<VecDeque<StreamId>>,
+    /// By ledger index, while the stream is being captured into a graph: an
+    /// event recorded just before the capture began. Other tasks' hand-offs
+    /// from the stream wait for it instead of recording on (or
+    /// synchronizing) the capturing stream; the lock orders them with the
+    /// capture's beginning and end.
+    captures: Box<[Mutex<Option<Box<PooledEvent>>>]>,
 }
 
 impl StreamPool {
@@ -26,7 +32,14 @@ impl StreamPool {
             raw: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             created: AtomicUsize::new(0),
             free: Mutex::new(VecDeque::new()),
+            captures: (0..capacity).map(|_| Mutex::new(None)).collect(),
         }
+    }
+
+    /// The capture slot of `id` (see the field).
+    #[inline]
+    pub(crate) fn capture_slot(&self, id: StreamId) -> &Mutex<Option<Box<PooledEvent>>> {
+        &self.captures[id.index()]
     }
 
     /// Creates `n` streams up front.

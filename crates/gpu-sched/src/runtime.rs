@@ -91,6 +91,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) reclaimer: Task,
     pub(crate) reclaim_stream: StreamId,
     pub(crate) tracer: crate::trace::Tracer,
+    /// Pinned host blocks kept for reuse: (bytes, address).
+    pub(crate) pinned_cache: parking_lot::Mutex<Vec<(usize, usize)>>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -177,6 +179,7 @@ impl Runtime {
                 reclaimer,
                 reclaim_stream,
                 tracer: Default::default(),
+                pinned_cache: Default::default(),
             }),
         })
     }
@@ -342,6 +345,9 @@ impl Drop for RuntimeInner {
         }
         for e in self.events.drain() {
             let _ = self.driver.destroy_event(e.raw);
+        }
+        for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
+            let _ = self.driver.free_host(p as *mut u8, bytes);
         }
         for s in self.streams.all_raw() {
             let _ = self.driver.destroy_stream(s);

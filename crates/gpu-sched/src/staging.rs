@@ -38,10 +38,7 @@ impl<T: DeviceRepr> Staging<T> {
     /// A driver error (out of pinned memory).
     pub fn new(rt: &Runtime, cap: usize) -> Result<Self> {
         let bytes = cap * std::mem::size_of::<T>();
-        let (ptr, _) = rt.driver().alloc_host(bytes.max(1), false)?;
-        rt.inner
-            .pinned_bytes
-            .fetch_add(bytes.max(1), Ordering::Relaxed);
+        let ptr = rt.pinned_take(bytes.max(1))?;
         Ok(Staging {
             rt: rt.clone(),
             ptr: ptr as *mut T,
@@ -138,6 +135,18 @@ impl<T: DeviceRepr> Staging<T> {
         })
     }
 
+    /// The staging memory's address, once no copy through it is in flight;
+    /// for asynchronous copies that the caller orders itself (`par_map`
+    /// over pinned memory).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from waiting for the copy in flight.
+    pub fn settled_ptr(&mut self) -> Result<*mut T> {
+        self.settle()?;
+        Ok(self.ptr)
+    }
+
     /// Copies `src` into the staging memory, then asynchronously into `dst`
     /// on `ctx`'s stream.
     ///
@@ -193,16 +202,53 @@ impl<T: DeviceRepr> Drop for Staging<T> {
             }
         }
         let bytes = (self.cap * std::mem::size_of::<T>()).max(1);
-        if self
-            .rt
-            .driver()
-            .free_host(self.ptr as *mut u8, bytes)
-            .is_ok()
-        {
-            self.rt
-                .inner
-                .pinned_bytes
-                .fetch_sub(bytes, Ordering::Relaxed);
+        self.rt.pinned_give(self.ptr as *mut u8, bytes);
+    }
+}
+
+impl Runtime {
+    /// Pinned host memory of `bytes`, from the runtime's cache when it has
+    /// a block of that size (pinning pages costs milliseconds).
+    pub(crate) fn pinned_take(&self, bytes: usize) -> Result<*mut u8> {
+        let cached = {
+            let mut c = self.inner.pinned_cache.lock();
+            c.iter()
+                .position(|(b, _)| *b == bytes)
+                .map(|i| c.swap_remove(i).1)
+        };
+        let ptr = match cached {
+            Some(p) => p as *mut u8,
+            None => {
+                let (p, _) = self.driver().alloc_host(bytes, false)?;
+                self.inner.pinned_bytes.fetch_add(bytes, Ordering::Relaxed);
+                p
+            }
+        };
+        Ok(ptr)
+    }
+
+    /// Gives pinned memory back to the cache (up to 1 GiB cached; the rest
+    /// is freed). The caller guarantees no copy through it is in flight.
+    pub(crate) fn pinned_give(&self, ptr: *mut u8, bytes: usize) {
+        let mut c = self.inner.pinned_cache.lock();
+        let cached: usize = c.iter().map(|(b, _)| *b).sum();
+        if cached + bytes <= 1 << 30 {
+            c.push((bytes, ptr as usize));
+            return;
+        }
+        drop(c);
+        if self.driver().free_host(ptr, bytes).is_ok() {
+            self.inner.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Frees the cached pinned memory.
+    pub fn release_cached_memory(&self) {
+        let blocks = std::mem::take(&mut *self.inner.pinned_cache.lock());
+        for (bytes, p) in blocks {
+            if self.driver().free_host(p as *mut u8, bytes).is_ok() {
+                self.inner.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            }
         }
     }
 }

@@ -39,7 +39,7 @@ pub use gpu_sched::{
     Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param, Reason,
     Rejoin, Result, Runtime, RuntimeOptions, Staging, TaskContext, ViewMut,
 };
-pub use pipeline::{par_map, par_map_on, PipelineOptions};
+pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use pool::{current_num_threads, ThreadPoolBuilder};
 pub use scope::{join, par_chunks_mut, scope, scope_on, ParChunksMut, Scope};
 

@@ -123,3 +123,91 @@ where
         Ok(())
     })
 }
+
+/// [`par_map`] over page-locked memory: the input and output live in
+/// [`Staging`] buffers, so chunks move between host and device with no host
+/// copy, at the transfer rate, each lane's copies in, compute and copies out
+/// queued back to back on its stream. Returns once every copy completed.
+///
+/// # Errors
+///
+/// [`Error::LengthMismatch`] unless the two buffers have the same capacity;
+/// [`Error::ZeroChunk`]; the first error of `f` or of the runtime.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> gpu::Result<()> {
+/// let rt = gpu::runtime()?;
+/// let mut input = gpu::Staging::<f32>::new(rt, 10_000)?;
+/// input.as_mut_slice()?.iter_mut().enumerate().for_each(|(i, x)| *x = i as f32);
+/// let mut output = gpu::Staging::<f32>::new(rt, 10_000)?;
+/// let opts = gpu::PipelineOptions { chunk: 1024, lanes: 3 };
+/// gpu::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
+///     t.copy(x, y)?;
+///     gpu_kernels::scale(t, y, 2.0)
+/// })?;
+/// assert_eq!(output.as_slice()?[5_000], 10_000.0);
+/// # Ok(()) }
+/// ```
+pub fn par_map_pinned<T, U, F>(
+    input: &mut Staging<T>,
+    output: &mut Staging<U>,
+    opts: PipelineOptions,
+    f: F,
+) -> Result<()>
+where
+    T: DeviceRepr,
+    U: DeviceRepr,
+    F: Fn(&TaskContext, &Buffer<T>, &mut Buffer<U>) -> Result<()> + Sync,
+{
+    let n = input.capacity();
+    if output.capacity() != n {
+        return Err(Error::LengthMismatch {
+            what: "par_map_pinned's output",
+            expected: n,
+            got: output.capacity(),
+        });
+    }
+    if opts.chunk == 0 {
+        return Err(Error::ZeroChunk);
+    }
+    // Both buffers stay borrowed until every lane synchronized its stream,
+    // so the host cannot touch them while a copy is in flight.
+    let src = input.settled_ptr()? as usize;
+    let dst = output.settled_ptr()? as usize;
+    let chunks = n.div_ceil(opts.chunk);
+    let lanes = opts.lanes.clamp(1, chunks.max(1));
+    let (chunk, f) = (opts.chunk, &f);
+    scope_on(Runtime::global()?, |s| {
+        for lane in 0..lanes {
+            s.spawn(move |t| {
+                let full = chunk.min(n);
+                let mut d_in = t.alloc::<T>(full)?;
+                let mut d_out = t.alloc::<U>(full)?;
+                for c in (lane..chunks).step_by(lanes) {
+                    let start = c * chunk;
+                    let len = chunk.min(n - start);
+                    let (mut x, mut y);
+                    let (xi, yo) = if len == full {
+                        (&mut d_in, &mut d_out)
+                    } else {
+                        x = t.alloc::<T>(len)?;
+                        y = t.alloc::<U>(len)?;
+                        (&mut x, &mut y)
+                    };
+                    // SAFETY: `start + len <= n`, the capacity of both
+                    // buffers, which stay borrowed (untouched by the host)
+                    // until this lane's stream is synchronized below or,
+                    // on an error, by the scope before it returns.
+                    unsafe { t.copy_from_host_async(xi, (src as *const T).add(start))? };
+                    f(t, xi, yo)?;
+                    // SAFETY: as above; lanes write disjoint chunks.
+                    unsafe { t.copy_to_host_async(yo, (dst as *mut U).add(start))? };
+                }
+                t.synchronize()
+            });
+        }
+        Ok(())
+    })
+}
