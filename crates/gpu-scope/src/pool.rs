@@ -1,13 +1,18 @@
 //! The worker-thread pool.
 //!
-//! Design note: the pool is rayon-core's work-stealing pool, with a stream
-//! bound per *task* rather than per worker thread. A task takes a stream
-//! from the runtime's recyclable pool when it starts and gives it back when
-//! it finishes (R13). A worker that blocks in a join helps by running other
-//! tasks (rayon's rule); each of those takes a stream of its own, so no
-//! stream is ever used by two live tasks (R3). Rayon gives us tested work
-//! stealing, sleeping, and panic-safe scopes; binding streams to tasks
-//! keeps the ledger's ownership rule independent of which thread runs what.
+//! Design note: the pool is rayon-core's thread pool (its sleeping, waking
+//! and injector), with a stream bound per *task* rather than per worker
+//! thread. A task takes a stream from the runtime's recyclable pool when it
+//! starts and gives it back when it finishes (R13), so no stream is ever
+//! used by two live tasks (R3), whichever thread runs what.
+//!
+//! `spawn` hands the task to the pool *and* keeps it in its scope's list;
+//! whoever takes it first runs it. A scope that reaches its end runs the
+//! tasks no worker has started yet on its own thread, each still on a
+//! stream of its own (rayon's "help while you wait", applied to the scope's
+//! own tasks): a short task spawned and joined costs no thread wake-up on
+//! the critical path. Rayon's own scopes are not used because they wait for
+//! every job to be run by a worker.
 
 use std::sync::OnceLock;
 

@@ -4,21 +4,74 @@ use crate::pool;
 use gpu_sched::{Buffer, DeviceRepr, Error, Fence, Result, Runtime, TaskContext, ViewMut};
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 #[cfg(test)]
 mod test;
 
+/// A spawned task's body, taken by whoever runs it first: a worker thread,
+/// or the scope's own thread when it reaches the end of the scope first.
+type JobBody = Box<dyn FnOnce() + Send + 'static>;
+
+struct Job {
+    body: Mutex<Option<JobBody>>,
+}
+
+impl Job {
+    fn take(&self) -> Option<JobBody> {
+        self.body.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
 /// What a scope collects from its tasks: their final fences, and the first
-/// panic or error.
+/// panic or error; and the tasks not finished yet.
 #[derive(Default)]
 struct ScopeState {
     finals: Mutex<Vec<Fence>>,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     error: Mutex<Option<Error>>,
+    /// Spawned jobs, possibly not started.
+    pending: Mutex<Vec<Arc<Job>>>,
+    /// Jobs spawned and not finished.
+    outstanding: AtomicUsize,
+    finished: Mutex<()>,
+    wake: Condvar,
 }
 
 impl ScopeState {
+    fn job_finished(&self) {
+        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+            self.wake.notify_all();
+        }
+    }
+
+    /// Returns once every job spawned into the scope has finished, running
+    /// the ones no worker has started yet on this thread (rayon's "help
+    /// while you wait"): each still takes a stream of its own.
+    fn wait_all(&self) {
+        loop {
+            let next = self.pending.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            if let Some(job) = next {
+                if let Some(body) = job.take() {
+                    body();
+                }
+                continue;
+            }
+            let g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+            if self.outstanding.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            // A running job may spawn more into this scope: look again soon.
+            let _ = self
+                .wake
+                .wait_timeout(g, Duration::from_micros(200))
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     fn fail(&self, e: Error) {
         let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
@@ -84,13 +137,53 @@ impl ScopeState {
     }
 }
 
+/// A spawned task's life: a stream of its own, ordered after the spawn's
+/// fence; the body; a final fence for the joiner.
+fn run_child<'scope, F>(rt: &Runtime, state: &'scope ScopeState, fence: Fence, f: F)
+where
+    F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()>,
+{
+    let ctx = match rt.begin_task() {
+        Ok(c) => c,
+        Err(e) => return state.fail(e),
+    };
+    if let Err(e) = ctx.wait_fence(fence) {
+        return state.fail(e);
+    }
+    let s = Scope {
+        ctx: &ctx,
+        state,
+        _invariant: std::marker::PhantomData,
+    };
+    match catch_unwind(AssertUnwindSafe(|| f(&s))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => state.fail(e),
+        Err(p) => state.panicked(p),
+    }
+    match ctx.fence() {
+        Ok(fin) => state
+            .finals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(fin),
+        Err(e) => {
+            // Without a final fence the joiner cannot order after this
+            // task: wait here so nothing is left running.
+            let _ = ctx.synchronize();
+            state.fail(e)
+        }
+    }
+}
+
 /// A scope's handle inside one task: submit GPU work through it (it
 /// dereferences to the task's [`TaskContext`]) and spawn tasks into the
 /// scope.
 pub struct Scope<'r, 'scope> {
     ctx: &'r TaskContext,
     state: &'scope ScopeState,
-    rayon: &'r rayon_core::Scope<'scope>,
+    /// Makes `'scope` invariant: a spawned task's borrows must last for the
+    /// whole scope, not for a shorter lifetime the compiler could pick.
+    _invariant: std::marker::PhantomData<&'scope mut &'scope ()>,
 }
 
 impl std::fmt::Debug for Scope<'_, '_> {
@@ -145,13 +238,16 @@ impl std::ops::Deref for Scope<'_, '_> {
 /// # Ok(()) }
 /// ```
 ///
-/// A task cannot outlive its scope:
+/// A task cannot outlive its scope: it cannot borrow what the scope's body
+/// owns, since the body returns before its tasks finish:
 ///
 /// ```compile_fail
-/// let mut leaked = None;
 /// gpu::scope(|s| {
-///     s.spawn(|t| Ok(()));
-///     leaked = Some(s);
+///     let local = vec![1.0f32; 8];
+///     s.spawn(|_t| {
+///         let _ = local.len(); // error: `local` does not live long enough
+///         Ok(())
+///     });
 ///     Ok(())
 /// }).unwrap();
 /// ```
@@ -196,29 +292,23 @@ where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
     let state = ScopeState::default();
-    let state_ref: &ScopeState = &state;
-    // SAFETY-free lifetime trick avoided: rayon's in_place_scope ties every
-    // spawned job to `'scope`, which `state` outlives (it is dropped after
-    // in_place_scope returns, and in_place_scope waits for every job).
-    let result = pool::global().in_place_scope(|rs| {
-        let s = Scope {
-            ctx,
-            // The state lives on this stack frame for the whole scope.
-            state: extend(state_ref),
-            rayon: rs,
-        };
-        match catch_unwind(AssertUnwindSafe(|| op(&s))) {
-            Ok(Ok(r)) => Some(r),
-            Ok(Err(e)) => {
-                state_ref.fail(e);
-                None
-            }
-            Err(p) => {
-                state_ref.panicked(p);
-                None
-            }
+    let s = Scope {
+        ctx,
+        state: extend(&state),
+        _invariant: std::marker::PhantomData,
+    };
+    let result = match catch_unwind(AssertUnwindSafe(|| op(&s))) {
+        Ok(Ok(r)) => Some(r),
+        Ok(Err(e)) => {
+            state.fail(e);
+            None
         }
-    });
+        Err(p) => {
+            state.panicked(p);
+            None
+        }
+    };
+    state.wait_all();
     let failed = state.failed();
     if let Err(e) = state.join_into(ctx, failed) {
         state.fail(e);
@@ -229,10 +319,19 @@ where
 
 /// Widens the state reference to the scope's lifetime.
 fn extend<'scope>(s: &ScopeState) -> &'scope ScopeState {
-    // SAFETY: `run_scope` keeps the state alive until `in_place_scope` has
-    // returned, which happens only after every job spawned into the rayon
-    // scope (the only holders of `'scope` references) has finished.
+    // SAFETY: `run_scope` keeps the state alive until `wait_all` has
+    // returned, which happens only after every job spawned into the scope
+    // (the only holders of `'scope` references) has finished.
     unsafe { &*(s as *const ScopeState) }
+}
+
+/// Erases a job body's lifetime so a worker thread can hold it.
+fn erase<'scope>(body: Box<dyn FnOnce() + Send + 'scope>) -> JobBody {
+    // SAFETY: the body runs (on a worker or inline) before its scope's
+    // `wait_all` returns, and is dropped when it runs; a worker that comes
+    // later finds the `Job` empty. So nothing borrowed for `'scope` is used
+    // after `'scope` ends; only the lifetime in the type is widened.
+    unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + 'scope>, JobBody>(body) }
 }
 
 impl<'r, 'scope> Scope<'r, 'scope> {
@@ -251,36 +350,22 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         };
         let state = self.state;
         let rt = self.ctx.runtime().clone();
-        self.rayon.spawn(move |rs| {
-            let ctx = match rt.begin_task() {
-                Ok(c) => c,
-                Err(e) => return state.fail(e),
-            };
-            if let Err(e) = ctx.wait_fence(fence) {
-                return state.fail(e);
-            }
-            let s = Scope {
-                ctx: &ctx,
-                state,
-                rayon: rs,
-            };
-            match catch_unwind(AssertUnwindSafe(|| f(&s))) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => state.fail(e),
-                Err(p) => state.panicked(p),
-            }
-            match ctx.fence() {
-                Ok(fin) => state
-                    .finals
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(fin),
-                Err(e) => {
-                    // Without a final fence the joiner cannot order after
-                    // this task: wait here so nothing is left running.
-                    let _ = ctx.synchronize();
-                    state.fail(e)
-                }
+        let body = move || {
+            run_child(&rt, state, fence, f);
+            state.job_finished();
+        };
+        state.outstanding.fetch_add(1, Ordering::AcqRel);
+        let job = Arc::new(Job {
+            body: Mutex::new(Some(erase(Box::new(body)))),
+        });
+        state
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(job.clone());
+        pool::global().spawn(move || {
+            if let Some(body) = job.take() {
+                body();
             }
         });
     }
@@ -375,9 +460,9 @@ impl<T: DeviceRepr> ParChunksMut<'_, T> {
     ///
     /// ```compile_fail
     /// let mut b = gpu::Buffer::<f32>::zeros(8).unwrap();
-    /// let mut kept = Vec::new();
+    /// let kept = std::sync::Mutex::new(Vec::new());
     /// gpu::par_chunks_mut(&mut b, 4).for_each(|_t, chunk| {
-    ///     kept.push(chunk);
+    ///     kept.lock().unwrap().push(chunk); // error: borrowed data escapes
     ///     Ok(())
     /// }).unwrap();
     /// ```
