@@ -37,12 +37,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         &root,
         &["build", "--release", "--examples", "-p", "gpu-scope"],
     )?);
-    for (pkg, bench) in [("gpu-scope", "gpu")] {
-        exes.extend(cargo_executables(
-            &root,
-            &["bench", "--no-run", "-p", pkg, "--bench", bench],
-        )?);
-    }
+    exes.extend(cargo_executables(
+        &root,
+        &["bench", "--no-run", "-p", "gpu-scope", "--bench", "gpu"],
+    )?);
     exes.extend(cargo_executables(
         &root,
         &["build", "--release", "-p", "xtask"],

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 mod bench;
 mod bundle;
 mod ptx;
+mod soak;
+mod stress;
 
 /// One subcommand: its name, a one-line summary, its arguments for the usage
 /// text, and the function that runs it with the arguments after its name.
@@ -42,6 +44,20 @@ const COMMANDS: &[Command] = &[
         about: "regenerate crates/gpu-kernels/ptx/*.ptx with the pinned NVRTC \
             (--check: fail if the committed PTX differs)",
         run: ptx::run,
+    },
+    Command {
+        name: "soak",
+        args: "--minutes N [--every SECONDS] [--seed S]",
+        about: "run random scopes for N minutes (release, the GPU when there is one), print \
+                live streams, events, allocations and bytes once a minute; fail if they grew",
+        run: soak::run,
+    },
+    Command {
+        name: "stress",
+        args: "[--tasks N] [--seed S]",
+        about: "run the random task-DAG stress (release, 100 000 tasks by default, the GPU \
+                when there is one); fail on any wrong value or race",
+        run: stress::run,
     },
 ];
 

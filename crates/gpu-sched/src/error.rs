@@ -36,7 +36,7 @@ pub enum Error {
         during: &'static str,
     },
     /// Two lengths that must agree do not.
-    #[error("length mismatch: {what} has {got} elements, {expected} expected")]
+    #[error("length mismatch: {what} has {got} elements, {expected} expected; pass buffers (or views) of equal length")]
     LengthMismatch {
         /// What was measured.
         what: &'static str,

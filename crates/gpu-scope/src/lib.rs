@@ -35,9 +35,10 @@ mod scope;
 
 pub use gpu_sched::trace;
 pub use gpu_sched::{
-    Access, BackendKind, Buffer, CounterSnapshot, DeviceRepr, DeviceSlice, Error, Event, Fence,
-    Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param, Reason,
-    Rejoin, Result, Runtime, RuntimeOptions, Staging, TaskContext, ViewMut,
+    Access, BackendChoice, BackendKind, Buffer, CounterSnapshot, DeviceRepr, DeviceSlice, Error,
+    Event, Fence, Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module,
+    Param, Reason, Rejoin, Result, Runtime, RuntimeOptions, Staging, SyncMode, TaskContext,
+    ViewMut,
 };
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use pool::{current_num_threads, ThreadPoolBuilder};

@@ -1,0 +1,380 @@
+//! Misuse of the user API: each gives a typed error whose message says what
+//! was wrong and what to do, reaches the caller of the scope, and leaves the
+//! buffers as they were and the runtime usable (but for the sticky error,
+//! which is for good).
+
+use gpu::{
+    BackendChoice, Error, KernelArg, KernelDef, KernelRef, LaunchConfig, Module, PipelineOptions,
+    Runtime, RuntimeOptions,
+};
+use gpu_kernels as k;
+
+fn host() -> Runtime {
+    Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        ..RuntimeOptions::default()
+    })
+    .expect("the host backend starts")
+}
+
+/// The error of `r`, which must have failed.
+#[track_caller]
+fn error<T: std::fmt::Debug>(r: gpu::Result<T>) -> Error {
+    match r {
+        Ok(v) => panic!("expected an error, got Ok({v:?})"),
+        Err(e) => e,
+    }
+}
+
+/// The message of `e` says each of `parts`.
+#[track_caller]
+fn says(e: &Error, parts: &[&str]) {
+    let msg = e.to_string();
+    for p in parts {
+        assert!(msg.contains(p), "the message {msg:?} does not say {p:?}");
+    }
+}
+
+#[track_caller]
+fn no_races(rt: &Runtime) {
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+#[test]
+fn length_mismatch() {
+    let rt = host();
+    let t = rt.begin_task().unwrap();
+    let x = t.from_host(&[1.0f32; 4]).unwrap();
+    let mut y = t.from_host(&[2.0f32; 8]).unwrap();
+    drop(t);
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        let (x, y) = (&x, &mut y);
+        s.spawn(move |t| k::axpy(t, 1.0, x, y));
+        Ok(())
+    }));
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                what: "axpy's x",
+                expected: 8,
+                got: 4
+            }
+        ),
+        "{e:?}"
+    );
+    says(
+        &e,
+        &["axpy's x has 4 elements, 8 expected", "of equal length"],
+    );
+
+    let e = error(gpu::scope_on(&rt, |s| s.copy_from_host(&mut y, &[0.0; 3])));
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                expected: 8,
+                got: 3,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    says(&e, &["the host source", "of equal length"]);
+
+    let mut out = vec![0.0f32; 3];
+    let e = error(gpu::par_map_on(
+        &rt,
+        &[1.0f32; 4],
+        &mut out,
+        PipelineOptions::default(),
+        |t, a, b| t.copy(a, b),
+    ));
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch {
+                what: "par_map's output",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    says(&e, &["par_map's output has 3 elements, 4 expected"]);
+
+    assert_eq!(y.to_vec().unwrap(), vec![2.0; 8]);
+    no_races(&rt);
+}
+
+#[test]
+fn zero_chunk() {
+    let rt = host();
+    let mut b = rt.begin_task().unwrap().from_host(&[1.0f32; 16]).unwrap();
+
+    let e = error(gpu::par_chunks_mut(&mut b, 0).for_each(|_, _| panic!("no chunk task may run")));
+    assert!(matches!(e, Error::ZeroChunk), "{e:?}");
+    says(&e, &["chunk size must be at least 1"]);
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.par_chunks_mut(&mut b, 0, |_, _| panic!("no chunk task may run"))
+    }));
+    assert!(matches!(e, Error::ZeroChunk), "{e:?}");
+
+    let mut out = vec![0.0f32; 4];
+    let opts = PipelineOptions { chunk: 0, lanes: 2 };
+    let e = error(gpu::par_map_on(
+        &rt,
+        &[1.0f32; 4],
+        &mut out,
+        opts,
+        |t, a, b| t.copy(a, b),
+    ));
+    assert!(matches!(e, Error::ZeroChunk), "{e:?}");
+
+    assert_eq!(b.to_vec().unwrap(), vec![1.0; 16]);
+    no_races(&rt);
+}
+
+#[test]
+fn a_buffer_or_event_of_another_runtime() {
+    let (rt, other) = (host(), host());
+    let mut mine = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
+    let mut theirs = other.begin_task().unwrap().from_host(&[2.0f32; 8]).unwrap();
+    let their_event = other.event().unwrap();
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        let (mine, theirs) = (&mut mine, &theirs);
+        s.spawn(move |t| k::axpy(t, 1.0, theirs, mine));
+        Ok(())
+    }));
+    assert!(
+        matches!(
+            e,
+            Error::WrongDevice {
+                what: "a kernel argument"
+            }
+        ),
+        "{e:?}"
+    );
+    says(
+        &e,
+        &[
+            "belongs to another device/runtime",
+            "copy it to this one first",
+        ],
+    );
+
+    let e = error(gpu::scope_on(&rt, |s| s.copy(&theirs, &mut mine)));
+    assert!(
+        matches!(
+            e,
+            Error::WrongDevice {
+                what: "the source buffer"
+            }
+        ),
+        "{e:?}"
+    );
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.host_sync_ptr(&mut theirs).map(drop)
+    }));
+    assert!(
+        matches!(e, Error::WrongDevice { what: "the buffer" }),
+        "{e:?}"
+    );
+
+    let e = error(gpu::scope_on(&rt, |s| s.record(&their_event)));
+    assert!(
+        matches!(e, Error::WrongDevice { what: "the event" }),
+        "{e:?}"
+    );
+    says(&e, &["copy it to this one first"]);
+
+    // Chunks of the other runtime's buffer, from a task of this one.
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.par_chunks_mut(&mut theirs, 4, |t, c| k::fill(t, c, 0.0))
+    }));
+    assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
+
+    assert_eq!(mine.to_vec().unwrap(), vec![1.0; 8]);
+    assert_eq!(theirs.to_vec().unwrap(), vec![2.0; 8]);
+    no_races(&rt);
+    no_races(&other);
+}
+
+#[test]
+fn wrong_kernel_arguments() {
+    let rt = host();
+    let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
+    let x = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
+    let fill = k::kernel_ref(k::names::FILL_F32).unwrap();
+    let axpy = k::kernel_ref(k::names::AXPY_F32).unwrap();
+    let cfg = LaunchConfig::for_elements(8, k::BLOCK);
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.launch(fill, cfg).write(&mut a).arg(0.0f32).submit()
+    }));
+    assert!(
+        matches!(
+            e,
+            Error::BadKernelArgs {
+                kernel: "fill_f32",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    says(&e, &["fill_f32", "takes 3 arguments; got 2"]);
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.launch(fill, cfg)
+            .write(&mut a)
+            .arg(0.0f32)
+            .arg(8usize)
+            .arg(1u32)
+            .submit()
+    }));
+    says(&e, &["takes 3 arguments; got more"]);
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.launch(fill, cfg)
+            .write(&mut a)
+            .arg(0u32)
+            .arg(8usize)
+            .submit()
+    }));
+    assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
+    says(&e, &["argument 1 is F32", "got a scalar"]);
+
+    // A written buffer passed as a read.
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.launch(axpy, cfg)
+            .arg(1.0f32)
+            .read(&x)
+            .read(&a)
+            .arg(8usize)
+            .submit()
+    }));
+    says(
+        &e,
+        &["axpy_f32", "argument 2 is PtrWrite", "a read buffer (&)"],
+    );
+
+    assert_eq!(a.to_vec().unwrap(), vec![1.0; 8]);
+    no_races(&rt);
+}
+
+#[test]
+fn host_sync_ptr_and_synchronize_during_a_capture() {
+    let rt = host();
+    let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.capture(|c| {
+            k::add_scalar(c, &mut a, 1.0)?;
+            c.host_sync_ptr(&mut a).map(drop)
+        })
+        .map(drop)
+    }));
+    assert!(
+        matches!(
+            e,
+            Error::Capturing {
+                what: "taking a host-sync pointer"
+            }
+        ),
+        "{e:?}"
+    );
+    says(
+        &e,
+        &[
+            "host-sync pointer",
+            "is not allowed while",
+            "end the capture first",
+        ],
+    );
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.spawn(|t| {
+            t.capture(|c| {
+                k::add_scalar(c, &mut a, 1.0)?;
+                c.synchronize()
+            })
+            .map(drop)
+        });
+        Ok(())
+    }));
+    assert!(
+        matches!(
+            e,
+            Error::Capturing {
+                what: "synchronizing the stream"
+            }
+        ),
+        "{e:?}"
+    );
+    says(&e, &["synchronizing the stream", "end the capture first"]);
+
+    // The captured work never ran; the runtime goes on.
+    assert_eq!(a.to_vec().unwrap(), vec![1.0; 8]);
+    gpu::scope_on(&rt, |s| k::add_scalar(s, &mut a, 1.0)).unwrap();
+    assert_eq!(a.to_vec().unwrap(), vec![2.0; 8]);
+    no_races(&rt);
+}
+
+/// A kernel that faults (a panic in a host kernel breaks the context).
+///
+/// # Safety
+///
+/// None needed: it touches nothing.
+unsafe fn faulting_kernel(_: &[KernelArg], _: LaunchConfig) {
+    panic!("faulting kernel (on purpose)");
+}
+
+static FAULTY: Module = Module {
+    name: "faulty",
+    ptx: "",
+    kernels: &[KernelDef {
+        name: "faulting_kernel",
+        params: &[],
+        host: faulting_kernel,
+    }],
+};
+
+#[test]
+fn using_the_pool_after_a_sticky_error() {
+    let rt = host();
+    let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.launch(KernelRef::new(&FAULTY, 0), LaunchConfig::linear(1, 1))
+            .submit()?;
+        s.synchronize()
+    }));
+    assert!(e.is_sticky(), "{e:?}");
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        s.spawn(|t| k::fill(t, &mut a, 0.0));
+        Ok(())
+    }));
+    assert!(matches!(e, Error::StickyDeviceError { .. }), "{e:?}");
+    says(
+        &e,
+        &[
+            "broken by an earlier error",
+            "faulting kernel",
+            "every call fails until the process restarts",
+        ],
+    );
+    let e = error(gpu::par_chunks_mut(&mut a, 4).for_each(|t, c| k::fill(t, c, 0.0)));
+    assert!(matches!(e, Error::StickyDeviceError { .. }), "{e:?}");
+    let mut out = vec![0.0f32; 8];
+    let e = error(gpu::par_map_on(
+        &rt,
+        &[1.0f32; 8],
+        &mut out,
+        PipelineOptions::default(),
+        |t, x, y| t.copy(x, y),
+    ));
+    assert!(matches!(e, Error::StickyDeviceError { .. }), "{e:?}");
+}

@@ -1,0 +1,207 @@
+//! Random task DAGs on the host backend: nested scopes, spawns, joins,
+//! `par_chunks_mut`, shared readers, writers, stream synchronizes, user
+//! events, host-sync and raw pointers, graphs, temporaries dropped while in
+//! use. Every value is checked against a host model after every top-level
+//! scope, and the race detector must stay empty.
+//!
+//! The large run is `cargo xtask stress` (the same generator, on the GPU
+//! when there is one).
+
+#[path = "common/dag.rs"]
+mod dag;
+
+use gpu::{BackendChoice, Runtime, RuntimeOptions};
+
+fn host() -> Runtime {
+    Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        ..RuntimeOptions::default()
+    })
+    .expect("the host backend starts")
+}
+
+/// The CUDA backend; panics without a GPU (never passes on a CPU).
+fn cuda() -> Runtime {
+    Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Cuda,
+        ..RuntimeOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
+}
+
+#[track_caller]
+fn stress(rt: &Runtime, cfg: &dag::Config) -> dag::Report {
+    let report = dag::run(rt, cfg, |_| true).unwrap_or_else(|e| panic!("{e}"));
+    println!("seed {}: {report}", cfg.seed);
+    assert!(report.tasks >= cfg.tasks, "{report}");
+    assert_eq!(report.wrong, 0, "seed {}: {report}", cfg.seed);
+    assert_eq!(report.races, 0, "seed {}: {report}", cfg.seed);
+    report
+}
+
+#[test]
+fn random_dags_keep_every_value_with_no_race() {
+    let rt = host();
+    for seed in [1, 2, 3, 4] {
+        stress(&rt, &dag::Config::new(seed, 3000));
+    }
+    let live = rt.live();
+    assert_eq!(
+        (live.streams_in_use, live.events_in_use, live.allocations),
+        (1, 0, 0),
+        "{live:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --ignored on the GPU machine"]
+fn random_dags_keep_every_value_on_the_gpu() {
+    let rt = cuda();
+    for seed in [1, 2] {
+        stress(&rt, &dag::Config::new(seed, 5000));
+    }
+}
+
+/// Deeper trees, fewer and shorter buffers: more hand-offs per value.
+#[test]
+fn deep_narrow_dags_keep_every_value_with_no_race() {
+    let rt = host();
+    let cfg = dag::Config {
+        len: 40,
+        buffers: 4,
+        events: 2,
+        max_depth: 7,
+        scope_tasks: 80,
+        ..dag::Config::new(11, 3000)
+    };
+    stress(&rt, &cfg);
+}
+
+/// The wait-for-everything policy (facts off) computes the same values.
+#[test]
+fn random_dags_with_the_ledgers_facts_off() {
+    let rt = host();
+    rt.set_facts(false);
+    let r = stress(&rt, &dag::Config::new(5, 1500));
+    assert_eq!(r.waits_avoided, 0, "{r}");
+}
+
+#[test]
+fn generator_is_reproducible() {
+    let cfg = dag::Config::new(7, 100);
+    let mut a = dag::Generator::new(&cfg);
+    let mut b = dag::Generator::new(&cfg);
+    let mut c = dag::Generator::new(&dag::Config::new(8, 100));
+    let (sa, sb, sc) = (a.next_scope(), b.next_scope(), c.next_scope());
+    assert_eq!(sa, sb, "same seed, same program");
+    assert_eq!(a.model(), b.model());
+    assert_ne!(sa, sc, "another seed, another program");
+}
+
+#[test]
+fn generator_makes_every_kind_of_operation() {
+    let mut gen = dag::Generator::new(&dag::Config::new(3, 0));
+    let mut kinds = std::collections::BTreeMap::new();
+    let mut deepest = 0;
+    for _ in 0..40 {
+        let ops = gen.next_scope();
+        deepest = deepest.max(dag::depth(&ops));
+        dag::census(&ops, &mut kinds);
+    }
+    println!("{kinds:?}");
+    let all = [
+        "fill",
+        "add_scalar",
+        "scale",
+        "axpy",
+        "copy kernel",
+        "device copy",
+        "temporary",
+        "raw_ptr launch",
+        "host_sync_ptr",
+        "to_vec in a task",
+        "sum",
+        "graph",
+        "record",
+        "wait",
+        "event synchronize",
+        "event query",
+        "stream synchronize",
+        "spawn",
+        "nested scope",
+        "join",
+        "par_chunks_mut",
+    ];
+    for k in all {
+        assert!(
+            kinds.get(k).copied().unwrap_or(0) > 0,
+            "no `{k}` in 40 scopes: {kinds:?}"
+        );
+    }
+    assert!(deepest >= 3, "tasks nest only {deepest} deep");
+}
+
+/// Found by the stress run (seed 5): a task hands a buffer off from a
+/// stream that its owner is capturing into a graph at that moment. Work
+/// captured there does not run on that stream, so the hand-off must wait
+/// for what was queued before the capture began, and neither record an
+/// event into the other task's capture nor synchronize the capturing
+/// stream (an error).
+fn hand_off_from_a_capturing_stream(rt: &Runtime, new_task_captures: bool) {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+    fn wait_for(flag: &AtomicBool) {
+        let start = Instant::now();
+        while !flag.load(SeqCst) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::yield_now();
+        }
+    }
+    let t = rt.begin_task().unwrap();
+    let mut y = t.from_host(&[1.0f32; 64]).unwrap();
+    let mut z = t.from_host(&[1.0f32; 64]).unwrap();
+    t.synchronize().unwrap();
+    drop(t);
+    let (capturing, handed) = (AtomicBool::new(false), AtomicBool::new(false));
+    gpu::scope_on(rt, |s| {
+        let (y, z, capturing, handed) = (&mut y, &mut z, &capturing, &handed);
+        // Escaped: a later hand-off must wait for all this stream queued.
+        s.raw_ptr(y)?;
+        gpu_kernels::add_scalar(s, y, 1.0)?;
+        s.spawn(move |a| {
+            wait_for(capturing);
+            let r = if new_task_captures {
+                a.capture(|c| gpu_kernels::add_scalar(c, &mut *y, 1.0))
+                    .and_then(|g| a.launch_graph(&g).write(&mut *y).submit())
+            } else {
+                gpu_kernels::add_scalar(a, y, 1.0)
+            };
+            handed.store(true, SeqCst);
+            r
+        });
+        let g = s.capture(|c| {
+            capturing.store(true, SeqCst);
+            wait_for(handed);
+            gpu_kernels::add_scalar(c, &mut *z, 1.0)
+        })?;
+        s.launch_graph(&g).write(z).submit()
+    })
+    .unwrap_or_else(|e| {
+        panic!("the hand-off (new task captures: {new_task_captures}) failed: {e}")
+    });
+    assert_eq!(y.to_vec().unwrap(), vec![3.0; 64]);
+    assert_eq!(z.to_vec().unwrap(), vec![2.0; 64]);
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+#[test]
+fn hand_off_from_a_capturing_stream_host() {
+    hand_off_from_a_capturing_stream(&host(), false);
+    hand_off_from_a_capturing_stream(&host(), true);
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --ignored on the GPU machine"]
+fn hand_off_from_a_capturing_stream_cuda() {
+    hand_off_from_a_capturing_stream(&cuda(), false);
+    hand_off_from_a_capturing_stream(&cuda(), true);
+}
