@@ -49,7 +49,7 @@ impl Default for RuntimeOptions {
             device: 0,
             warm_streams: 8,
             warm_events: 32,
-            max_streams: 128,
+            max_streams: 256,
             sync_mode: SyncMode::SpinThenYield,
             host_memory_limit: 8 << 30,
         }
