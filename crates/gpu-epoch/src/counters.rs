@@ -45,13 +45,18 @@ impl Counters {
     }
 
     #[inline]
-    pub(crate) fn device_wait(&self) {
-        bump(&self.device_waits);
+    pub(crate) fn avoided_n(&self, r: Reason, n: u64) {
+        self.avoided[r as usize].fetch_add(n, Relaxed);
     }
 
     #[inline]
-    pub(crate) fn host_sync(&self) {
-        bump(&self.host_syncs);
+    pub(crate) fn device_waits(&self, n: u64) {
+        self.device_waits.fetch_add(n, Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn host_syncs(&self, n: u64) {
+        self.host_syncs.fetch_add(n, Relaxed);
     }
 
     pub(crate) fn add_to(&self, snap: &mut CounterSnapshot) {

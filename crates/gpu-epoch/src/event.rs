@@ -53,6 +53,8 @@ impl EventCoverage {
 pub struct RecordTicket {
     pub(crate) closed: crate::Closed,
     pub(crate) records: u64,
+    /// No other record of the event was in flight when this one began.
+    pub(crate) alone: bool,
 }
 
 impl RecordTicket {

@@ -7,7 +7,7 @@ use crate::set::{StreamSet, MAX_STREAMS};
 use crate::stamp::{Access, Use, Uses};
 use crate::{Generation, StreamEpoch, StreamId, Task, TaskId};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 
 /// What the ledger knows of one stream (DESIGN §3 "stream order").
 #[derive(Debug)]
@@ -223,6 +223,7 @@ impl Ledger {
     fn bind_slow(&self, task: &Task, o: &StreamOrder) -> Binding {
         let mut owner = lock(&o.owner);
         if o.shared.load(SeqCst) {
+            Self::joined_shared(o);
             return Binding::Shared;
         }
         match owner.as_ref() {
@@ -231,6 +232,7 @@ impl Ledger {
                 // Before this task stamps anything with the stream's epoch, so
                 // that a close racing with its operation sees `shared` (R1, R2).
                 o.shared.store(true, SeqCst);
+                Self::joined_shared(o);
                 Binding::Shared
             }
             _ => {
@@ -239,6 +241,18 @@ impl Ledger {
                 Binding::TookOver
             }
         }
+    }
+
+    /// R1, R2: a task that saw (or made) `s` shared, before its first stamp.
+    /// A read-modify-write of the epoch, so that the race with a close (also
+    /// a read-modify-write of it, then a read of `shared`) is closed by the
+    /// epoch's modification order alone, not by `SeqCst`'s total order: a
+    /// close after this in that order acquires it and sees `shared`; a close
+    /// before it is seen by this task's stamps, which read the epoch later.
+    /// (loom, which models `SeqCst` accesses as acquire/release, checks it.)
+    #[cold]
+    fn joined_shared(o: &StreamOrder) {
+        o.epoch.fetch_add(0, SeqCst);
     }
 
     /// The owner of `s`, if any (it may have finished).
@@ -424,6 +438,8 @@ impl Ledger {
         let counters = &self.order(s2).counters;
         let mut waits = StreamSet::new();
         let mut reason = Reason::Clean;
+        // Outcomes with the same reason are counted with one increment.
+        let mut same_reason = 0;
         let mut check = |u: &Use, escaped: bool| {
             if escaped && u.stream != s2 {
                 waits.insert(u.stream);
@@ -431,8 +447,12 @@ impl Ledger {
             }
             match self.covered(u, s2) {
                 Some(r) => {
-                    counters.avoided(r);
+                    if same_reason != 0 && r != reason {
+                        counters.avoided_n(reason, same_reason);
+                        same_reason = 0;
+                    }
                     reason = r;
+                    same_reason += 1;
                 }
                 None => {
                     waits.insert(u.stream);
@@ -453,6 +473,9 @@ impl Ledger {
                 check(r, false);
             }
         }
+        if same_reason != 0 {
+            counters.avoided_n(reason, same_reason);
+        }
         if waits.is_empty() {
             if !uses.is_dirty() {
                 counters.avoided(Reason::Clean);
@@ -460,14 +483,10 @@ impl Ledger {
             return Decision::NoWait(reason);
         }
         if device_wait_possible && !self.is_capturing(s2) {
-            for _ in waits.iter() {
-                counters.device_wait();
-            }
+            counters.device_waits(waits.len() as u64);
             Decision::DeviceWait(waits)
         } else {
-            for _ in waits.iter() {
-                counters.host_sync();
-            }
+            counters.host_syncs(waits.len() as u64);
             Decision::HostSync(waits)
         }
     }
@@ -489,7 +508,7 @@ impl Ledger {
         if !self.may_learn(task, s2) || s == s2 {
             return false;
         }
-        self.order(s2).waited[s.index()].fetch_max(epoch.0, AcqRel);
+        raise(&self.order(s2).waited[s.index()], epoch.0);
         true
     }
 
@@ -527,7 +546,8 @@ impl Ledger {
         // `shared` here.
         let counted = o.owner_id.load(SeqCst) == task.id().0 && !o.shared.load(SeqCst);
         if counted {
-            o.closed_counted.fetch_max(e, AcqRel);
+            // Only the unshared owner counts, and closes grow: one writer.
+            o.closed_counted.store(e, Release);
         }
         Closed {
             stream: s,
@@ -540,30 +560,33 @@ impl Ledger {
     /// count (so waits in flight on it give no fact), then closes `s`. Submit
     /// the driver record, then call [`Ledger::finish_record`].
     pub fn begin_record(&self, task: &Task, event: &EventCoverage, s: StreamId) -> RecordTicket {
-        let records = {
+        let (records, alone) = {
             let mut st = event.lock();
             st.records += 1;
+            let alone = st.in_flight == 0;
             st.in_flight += 1;
             st.source = None;
             st.waited.clear();
-            st.records
+            (st.records, alone)
         };
         RecordTicket {
             closed: self.close(task, s),
             records,
+            alone,
         }
     }
 
     /// R4, X1, second half: the driver record was submitted. The event covers
-    /// the closed epoch and the stream's ordered table, if the close counted,
-    /// the event was not recorded again since, and no other record of it is
-    /// in flight (an older one's driver call may still land after this one's:
-    /// the driver's event would then be the older record).
+    /// the closed epoch and the stream's ordered table if the close counted
+    /// and the driver's event is surely this record: no other record of it
+    /// began since (its driver call may land after this one's), and none was
+    /// in flight when this one began (its driver call, too, may have landed
+    /// after this one's, whenever it finished).
     pub fn finish_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let closed = ticket.closed;
         let mut st = event.lock();
         st.in_flight = st.in_flight.saturating_sub(1);
-        if !closed.counted || st.records != ticket.records || st.in_flight != 0 {
+        if !closed.counted || !ticket.alone || st.records != ticket.records {
             return;
         }
         let waited = &self.order(closed.stream).waited;
@@ -639,11 +662,11 @@ impl Ledger {
         }
         let table = &self.order(s2).waited;
         if s != s2 {
-            table[s.index()].fetch_max(e.0, AcqRel);
+            raise(&table[s.index()], e.0);
         }
         for &(t, w) in &st.waited {
             if t != s2 {
-                table[t.index()].fetch_max(w, AcqRel);
+                raise(&table[t.index()], w);
             }
         }
         true
@@ -686,5 +709,15 @@ impl Ledger {
             o.counters.add_to(&mut snap);
         }
         snap
+    }
+}
+
+/// Raises an entry of a stream's `waited` row to `v`. Only the stream's
+/// unshared owner writes its row (`may_learn`), so a load and a store do: no
+/// read-modify-write on the hot path.
+#[inline]
+fn raise(entry: &AtomicU64, v: u64) {
+    if v > entry.load(Relaxed) {
+        entry.store(v, Release);
     }
 }

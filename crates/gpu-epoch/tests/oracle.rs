@@ -22,6 +22,7 @@
 //!
 //! `ORACLE_CASES` sets the number of programs (default 10 000):
 //! `ORACLE_CASES=100000 cargo test -p gpu-epoch --release --test oracle -- --nocapture`.
+#![cfg(not(loom))]
 
 use gpu_epoch::{
     Access, Binding, BufferStamps, Closed, Decision, EventCoverage, Ledger, Reason, RecordTicket,
@@ -33,9 +34,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 const BUFS: usize = 4;
-const EVENTS: usize = 3;
+const EVENTS: usize = 2;
 const SLOTS: usize = 4;
-const MAX_STEPS: usize = 160;
+const MAX_STEPS: usize = 200;
 
 // ---------------------------------------------------------------------------
 // The oracle: vector clocks, as plain as possible.
@@ -186,18 +187,6 @@ impl Oracle {
         self.event[e] = Some(self.clock[s].retag(tag));
     }
 
-    fn wait_event(&mut self, e: usize, s2: usize, tag: Option<Cause>) {
-        if let Some(c) = self.event[e].clone() {
-            self.clock[s2].merge(&c, tag);
-        }
-    }
-
-    fn host_event(&mut self, e: usize, tag: Option<Cause>) {
-        if let Some(c) = self.event[e].clone() {
-            self.host.merge(&c, tag);
-        }
-    }
-
     fn wait_stream(&mut self, s: usize, s2: usize, tag: Option<Cause>) {
         let c = self.clock[s].clone();
         self.clock[s2].merge(&c, tag);
@@ -224,7 +213,40 @@ struct Step {
 #[derive(Clone, Debug)]
 struct Program {
     streams: usize,
+    /// How many tasks may be live at once (2..=SLOTS).
+    tasks: usize,
+    /// How many buffers the program uses (1..=BUFS).
+    bufs: usize,
+    /// Swarm testing: the kinds of operation this program uses (bit `k`
+    /// for [`kind`] `k`; launches always), so that rarer sequences of a
+    /// few kinds are dense in some programs.
+    kinds: u16,
+    /// A task picks a stream other than its own when a step's byte is at
+    /// least this.
+    cross: u8,
     steps: Vec<Step>,
+}
+
+/// The kind of an operation byte: 0 launch, 1 record, 2 stream wait, 3
+/// event sync, 4 event query, 5 stream sync, 6 task finish, 7 escape, 8 raw
+/// launch, 9 capture begin or end, 10 graph launch, 11 host-sync pointer, 12
+/// recycle.
+fn kind(op: u8) -> u32 {
+    match op {
+        0..=23 | 96..=99 => 0,
+        24..=35 => 1,
+        36..=44 => 2,
+        45..=49 => 3,
+        50..=55 => 4,
+        56..=61 => 5,
+        62..=66 => 6,
+        67..=70 => 7,
+        71..=76 => 8,
+        77..=82 => 9,
+        83..=86 => 10,
+        87..=90 => 11,
+        _ => 12,
+    }
 }
 
 fn program() -> impl Strategy<Value = Program> {
@@ -236,8 +258,22 @@ fn program() -> impl Strategy<Value = Program> {
         any::<u8>(),
     )
         .prop_map(|(slot, op, a, b, c)| Step { slot, op, a, b, c });
-    (2usize..=5, prop::collection::vec(step, 1..=MAX_STEPS))
-        .prop_map(|(streams, steps)| Program { streams, steps })
+    (
+        2usize..=5,
+        2usize..=SLOTS,
+        1usize..=BUFS,
+        prop_oneof![Just(u16::MAX), any::<u16>()],
+        prop_oneof![Just(248u8), 224u8..=255],
+        prop::collection::vec(step, 1..=MAX_STEPS),
+    )
+        .prop_map(|(streams, tasks, bufs, kinds, cross, steps)| Program {
+            streams,
+            tasks,
+            bufs,
+            kinds,
+            cross,
+            steps,
+        })
 }
 
 // ---------------------------------------------------------------------------
@@ -262,6 +298,8 @@ enum Pending {
         s: usize,
         ticket: RecordTicket,
         fails: bool,
+        /// After the driver call: its number among the event's driver records.
+        driven: Option<u64>,
     },
     Wait {
         e: usize,
@@ -269,11 +307,15 @@ enum Pending {
         ticket: WaitTicket,
         records_seen: u64,
         record_in_flight: bool,
+        /// After the driver call: the event's clock it saw, if any.
+        driven: Option<Option<Clock>>,
     },
     StreamSync {
         s: usize,
         closed: Closed,
         hold: Option<usize>,
+        /// After the driver call: the stream's clock it saw complete.
+        driven: Option<Clock>,
     },
 }
 
@@ -327,12 +369,17 @@ struct Stats {
 
 struct Sim {
     n: usize,
+    tasks: usize,
+    nbufs: usize,
+    kinds: u16,
+    cross: u8,
     ledger: Ledger,
     ids: Vec<StreamId>,
     bufs: Vec<BufferStamps>,
     events: Vec<EventCoverage>,
     ev_records: Vec<u64>,
     ev_in_flight: Vec<u32>,
+    ev_driver: Vec<u64>,
     slots: Vec<Option<Slot>>,
     // The model of R3: the owner's task id and whether shared.
     owner: Vec<Option<Task>>,
@@ -352,17 +399,23 @@ fn bit(x: u8, i: usize) -> bool {
 }
 
 impl Sim {
-    fn new(n: usize) -> Self {
+    fn new(prog: &Program) -> Self {
+        let n = prog.streams;
         let ledger = Ledger::new(n);
         let ids = (0..n).map(|_| ledger.add_stream().unwrap()).collect();
         Sim {
             n,
+            tasks: prog.tasks,
+            nbufs: prog.bufs,
+            kinds: prog.kinds,
+            cross: prog.cross,
             ledger,
             ids,
             bufs: (0..BUFS).map(|_| BufferStamps::new()).collect(),
             events: (0..EVENTS).map(|_| EventCoverage::new()).collect(),
             ev_records: vec![0; EVENTS],
             ev_in_flight: vec![0; EVENTS],
+            ev_driver: vec![0; EVENTS],
             slots: (0..SLOTS).map(|_| None).collect(),
             owner: vec![None; n],
             shared: vec![false; n],
@@ -406,7 +459,7 @@ impl Sim {
     }
 
     fn pick(&self, slot: usize, x: u8) -> usize {
-        if x < 248 {
+        if x < self.cross {
             self.slots[slot].as_ref().unwrap().home
         } else {
             x as usize % self.n
@@ -591,20 +644,13 @@ impl Sim {
         Ok(())
     }
 
-    fn record_tag(&self, e: usize, s: usize, ticket: &RecordTicket) -> Option<Cause> {
-        let closed = ticket.closed();
-        if !closed.counted {
-            Some(if self.capturing(s) {
-                Cause::Capture
-            } else if self.ledger.is_shared(self.ids[s]) {
-                Cause::SharedStream
-            } else {
-                Cause::NonOwnerRecord
-            })
-        } else if self.events[e].source() != Some((closed.stream, closed.epoch)) {
-            Some(Cause::ReRecord)
-        } else {
+    fn record_tag(&self, s: usize, ticket: &RecordTicket) -> Option<Cause> {
+        if ticket.closed().counted {
             None
+        } else if self.ledger.is_shared(self.ids[s]) {
+            Some(Cause::SharedStream)
+        } else {
+            Some(Cause::NonOwnerRecord)
         }
     }
 
@@ -639,14 +685,15 @@ impl Sim {
 
     /// The second half of `slot`'s pending operation.
     fn advance(&mut self, slot: usize) -> Result<(), String> {
-        let p = self.slots[slot].as_mut().unwrap().pending.take().unwrap();
+        let mut p = self.slots[slot].as_mut().unwrap().pending.take().unwrap();
         let task = self.task(slot);
-        match p {
+        match &mut p {
             Pending::Launch {
                 s,
-                ref touches,
+                touches,
                 captured,
             } => {
+                let (s, captured) = (*s, *captured);
                 self.log.push(format!(
                     "T{slot} submit on s{s} {touches:?} captured={captured}"
                 ));
@@ -655,7 +702,7 @@ impl Sim {
                         .capture
                         .as_mut()
                         .expect("capture ended under a pending op");
-                    for &(b, w) in touches {
+                    for &(b, w) in touches.iter() {
                         match cap.graph.iter_mut().find(|g| g.0 == b) {
                             Some(g) => g.1 |= w,
                             None => cap.graph.push((b, w)),
@@ -665,45 +712,93 @@ impl Sim {
                     self.oracle.submit(s, touches)?;
                     self.stats.ops += 1;
                 }
-                for &(b, w) in touches {
+                for &(b, w) in touches.iter() {
                     self.stamp(b, s, w)?;
                 }
+                return Ok(());
             }
             Pending::Record {
                 e,
                 s,
                 ticket,
-                fails: true,
+                fails,
+                driven: driven @ None,
             } => {
-                // The driver record failed: the driver's event is unchanged.
-                self.log
-                    .push(format!("T{slot} driver record e{e} on s{s} FAILED"));
-                self.ledger.abort_record(&self.events[e], ticket);
-                self.ev_in_flight[e] -= 1;
-            }
-            Pending::Record { e, s, ticket, .. } => {
+                // The driver record (unless it fails: the event is unchanged).
+                let (e, s) = (*e, *s);
                 self.log.push(format!(
-                    "T{slot} driver record e{e} on s{s} ({:?})",
-                    ticket.closed()
+                    "T{slot} driver record e{e} on s{s}{}",
+                    if *fails { " FAILED" } else { "" }
                 ));
-                let capturing = self.capturing(s);
-                self.ledger.finish_record(&self.events[e], ticket);
-                self.ev_in_flight[e] -= 1;
-                if capturing {
+                self.ev_driver[e] += 1;
+                *driven = Some(self.ev_driver[e]);
+                if *fails {
+                } else if self.capturing(s) {
                     self.oracle.event[e] = None;
                 } else {
-                    let tag = self.record_tag(e, s, &ticket);
+                    let tag = self.record_tag(s, ticket);
                     self.oracle.record(e, s, tag);
                 }
             }
+            Pending::Record {
+                e,
+                ticket,
+                fails,
+                driven: Some(seq),
+                ..
+            } => {
+                let (e, ticket) = (*e, *ticket);
+                self.log.push(format!(
+                    "T{slot} finish record e{e} ({:?})",
+                    ticket.closed()
+                ));
+                if *fails {
+                    self.ledger.abort_record(&self.events[e], ticket);
+                } else {
+                    self.ledger.finish_record(&self.events[e], ticket);
+                    let c = ticket.closed();
+                    if c.counted
+                        && self.ev_driver[e] == *seq
+                        && self.events[e].source() != Some((c.stream, c.epoch))
+                    {
+                        // The driver has this record; the ledger dropped it.
+                        if let Some(clock) = &self.oracle.event[e] {
+                            self.oracle.event[e] = Some(clock.retag(Some(Cause::ReRecord)));
+                        }
+                    }
+                }
+                self.ev_in_flight[e] -= 1;
+                return Ok(());
+            }
             Pending::Wait {
-                e, kind, ticket, ..
+                e,
+                kind,
+                ticket,
+                driven: driven @ None,
+                ..
             } => {
                 self.log.push(format!(
                     "T{slot} driver {kind:?} e{e} (saw {:?})",
                     ticket.source()
                 ));
-                match kind {
+                // What the driver call sees of the event now.
+                *driven = Some(match *kind {
+                    WaitKind::Stream(s2) if self.capturing(s2) => None,
+                    WaitKind::Query(false) => None,
+                    _ => self.oracle.event[*e].clone(),
+                });
+            }
+            Pending::Wait {
+                e,
+                kind,
+                ticket,
+                driven: Some(seen),
+                ..
+            } => {
+                let (e, kind, ticket) = (*e, *kind, *ticket);
+                let seen = seen.take();
+                self.log.push(format!("T{slot} finish {kind:?} e{e}"));
+                let kept = match kind {
                     WaitKind::Stream(s2) => {
                         let kept = self.ledger.finish_stream_wait(
                             &task,
@@ -711,33 +806,54 @@ impl Sim {
                             ticket,
                             self.ids[s2],
                         );
-                        if !self.capturing(s2) {
-                            let tag = self.wait_tag(e, &p, kept);
-                            self.oracle.wait_event(e, s2, tag);
-                        } else if kept {
+                        if kept && self.capturing(s2) {
                             return Err("a wait on a capturing stream gave a fact".into());
                         }
+                        kept
                     }
                     WaitKind::Sync | WaitKind::Query(true) => {
-                        let kept = self.ledger.finish_event_complete(&self.events[e], ticket);
-                        let tag = self.wait_tag(e, &p, kept);
-                        self.oracle.host_event(e, tag);
+                        self.ledger.finish_event_complete(&self.events[e], ticket)
                     }
-                    WaitKind::Query(false) => {}
+                    WaitKind::Query(false) => false,
+                };
+                if let Some(c) = seen {
+                    let tag = self.wait_tag(e, &p, kept);
+                    match kind {
+                        WaitKind::Stream(s2) => self.oracle.clock[s2].merge(&c, tag),
+                        _ => self.oracle.host.merge(&c, tag),
+                    }
                 }
+                return Ok(());
             }
-            Pending::StreamSync { s, closed, .. } => {
+            Pending::StreamSync {
+                s,
+                driven: driven @ None,
+                ..
+            } => {
+                self.log.push(format!("T{slot} driver sync s{s}"));
+                *driven = Some(self.oracle.clock[*s].clone());
+            }
+            Pending::StreamSync {
+                s,
+                closed,
+                driven: Some(seen),
+                ..
+            } => {
+                let (s, closed) = (*s, *closed);
                 self.log
-                    .push(format!("T{slot} driver sync s{s} ({closed:?})"));
+                    .push(format!("T{slot} finish sync s{s} ({closed:?})"));
                 let tag = if closed.counted {
                     None
                 } else {
                     Some(self.tag_not_learnt(s))
                 };
-                self.oracle.host_stream(s, tag);
+                self.oracle.host.merge(seen, tag);
                 self.ledger.finish_stream_sync(closed);
+                return Ok(());
             }
         }
+        // Driven, not finished: the task's next step finishes it.
+        self.slots[slot].as_mut().unwrap().pending = Some(p);
         Ok(())
     }
 
@@ -756,9 +872,12 @@ impl Sim {
         }
     }
 
-    fn step(&mut self, st: Step) -> Result<(), String> {
-        let slot = st.slot as usize % SLOTS;
-        if (87..93).contains(&st.op) {
+    fn step(&mut self, mut st: Step) -> Result<(), String> {
+        let slot = st.slot as usize % self.tasks;
+        if self.kinds & (1 << kind(st.op)) == 0 {
+            st.op %= 24; // a launch instead
+        }
+        if kind(st.op) == 12 {
             return self.recycle(st.a as usize % self.n);
         }
         let Some(sl) = &self.slots[slot] else {
@@ -789,19 +908,21 @@ impl Sim {
         let home = sl.home;
         let e = st.b as usize % EVENTS;
         match st.op {
-            0..=21 | 93..=99 => {
+            0..=23 | 96..=99 => {
                 let s = self.pick(slot, st.a);
-                let mut mask = st.b % 15 + 1;
+                // 1 to 3 of the program's buffers, each read or written.
+                let all = (1u8 << self.nbufs) - 1;
+                let mut mask = st.b % all + 1;
                 if mask == 15 {
                     mask = 7;
                 }
-                let touches = (0..BUFS)
+                let touches = (0..self.nbufs)
                     .filter(|&i| bit(mask, i))
                     .map(|i| (i, bit(st.c, i)))
                     .collect();
                 self.launch(slot, s, touches)?;
             }
-            22..=31 => {
+            24..=35 => {
                 let s = self.pick(slot, st.a);
                 self.log.push(format!("T{slot} begin record e{e} on s{s}"));
                 self.bind(slot, s)?;
@@ -815,16 +936,17 @@ impl Sim {
                     s,
                     ticket,
                     fails: st.c % 16 == 0,
+                    driven: None,
                 });
             }
-            32..=50 => {
+            36..=55 => {
                 let kind = match st.op {
-                    32..=39 => {
+                    36..=44 => {
                         let s2 = self.pick(slot, st.a);
                         self.bind(slot, s2)?;
                         WaitKind::Stream(s2)
                     }
-                    40..=44 => WaitKind::Sync,
+                    45..=49 => WaitKind::Sync,
                     _ => WaitKind::Query(bit(st.c, 0)),
                 };
                 self.log.push(format!("T{slot} begin {kind:?} e{e}"));
@@ -835,9 +957,10 @@ impl Sim {
                     ticket,
                     records_seen: self.ev_records[e],
                     record_in_flight: self.ev_in_flight[e] > 0,
+                    driven: None,
                 });
             }
-            51..=56 => {
+            56..=61 => {
                 let s = self.pick(slot, st.a);
                 self.bind(slot, s)?;
                 match self.ledger.begin_stream_sync(&task, self.ids[s]) {
@@ -851,13 +974,14 @@ impl Sim {
                             s,
                             closed,
                             hold: None,
+                            driven: None,
                         });
                     }
                     Err(_) if self.capturing(s) => {}
                     Err(err) => return Err(format!("stream sync refused: {err}")),
                 }
             }
-            57..=62 => {
+            62..=66 => {
                 if self
                     .capture
                     .as_ref()
@@ -877,9 +1001,9 @@ impl Sim {
                 }
                 self.slots[slot] = None;
             }
-            63..=66 => {
+            67..=70 => {
                 // R10: a raw pointer on the task's stream.
-                let b = st.b as usize % BUFS;
+                let b = st.b as usize % self.nbufs;
                 if self.capturing(home) || !self.borrow_ok(&[(b, true)]) {
                     return Ok(());
                 }
@@ -890,7 +1014,7 @@ impl Sim {
                 self.ledger.escape(self.bufs[b].get_mut(), self.ids[home]);
                 self.raw[b] = Some((home, task.id().get()));
             }
-            67..=71 => {
+            71..=76 => {
                 // Raw work through a pointer this task took, on its stream.
                 let mine: Vec<usize> = (0..BUFS)
                     .filter(|&b| self.raw[b].is_some_and(|(_, t)| t == task.id().get()))
@@ -908,7 +1032,7 @@ impl Sim {
                 self.oracle.submit(s, &[(b, true)])?;
                 self.stats.ops += 1;
             }
-            72..=75 => {
+            77..=79 => {
                 if self.capture.is_some() || self.pending_on(home) {
                     return Ok(());
                 }
@@ -921,7 +1045,7 @@ impl Sim {
                     graph: Vec::new(),
                 });
             }
-            76..=78 => {
+            80..=82 => {
                 let Some(cap) = &self.capture else {
                     return Ok(());
                 };
@@ -930,7 +1054,7 @@ impl Sim {
                 }
                 self.end_capture();
             }
-            79..=82 => {
+            83..=86 => {
                 if self.graphs.is_empty() {
                     return Ok(());
                 }
@@ -942,9 +1066,9 @@ impl Sim {
                 self.log.push(format!("T{slot} graph launch:"));
                 self.launch(slot, s, g)?;
             }
-            83..=86 => {
+            87..=90 => {
                 // R11: a host-sync pointer.
-                let b = st.b as usize % BUFS;
+                let b = st.b as usize % self.nbufs;
                 if self.capturing(home) || !self.borrow_ok(&[(b, true)]) {
                     return Ok(());
                 }
@@ -965,6 +1089,7 @@ impl Sim {
                     s: home,
                     closed,
                     hold: Some(b),
+                    driven: None,
                 });
             }
             _ => unreachable!(),
@@ -1073,7 +1198,7 @@ fn ledger_never_skips_a_wait_the_oracle_needs() {
     let stats = Mutex::new(Stats::default());
     let mut runner = TestRunner::new(config);
     let result = runner.run(&program(), |prog| {
-        let mut sim = Sim::new(prog.streams);
+        let mut sim = Sim::new(&prog);
         match sim.run(&prog) {
             Ok(()) => {
                 let mut st = stats.lock().unwrap();
@@ -1106,4 +1231,185 @@ fn ledger_never_skips_a_wait_the_oracle_needs() {
         panic!("{e}");
     }
     report(&stats.lock().unwrap());
+}
+
+// ---------------------------------------------------------------------------
+// Replays: hand-written programs for races that random programs reach only
+// once in tens of thousands. Each fails if the ledger loses the check it
+// names (each was seen to fail against a ledger without it).
+//
+// A step is `(task, op, a, b, c)`: a task's first step begins it on the first
+// free stream from `a`; a task with an operation in flight takes its next
+// half (`N`); else `op` picks: 0 launch (buffers `b + 1` as a bit mask, bit
+// `i` of `c` writes buffer `i`), 24 record (event `b`), 36 stream wait, 45
+// event sync (event `b`), 56 stream sync, 67 escape (buffer `b`), 71 raw
+// launch. `a` below 200 is the task's own stream, else stream `a % n`.
+
+/// A step as `(task, op, a, b, c)`.
+type Raw = (u8, u8, u8, u8, u8);
+
+const N: Raw = (0, 0, 0, 0, 0);
+
+fn replay(streams: usize, v: &[Raw]) {
+    let prog = Program {
+        streams,
+        tasks: SLOTS,
+        bufs: BUFS,
+        kinds: u16::MAX,
+        cross: 200,
+        steps: v
+            .iter()
+            .map(|&(slot, op, a, b, c)| Step { slot, op, a, b, c })
+            .collect(),
+    };
+    let mut sim = Sim::new(&prog);
+    if let Err(e) = sim.run(&prog) {
+        panic!("{e}\n--- trace ---\n{}", sim.log.join("\n"));
+    }
+}
+
+/// `(task, N)` for `k` steps of `task`: the halves of its operation in flight.
+fn halves(task: u8, k: usize) -> impl Iterator<Item = Raw> {
+    std::iter::repeat((task, N.1, N.2, N.3, N.4)).take(k)
+}
+
+fn program_of(parts: Vec<Vec<Raw>>) -> Vec<Raw> {
+    parts.concat()
+}
+
+#[test]
+fn replay_rerecord_during_a_stream_wait() {
+    // R8: a re-record lands between the wait's read of the event and its
+    // driver call: the wait must not give the old source's fact.
+    replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 24, 0, 0, 1)], // T0 records e0 on s0
+            halves(0, 2).collect(),
+            vec![(1, 36, 0, 0, 0)], // s1 waits e0: reads it
+            vec![(2, 24, 0, 0, 1)], // T2 re-records e0 on s2
+            halves(2, 2).collect(),
+            halves(1, 2).collect(), // the driver wait (on T2's record), finish
+            vec![(1, 0, 0, 0, 0)],  // T1 reads b0 on s1
+            halves(1, 1).collect(),
+        ]),
+    );
+}
+
+#[test]
+fn replay_rerecord_during_an_event_sync() {
+    // R6: the same for a host synchronize.
+    replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(0, 0, 0, 0, 1)],
+            halves(0, 1).collect(),
+            vec![(0, 24, 0, 0, 1)],
+            halves(0, 2).collect(),
+            vec![(1, 45, 0, 0, 0)], // T1 syncs e0: reads it
+            vec![(2, 24, 0, 0, 1)],
+            halves(2, 2).collect(),
+            halves(1, 2).collect(),
+            vec![(1, 0, 0, 0, 0)],
+            halves(1, 1).collect(),
+        ]),
+    );
+}
+
+#[test]
+fn replay_two_records_in_flight() {
+    // R4: T0 and T1 record e0 at once; T1's driver call lands first, T0's
+    // last, and T0 finishes first: T1's finish must not claim the event.
+    replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(1, 0, 0, 1, 2)], // T1 writes b1 on s1
+            halves(1, 1).collect(),
+            vec![(0, 24, 0, 0, 1)], // T0 begins recording e0 on s0
+            vec![(1, 24, 0, 0, 1)], // T1 begins recording e0 on s1
+            halves(1, 1).collect(), // T1's driver record
+            halves(0, 2).collect(), // T0's driver record, T0 finishes
+            halves(1, 1).collect(), // T1 finishes
+            vec![(2, 45, 0, 0, 0)], // T2 syncs e0
+            halves(2, 2).collect(),
+            vec![(2, 0, 0, 1, 0)], // T2 reads b1 on s2
+            halves(2, 1).collect(),
+        ]),
+    );
+}
+
+#[test]
+fn replay_escape_then_a_same_stream_use() {
+    // R10: a tracked use on the escape's own stream must not end the escape:
+    // raw work through the pointer follows.
+    replay(
+        2,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0)],
+            vec![(0, 67, 0, 0, 0)], // T0 escapes b0 on s0
+            vec![(0, 0, 0, 0, 0)],  // T0 reads b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 56, 0, 0, 0)], // T0 syncs s0
+            halves(0, 2).collect(),
+            vec![(0, 71, 0, 0, 0)], // raw work through the pointer
+            vec![(1, 99, 1, 0, 0)],
+            vec![(1, 0, 0, 0, 0)], // T1 reads b0 on s1
+            halves(1, 1).collect(),
+        ]),
+    );
+}
+
+#[test]
+fn replay_escape_moved_by_a_read() {
+    // R10: after a read moves an escaped buffer, its writer is not the
+    // escape's old stamp (raw writes followed it).
+    replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0)],
+            vec![(0, 67, 0, 0, 0)], // T0 escapes b0 on s0
+            vec![(0, 56, 0, 0, 0)], // T0 syncs s0
+            halves(0, 2).collect(),
+            vec![(0, 71, 0, 0, 0)], // raw work through the pointer
+            vec![(1, 99, 1, 0, 0)],
+            vec![(1, 0, 0, 0, 0)], // T1 reads b0 on s1: the move
+            halves(1, 1).collect(),
+            vec![(2, 99, 2, 0, 0)],
+            vec![(2, 0, 0, 0, 0)], // T2 reads b0 on s2
+            halves(2, 1).collect(),
+        ]),
+    );
+}
+
+#[test]
+fn replay_a_non_owner_fact_between_a_record_and_its_finish() {
+    // X1: T0's record copies s0's ordered table after its driver call; a
+    // fact from T1's device wait on s0 (submitted after that record) must not
+    // get into it.
+    replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(1, 0, 0, 1, 2)], // T1 writes b1 on s1
+            halves(1, 1).collect(),
+            vec![(1, 24, 0, 1, 1)], // T1 records e1 on s1 (a counted close)
+            halves(1, 2).collect(),
+            vec![(0, 24, 0, 0, 1)],  // T0 records e0 on s0
+            halves(0, 1).collect(),  //   driver record
+            vec![(1, 0, 201, 1, 0)], // T1 reads b1 on s0: a device wait on s1
+            halves(1, 1).collect(),
+            halves(0, 1).collect(), // T0 finishes the record
+            vec![(2, 36, 0, 0, 0)], // s2 waits e0
+            halves(2, 2).collect(),
+            vec![(2, 0, 0, 1, 0)], // T2 reads b1 on s2
+            halves(2, 1).collect(),
+        ]),
+    );
 }
