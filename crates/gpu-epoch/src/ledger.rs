@@ -138,6 +138,9 @@ pub struct Ledger {
     streams: Box<[CachePadded<StreamOrder>]>,
     len: AtomicUsize,
     next_task: AtomicU64,
+    /// Whether Completed, Ordered and Recycled facts are used (the
+    /// wait-for-everything policy when off).
+    facts: AtomicBool,
 }
 
 impl Default for Ledger {
@@ -163,7 +166,21 @@ impl Ledger {
                 .collect(),
             len: AtomicUsize::new(0),
             next_task: AtomicU64::new(1),
+            facts: AtomicBool::new(true),
         }
+    }
+
+    /// Turns the facts (Completed, Ordered, Recycled) on (the default) or
+    /// off. Off is the wait-for-everything policy: every stream switch of a
+    /// dirty buffer waits for all the old stream queued. Same decisions,
+    /// same counters, one setting: what benchmarks compare against.
+    pub fn set_facts(&self, on: bool) {
+        self.facts.store(on, Relaxed);
+    }
+
+    /// Whether the facts are used.
+    pub fn facts(&self) -> bool {
+        self.facts.load(Relaxed)
     }
 
     /// How many streams the ledger can track.
@@ -404,6 +421,9 @@ impl Ledger {
     fn covered(&self, u: &Use, s2: StreamId) -> Option<Reason> {
         if u.stream == s2 {
             return Some(Reason::SameStream);
+        }
+        if !self.facts.load(Relaxed) {
+            return None;
         }
         let o = self.order(u.stream);
         if o.generation.load(Acquire) != u.generation.0 {

@@ -4,7 +4,7 @@ use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
 use crate::driver::{MemAccess, RawStream};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use gpu_epoch::{Access, Binding, Decision, StreamId, StreamSet, Task, Uses};
+use gpu_epoch::{Access, Binding, Decision, StreamId, Task, Uses};
 use std::marker::PhantomData;
 
 /// A running task's handle on its stream: every tracked operation goes
@@ -75,8 +75,7 @@ impl Runtime {
         }
     }
 
-    /// R9 with the facts switch: the ledger's decision, or with facts off
-    /// every earlier use on another stream waits.
+    /// R9: the ledger's decision for `uses` moving to `s2`.
     #[inline]
     pub(crate) fn decide(
         &self,
@@ -85,29 +84,7 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
-        let l = &self.inner.ledger;
-        if self.facts() {
-            return l.hand_off(uses, s2, access, device);
-        }
-        let mut waits = StreamSet::new();
-        let mut add = |u: &gpu_epoch::Use| {
-            if u.stream != s2 {
-                waits.insert(u.stream);
-            }
-        };
-        if let Some(w) = uses.writer() {
-            add(&w);
-        }
-        if access == Access::Write {
-            uses.readers().iter().for_each(&mut add);
-        }
-        if waits.is_empty() {
-            Decision::NoWait(gpu_epoch::Reason::SameStream)
-        } else if device && !l.is_capturing(s2) {
-            Decision::DeviceWait(waits)
-        } else {
-            Decision::HostSync(waits)
-        }
+        self.inner.ledger.hand_off(uses, s2, access, device)
     }
 }
 

@@ -108,7 +108,10 @@ impl TaskContext {
         let p = event.pooled();
         let l = self.rt.ledger();
         let ticket = l.begin_record(&self.task, &p.coverage, self.stream);
-        self.rt.driver().record(p.raw, self.raw)?;
+        if let Err(e) = self.rt.driver().record(p.raw, self.raw) {
+            l.abort_record(&p.coverage, ticket);
+            return Err(e);
+        }
         l.finish_record(&p.coverage, ticket);
         Ok(())
     }
@@ -142,6 +145,7 @@ impl TaskContext {
         let l = self.rt.ledger();
         let ticket = l.begin_record(&self.task, &p.coverage, self.stream);
         if let Err(e) = self.rt.driver().record(p.raw, self.raw) {
+            l.abort_record(&p.coverage, ticket);
             self.rt.give_event(p);
             return Err(e);
         }

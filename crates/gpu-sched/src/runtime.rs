@@ -7,7 +7,7 @@ use crate::module::Module;
 use crate::pool::{EventPool, PooledEvent, StreamPool};
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
 use parking_lot::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Which backend to start.
@@ -83,7 +83,6 @@ pub(crate) struct RuntimeInner {
     pub(crate) events: EventPool,
     modules: RwLock<Vec<(usize, Arc<[RawKernel]>)>>,
     pub(crate) sync_mode: SyncMode,
-    pub(crate) facts: AtomicBool,
     pub(crate) allocations: AtomicUsize,
     pub(crate) device_bytes: AtomicUsize,
     pub(crate) pinned_bytes: AtomicUsize,
@@ -172,7 +171,6 @@ impl Runtime {
                 events,
                 modules: RwLock::new(Vec::new()),
                 sync_mode: opts.sync_mode,
-                facts: AtomicBool::new(true),
                 allocations: AtomicUsize::new(0),
                 device_bytes: AtomicUsize::new(0),
                 pinned_bytes: AtomicUsize::new(0),
@@ -226,12 +224,12 @@ impl Runtime {
     /// wait-for-everything policy: every stream switch waits for all the old
     /// stream queued. Same code path, one setting (benchmarks B4, B5, B8).
     pub fn set_facts(&self, on: bool) {
-        self.inner.facts.store(on, Ordering::Relaxed);
+        self.inner.ledger.set_facts(on);
     }
 
     /// Whether the ledger's facts are used.
     pub fn facts(&self) -> bool {
-        self.inner.facts.load(Ordering::Relaxed)
+        self.inner.ledger.facts()
     }
 
     /// Live resources.
