@@ -865,11 +865,14 @@ impl Driver for CudaDriver {
 
     fn begin_capture(&self, s: RawStream) -> Result<()> {
         self.enter()?;
+        // Relaxed: the capturing thread may still synchronize other streams
+        // and events, which a hand-off onto a capturing stream does (R9:
+        // "where a device wait is impossible, the host synchronizes").
         // SAFETY: the context is current; `s` belongs to this driver.
         let r = unsafe {
             sys::cuStreamBeginCapture_v2(
                 cu_stream(s),
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
             )
         };
         self.check(r, "cuStreamBeginCapture")
