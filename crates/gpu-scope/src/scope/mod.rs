@@ -60,6 +60,15 @@ impl ScopeState {
                 }
                 continue;
             }
+            // A job a worker took is usually short: spin a little before
+            // sleeping, so its end costs no futex wake-up on this thread.
+            let spin_until = std::time::Instant::now() + Duration::from_micros(50);
+            while self.outstanding.load(Ordering::Acquire) != 0
+                && std::time::Instant::now() < spin_until
+                && self.pending.lock().map_or(true, |p| p.is_empty())
+            {
+                std::hint::spin_loop();
+            }
             let g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
             if self.outstanding.load(Ordering::Acquire) == 0 {
                 return;
