@@ -7,6 +7,7 @@ use crate::context::{TaskContext, Touch};
 use crate::driver::{KernelArg, LaunchConfig};
 use crate::error::{Error, Result};
 use crate::module::{KernelDef, Module, Param};
+use smallvec::SmallVec;
 
 /// A kernel of a module, as a constant: `KernelRef::new(&MODULE, 3)`.
 #[derive(Clone, Copy, Debug)]
@@ -80,7 +81,7 @@ pub struct Launch<'c, 'b> {
     cfg: LaunchConfig,
     args: [KernelArg; 16],
     nargs: usize,
-    touches: Vec<Touch<'b>>,
+    touches: SmallVec<[Touch<'b>; 4]>,
     error: Option<Error>,
 }
 
@@ -102,7 +103,7 @@ impl TaskContext {
             cfg,
             args: [KernelArg::U64(0); 16],
             nargs: 0,
-            touches: Vec::with_capacity(4),
+            touches: SmallVec::new(),
             error: None,
         }
     }
@@ -221,7 +222,7 @@ impl<'c, 'b> Launch<'c, 'b> {
         }
         let ctx = self.ctx;
         let rt = ctx.runtime();
-        let k = rt.kernels(self.kernel.module)?[self.kernel.index];
+        let k = rt.kernel(self.kernel.module, self.kernel.index)?;
         let (cfg, args, n, raw) = (self.cfg, self.args, self.nargs, ctx.raw);
         ctx.tracked(def.name, &mut self.touches, |mem| {
             rt.driver().launch(k, cfg, &args[..n], mem, raw)

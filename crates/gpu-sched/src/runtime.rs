@@ -299,22 +299,25 @@ impl Runtime {
     ///
     /// A driver error loading the module.
     pub fn cu_function(&self, kernel: crate::KernelRef) -> Result<u64> {
-        Ok(self.kernels(kernel.module())?[kernel.index()].handle)
+        Ok(self.kernel(kernel.module(), kernel.index())?.handle)
     }
 
-    /// The kernels of `m`, loading it on first use.
-    pub(crate) fn kernels(&self, m: &'static Module) -> Result<Arc<[RawKernel]>> {
+    /// The `index`-th kernel of `m`, loading the module on first use. The
+    /// common path is one uncontended read lock and a short scan.
+    #[inline]
+    pub(crate) fn kernel(&self, m: &'static Module, index: usize) -> Result<RawKernel> {
         let key = m as *const Module as usize;
         if let Some((_, k)) = self.inner.modules.read().iter().find(|(k, _)| *k == key) {
-            return Ok(k.clone());
+            return Ok(k[index]);
         }
         let mut w = self.inner.modules.write();
         if let Some((_, k)) = w.iter().find(|(k, _)| *k == key) {
-            return Ok(k.clone());
+            return Ok(k[index]);
         }
         let k: Arc<[RawKernel]> = self.inner.driver.load_module(m)?.into();
-        w.push((key, k.clone()));
-        Ok(k)
+        let r = k[index];
+        w.push((key, k));
+        Ok(r)
     }
 
     pub(crate) fn take_event(&self) -> Result<Box<PooledEvent>> {
