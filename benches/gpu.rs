@@ -490,6 +490,32 @@ fn b8_spawn(c: &mut Criterion) {
         });
     }
     rt.set_facts(true);
+    // Where spawn + join's time goes: the pieces, each measured alone.
+    g.bench_function("part-empty-scope", |b| {
+        b.iter(|| gpu::scope(|_s| Ok(())).unwrap())
+    });
+    g.bench_function("part-spawn-empty-task", |b| {
+        b.iter(|| {
+            gpu::scope(|s| {
+                s.spawn(|_t| Ok(()));
+                Ok(())
+            })
+            .unwrap()
+        })
+    });
+    g.bench_function("part-begin-task", |b| {
+        b.iter(|| black_box(rt.begin_task().unwrap()))
+    });
+    g.bench_function("part-fence-and-wait", |b| {
+        let other = rt.begin_task().unwrap();
+        let mut i = 0;
+        b.iter(|| {
+            let f = t.fence().unwrap();
+            other.wait_fence(f).unwrap();
+            drain(&other, i, 1024);
+            i += 1;
+        })
+    });
     g.finish();
 }
 
