@@ -168,15 +168,20 @@ impl TaskContext {
 
     /// Host-synchronizes a pooled event (R6) and gives it back.
     pub(crate) fn sync_pooled(&self, p: Box<PooledEvent>) -> Result<()> {
-        let l = self.rt.ledger();
-        let ticket = l.begin_wait(&p.coverage);
-        let r = self.rt.driver().event_sync(p.raw);
-        if r.is_ok() {
-            l.finish_event_complete(&p.coverage, ticket);
-        }
-        self.rt.give_event(p);
-        r
+        sync_and_return(&self.rt, p)
     }
+}
+
+/// R6 on a pooled event, then back to the pool.
+fn sync_and_return(rt: &Runtime, p: Box<PooledEvent>) -> Result<()> {
+    let l = rt.ledger();
+    let ticket = l.begin_wait(&p.coverage);
+    let r = rt.driver().event_sync(p.raw);
+    if r.is_ok() {
+        l.finish_event_complete(&p.coverage, ticket);
+    }
+    rt.give_event(p);
+    r
 }
 
 /// A recorded point on a task's stream that another task can be ordered
@@ -240,16 +245,7 @@ impl Fence {
     /// Driver errors.
     pub fn synchronize(mut self) -> Result<()> {
         match self.inner.take() {
-            Some(p) => {
-                let l = self.rt.ledger();
-                let ticket = l.begin_wait(&p.coverage);
-                let r = self.rt.driver().event_sync(p.raw);
-                if r.is_ok() {
-                    l.finish_event_complete(&p.coverage, ticket);
-                }
-                self.rt.give_event(p);
-                r
-            }
+            Some(p) => sync_and_return(&self.rt, p),
             None => Ok(()),
         }
     }

@@ -142,17 +142,17 @@ impl<'c, 'b> Launch<'c, 'b> {
         }
     }
 
-    /// A buffer the kernel reads.
-    pub fn read<T: DeviceRepr>(mut self, buf: &'b (impl DeviceSlice<T> + ?Sized)) -> Self {
+    fn check_runtime(&mut self, id: u64) {
         if self.error.is_none() {
-            if let Err(e) = self
-                .ctx
-                .runtime()
-                .check_same(buf.runtime_id(), "a kernel argument")
-            {
+            if let Err(e) = self.ctx.runtime().check_same(id, "a kernel argument") {
                 self.error = Some(e);
             }
         }
+    }
+
+    /// A buffer the kernel reads.
+    pub fn read<T: DeviceRepr>(mut self, buf: &'b (impl DeviceSlice<T> + ?Sized)) -> Self {
+        self.check_runtime(buf.runtime_id());
         self.push(
             KernelArg::Ptr(buf.device_ptr()),
             |p| p == Param::PtrRead,
@@ -164,15 +164,7 @@ impl<'c, 'b> Launch<'c, 'b> {
 
     /// A buffer the kernel writes (and may read).
     pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSlice<T> + ?Sized)) -> Self {
-        if self.error.is_none() {
-            if let Err(e) = self
-                .ctx
-                .runtime()
-                .check_same(buf.runtime_id(), "a kernel argument")
-            {
-                self.error = Some(e);
-            }
-        }
+        self.check_runtime(buf.runtime_id());
         self.push(
             KernelArg::Ptr(buf.device_ptr()),
             |p| matches!(p, Param::PtrRead | Param::PtrWrite),
