@@ -41,9 +41,13 @@ struct ScopeState {
 }
 
 impl ScopeState {
+    /// The last touch of the state by a job. The count drops under the
+    /// lock, and `wait_all` returns only while holding that lock, so the
+    /// scope (and this state, on its stack) cannot end before this job has
+    /// let go of the lock: nothing of the state is used after it is gone.
     fn job_finished(&self) {
+        let _g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
         if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
             self.wake.notify_all();
         }
     }
