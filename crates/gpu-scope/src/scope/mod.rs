@@ -364,7 +364,11 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let state = self.state;
         let rt = self.ctx.runtime().clone();
         let body = move || {
-            run_child(&rt, state, fence, f);
+            // The task's own panic is caught inside; this catches one from
+            // the runtime around it, so the count always drops.
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| run_child(&rt, state, fence, f))) {
+                state.panicked(p);
+            }
             state.job_finished();
         };
         state.outstanding.fetch_add(1, Ordering::AcqRel);
