@@ -10,9 +10,11 @@ use std::process::ExitCode;
 
 mod bench;
 mod bundle;
+mod oracle;
 mod ptx;
 mod soak;
 mod stress;
+mod test;
 
 /// One subcommand: its name, a one-line summary, its arguments for the usage
 /// text, and the function that runs it with the arguments after its name.
@@ -39,6 +41,13 @@ const COMMANDS: &[Command] = &[
         run: bundle::run,
     },
     Command {
+        name: "oracle",
+        args: "[--cases N]",
+        about: "the ledger's oracle property test with N cases (default 100 000), in release, \
+                with its precision table",
+        run: oracle::run,
+    },
+    Command {
         name: "ptx",
         args: "[--check]",
         about: "regenerate crates/gpu-kernels/ptx/*.ptx with the pinned NVRTC \
@@ -58,6 +67,12 @@ const COMMANDS: &[Command] = &[
         about: "run the random task-DAG stress (release, 100 000 tasks by default, the GPU \
                 when there is one); fail on any wrong value or race",
         run: stress::run,
+    },
+    Command {
+        name: "test",
+        args: "",
+        about: "the workspace's tests (host backend) and the ledger's loom tests",
+        run: test::run,
     },
 ];
 
