@@ -43,6 +43,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     )?);
     exes.extend(cargo_executables(
         &root,
+        &["bench", "--no-run", "-p", "gpu-epoch", "--bench", "ledger"],
+    )?);
+    exes.extend(cargo_executables(
+        &root,
         &["build", "--release", "-p", "xtask"],
     )?);
 

@@ -100,9 +100,9 @@ fn b9(c: &mut Criterion) {
     let mut other = side(&l, &ids[4..]);
     for contended in [false, true] {
         let mut g = c.benchmark_group(if contended {
-            "contended"
+            "B9/contended"
         } else {
-            "uncontended"
+            "B9/uncontended"
         });
         for (name, op) in OPS {
             let stop = AtomicBool::new(false);
