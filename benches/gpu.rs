@@ -69,49 +69,44 @@ fn drain(t: &TaskContext, i: u64, every: u64) {
     }
 }
 
+type Group<'a> = criterion::BenchmarkGroup<'a, criterion::measurement::WallTime>;
+
+/// Benchmarks `op`, synchronizing `t` every `every` iterations (see
+/// [`drain`]).
+fn bench_drained(g: &mut Group<'_>, name: &str, t: &TaskContext, every: u64, mut op: impl FnMut()) {
+    g.bench_function(name, |b| {
+        let mut i = 0;
+        b.iter(|| {
+            op();
+            drain(t, i, every);
+            i += 1;
+        })
+    });
+}
+
 fn b1_b2_record_wait(c: &mut Criterion) {
     let rt = rt();
     let t = rt.begin_task().unwrap();
     let ev = rt.event().unwrap();
     let mut g = c.benchmark_group("B1");
-    g.bench_function("tracked", |b| {
-        let mut i = 0;
-        b.iter(|| {
-            t.record(&ev).unwrap();
-            drain(&t, i, 4096);
-            i += 1;
-        })
+    bench_drained(&mut g, "tracked", &t, 4096, || {
+        t.record(&ev).unwrap();
     });
     if cuda() {
-        g.bench_function("raw", |b| {
-            let mut i = 0;
-            b.iter(|| {
-                raw::record(ev.cu_event(), t.cu_stream());
-                drain(&t, i, 4096);
-                i += 1;
-            })
+        bench_drained(&mut g, "raw", &t, 4096, || {
+            raw::record(ev.cu_event(), t.cu_stream());
         });
     }
     g.finish();
     let other = rt.begin_task().unwrap();
     other.record(&ev).unwrap();
     let mut g = c.benchmark_group("B2");
-    g.bench_function("tracked", |b| {
-        let mut i = 0;
-        b.iter(|| {
-            t.wait(&ev).unwrap();
-            drain(&t, i, 4096);
-            i += 1;
-        })
+    bench_drained(&mut g, "tracked", &t, 4096, || {
+        t.wait(&ev).unwrap();
     });
     if cuda() {
-        g.bench_function("raw", |b| {
-            let mut i = 0;
-            b.iter(|| {
-                raw::wait(t.cu_stream(), ev.cu_event());
-                drain(&t, i, 4096);
-                i += 1;
-            })
+        bench_drained(&mut g, "raw", &t, 4096, || {
+            raw::wait(t.cu_stream(), ev.cu_event());
         });
     }
     g.finish();

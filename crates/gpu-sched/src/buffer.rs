@@ -53,6 +53,36 @@ pub trait DeviceSlice<T: DeviceRepr> {
     }
 }
 
+/// `DeviceSlice` for a type with `ptr`, `len` and `stamps` fields; `$rt`
+/// gives the owning runtime's id.
+macro_rules! impl_device_slice {
+    ($ty:ty, |$s:ident| $rt:expr) => {
+        impl<T: DeviceRepr> DeviceSlice<T> for $ty {
+            #[inline]
+            fn device_ptr(&self) -> u64 {
+                self.ptr
+            }
+            #[inline]
+            fn len(&self) -> usize {
+                self.len
+            }
+            #[inline]
+            fn stamps(&self) -> &BufferStamps {
+                &self.stamps
+            }
+            #[inline]
+            fn stamps_mut(&mut self) -> &mut BufferStamps {
+                &mut self.stamps
+            }
+            #[inline]
+            fn runtime_id(&self) -> u64 {
+                let $s = self;
+                $rt
+            }
+        }
+    };
+}
+
 /// A typed allocation in device memory (host memory on the host backend).
 ///
 /// Dropping it never blocks: the memory is freed in stream order once every
@@ -162,28 +192,7 @@ impl<T: DeviceRepr> Buffer<T> {
     }
 }
 
-impl<T: DeviceRepr> DeviceSlice<T> for Buffer<T> {
-    #[inline]
-    fn device_ptr(&self) -> u64 {
-        self.ptr
-    }
-    #[inline]
-    fn len(&self) -> usize {
-        self.len
-    }
-    #[inline]
-    fn stamps(&self) -> &BufferStamps {
-        &self.stamps
-    }
-    #[inline]
-    fn stamps_mut(&mut self) -> &mut BufferStamps {
-        &mut self.stamps
-    }
-    #[inline]
-    fn runtime_id(&self) -> u64 {
-        self.rt.id()
-    }
-}
+impl_device_slice!(Buffer<T>, |b| b.rt.id());
 
 impl<T: DeviceRepr> Drop for Buffer<T> {
     fn drop(&mut self) {
@@ -231,28 +240,7 @@ impl<T: DeviceRepr> ViewMut<'_, T> {
     }
 }
 
-impl<T: DeviceRepr> DeviceSlice<T> for ViewMut<'_, T> {
-    #[inline]
-    fn device_ptr(&self) -> u64 {
-        self.ptr
-    }
-    #[inline]
-    fn len(&self) -> usize {
-        self.len
-    }
-    #[inline]
-    fn stamps(&self) -> &BufferStamps {
-        &self.stamps
-    }
-    #[inline]
-    fn stamps_mut(&mut self) -> &mut BufferStamps {
-        &mut self.stamps
-    }
-    #[inline]
-    fn runtime_id(&self) -> u64 {
-        self.rt_id
-    }
-}
+impl_device_slice!(ViewMut<'_, T>, |v| v.rt_id);
 
 /// The parent buffer's stamps while its views are out: give the views back
 /// to [`TaskContext::rejoin`](crate::TaskContext::rejoin) after their work.

@@ -159,15 +159,18 @@ impl<T: DeviceRepr> Staging<T> {
         src: &[T],
         dst: &mut (impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::LengthMismatch {
+                what: "the host source",
+                expected: dst.len(),
+                got: src.len(),
+            });
+        }
         self.check(src.len())?;
         self.settle()?;
         // SAFETY: no copy is in flight (settled above) and `src` fits.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr, src.len()) };
-        // SAFETY: the staging memory outlives the copy: `in_flight` makes
-        // every later host access and the drop wait for it.
-        let staged = unsafe { std::slice::from_raw_parts(self.ptr, src.len()) };
-        self.in_flight = Some(ctx.raw);
-        ctx.copy_from_host(dst, staged)
+        self.send(ctx, dst)
     }
 
     /// Copies `src` asynchronously into the staging memory on `ctx`'s
