@@ -38,8 +38,13 @@ mod raw {
 
     /// cuLaunchKernel with pointer and u64 arguments.
     pub(crate) fn launch(f: u64, s: u64, grid: u32, block: u32, args: &mut [u64]) {
-        let mut params: Vec<*mut std::ffi::c_void> =
-            args.iter_mut().map(|a| a as *mut u64 as *mut _).collect();
+        // On the stack, as a hand-written launch would: no allocation in
+        // the baseline.
+        let mut params = [std::ptr::null_mut::<std::ffi::c_void>(); 8];
+        assert!(args.len() <= params.len());
+        for (p, a) in params.iter_mut().zip(args.iter_mut()) {
+            *p = a as *mut u64 as *mut _;
+        }
         // SAFETY: `f` is a loaded function whose parameters are 8-byte
         // pointers and integers, matching `args`; the context is current.
         let r = unsafe {
