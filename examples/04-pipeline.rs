@@ -14,13 +14,12 @@
 //! ```
 
 use gpu::{BackendKind, Buffer, PipelineOptions, TaskContext};
-use gpu_kernels::{add_scalar, scale};
+use gpu_kernels::{add_scalar, scale_into};
 use std::time::Instant;
 
 /// The kernel part: `y = 2 x + 1`.
 fn compute(t: &TaskContext, x: &Buffer<f32>, y: &mut Buffer<f32>) -> gpu::Result<()> {
-    t.copy(x, y)?;
-    scale(t, y, 2.0)?;
+    scale_into(t, x, y, 2.0)?;
     add_scalar(t, y, 1.0)
 }
 

@@ -16,8 +16,8 @@
 //! pointers (`CUdeviceptr`). Parameters are passed in the order of the C
 //! signatures listed in [`names`].
 //!
-//! - Element-wise kernels (`fill`, `add_scalar`, `scale`, `axpy`, `copy`,
-//!   `spin_touch_f32`) use grid-stride loops: any grid and any block size
+//! - Element-wise kernels (`fill`, `add_scalar`, `scale`, `scale_into`,
+//!   `axpy`, `copy`, `spin_touch_f32`) use grid-stride loops: any grid and any block size
 //!   cover any `n`. [`grid_for`] picks a grid of [`BLOCK`]-thread blocks.
 //! - `sum_*`: [`BLOCK`] threads per block, any grid; the caller zeroes `*out`
 //!   first; each block adds its partial sum with one `atomicAdd`, so the
@@ -60,8 +60,8 @@ pub mod names;
 mod ops;
 
 pub use ops::{
-    add_scalar, axpy, copy, fill, gate, inclusive_scan, kernel_ref, scale, spin, spin_touch, sum,
-    Float, GATE, MODULE, SPIN_NS, SPIN_TOUCH_F32,
+    add_scalar, axpy, copy, fill, gate, inclusive_scan, kernel_ref, scale, scale_into, spin,
+    spin_touch, sum, Float, GATE, MODULE, SPIN_NS, SPIN_TOUCH_F32,
 };
 
 #[cfg(test)]

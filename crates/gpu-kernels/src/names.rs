@@ -20,6 +20,13 @@ pub const SCALE_F32: &str = "scale_f32";
 /// `scale_f64(double* x, double a, u64 n)`: `x[i] = x[i] * a`.
 pub const SCALE_F64: &str = "scale_f64";
 
+/// `scale_into_f32(const float* x, float* y, float a, u64 n)`:
+/// `y[i] = x[i] * a`.
+pub const SCALE_INTO_F32: &str = "scale_into_f32";
+/// `scale_into_f64(const double* x, double* y, double a, u64 n)`:
+/// `y[i] = x[i] * a`.
+pub const SCALE_INTO_F64: &str = "scale_into_f64";
+
 /// `axpy_f32(float a, const float* x, float* y, u64 n)`:
 /// `y[i] = y[i] + a * x[i]`, without fused multiply-add.
 pub const AXPY_F32: &str = "axpy_f32";
@@ -83,6 +90,8 @@ pub const ALL: &[&str] = &[
     ADD_SCALAR_F64,
     SCALE_F32,
     SCALE_F64,
+    SCALE_INTO_F32,
+    SCALE_INTO_F64,
     AXPY_F32,
     AXPY_F64,
     COPY_F32,

@@ -72,6 +72,13 @@ mod hostk {
         // SAFETY: see the module note.
         host::scale(unsafe { sl::<T>(ptr(a[0]), len(a[2])) }, T::get(a[1]));
     }
+    pub(super) unsafe fn scale_into<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
+        let n = len(a[3]);
+        // SAFETY: see the module note; x and y are distinct buffers (one is
+        // borrowed shared, the other exclusively).
+        let (x, y) = unsafe { (sl::<T>(ptr(a[0]), n), sl::<T>(ptr(a[1]), n)) };
+        host::scale_into(x, y, T::get(a[2]));
+    }
     pub(super) unsafe fn axpy<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
         let n = len(a[3]);
         // SAFETY: see the module note; x and y are distinct buffers (one is
@@ -180,6 +187,16 @@ pub static MODULE: Module = Module {
         ),
         kernel!(names::SCALE_F32, [W, F32, U64], hostk::scale::<f32>),
         kernel!(names::SCALE_F64, [W, F64, U64], hostk::scale::<f64>),
+        kernel!(
+            names::SCALE_INTO_F32,
+            [R, W, F32, U64],
+            hostk::scale_into::<f32>
+        ),
+        kernel!(
+            names::SCALE_INTO_F64,
+            [R, W, F64, U64],
+            hostk::scale_into::<f64>
+        ),
         kernel!(names::AXPY_F32, [F32, R, W, U64], hostk::axpy::<f32>),
         kernel!(names::AXPY_F64, [F64, R, W, U64], hostk::axpy::<f64>),
         kernel!(names::COPY_F32, [R, W, U64], hostk::copy::<f32>),
@@ -222,18 +239,19 @@ impl Float for f64 {
 const FILL: usize = 0;
 const ADD_SCALAR: usize = 2;
 const SCALE: usize = 4;
-const AXPY: usize = 6;
-const COPY: usize = 8;
-const SUM: usize = 10;
-const SCAN_BLOCK: usize = 12;
-const SCAN_SUMS: usize = 14;
-const SCAN_ADD: usize = 16;
+const SCALE_INTO: usize = 6;
+const AXPY: usize = 8;
+const COPY: usize = 10;
+const SUM: usize = 12;
+const SCAN_BLOCK: usize = 14;
+const SCAN_SUMS: usize = 16;
+const SCAN_ADD: usize = 18;
 /// The timed spin kernel.
-pub const SPIN_NS: KernelRef = KernelRef::new(&MODULE, 18);
+pub const SPIN_NS: KernelRef = KernelRef::new(&MODULE, 20);
 /// The spin-then-touch kernel.
-pub const SPIN_TOUCH_F32: KernelRef = KernelRef::new(&MODULE, 19);
+pub const SPIN_TOUCH_F32: KernelRef = KernelRef::new(&MODULE, 21);
 /// The gate kernel.
-pub const GATE: KernelRef = KernelRef::new(&MODULE, 20);
+pub const GATE: KernelRef = KernelRef::new(&MODULE, 22);
 
 /// The kernel called `name` (its PTX entry, e.g. `"scan_block_f32"`), for
 /// launches through [`TaskContext::launch`].
@@ -310,6 +328,29 @@ pub fn scale<T: Float>(
     let n = x.len();
     t.launch(k::<T>(SCALE), elementwise(n))
         .write(x)
+        .arg(a)
+        .arg(n)
+        .submit()
+}
+
+/// `y[i] = x[i] * a`: [`scale`] out of place, one kernel that reads `x` and
+/// writes `y` (where [`copy`] then [`scale`] would be two, and twice the
+/// memory traffic).
+///
+/// # Errors
+///
+/// [`Error::LengthMismatch`] unless `x` and `y` agree; driver errors.
+pub fn scale_into<T: Float>(
+    t: &TaskContext,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    y: &mut (impl DeviceSlice<T> + ?Sized),
+    a: T,
+) -> Result<()> {
+    let n = y.len();
+    same_len("scale_into's x", n, x.len())?;
+    t.launch(k::<T>(SCALE_INTO), elementwise(n))
+        .read(x)
+        .write(y)
         .arg(a)
         .arg(n)
         .submit()

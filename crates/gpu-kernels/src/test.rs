@@ -1,4 +1,7 @@
-use crate::{grid_for, names, scan_tiles, BLOCK, KERNELS_PTX, MAX_GRID, SCAN_ITEMS, SCAN_TILE};
+use crate::{
+    grid_for, names, scan_tiles, BLOCK, GATE, KERNELS_PTX, MAX_GRID, MODULE, SCAN_ITEMS, SCAN_TILE,
+    SPIN_NS, SPIN_TOUCH_F32,
+};
 
 const HEADER: &str = include_str!("cuda/kernels.cuh");
 const COMMITTED_PTX: &str = include_str!("../ptx/kernels.ptx");
@@ -46,6 +49,26 @@ fn ptx_has_an_entry_for_every_name() {
             names::ALL.len(),
             "entries not in names::ALL: {found:?}"
         );
+    }
+}
+
+/// The wrappers and the public `KernelRef`s find kernels by their index in
+/// `MODULE`, which lists them in the order of `names::ALL` (`f32`, then
+/// `f64`, of each kernel).
+#[test]
+fn module_lists_the_kernels_in_names_order() {
+    let listed: Vec<&str> = MODULE.kernels.iter().map(|k| k.name).collect();
+    assert_eq!(listed, names::ALL);
+    for (r, name) in [
+        (SPIN_NS, names::SPIN_NS),
+        (SPIN_TOUCH_F32, names::SPIN_TOUCH_F32),
+        (GATE, names::GATE),
+    ] {
+        assert_eq!(r.def().name, name);
+    }
+    for name in names::ALL {
+        let r = crate::kernel_ref(name).unwrap_or_else(|| panic!("no kernel {name}"));
+        assert_eq!(r.def().name, *name);
     }
 }
 

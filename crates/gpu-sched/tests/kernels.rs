@@ -130,6 +130,13 @@ fn wrappers<T: Elem>(rt: &Runtime, seed: u64) {
             |d| k::copy(&t, &dx, d).unwrap(),
             |h| host::copy(&x, h),
         );
+        check_in_place(
+            &t,
+            &y,
+            &format!("scale_into {ty} n={n}"),
+            |d| k::scale_into(&t, &dx, d, v).unwrap(),
+            |h| host::scale_into(&x, h, v),
+        );
 
         // Small integers: every partial sum is exact in any order.
         let ints = small_ints::<T>(&mut rng, n);
@@ -160,7 +167,7 @@ fn wrappers<T: Elem>(rt: &Runtime, seed: u64) {
         assert_same(
             &t.to_vec(&dx).unwrap(),
             &x,
-            &format!("axpy/copy input {ty} n={n}"),
+            &format!("axpy/copy/scale_into input {ty} n={n}"),
         );
     }
 }
@@ -174,6 +181,35 @@ fn wrappers_f64(rt: &Runtime) {
     wrappers::<f64>(rt, 0x5eed_0064);
 }
 backend_tests!(wrappers_f64 => wrappers_f64_host, wrappers_f64_cuda);
+
+/// `scale_into` with `x` and `y` of different lengths: the typed error of
+/// the other two-buffer wrappers, and nothing written.
+fn scale_into_length_mismatch(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    let x = t.from_host(&[1.0f32; 3]).unwrap();
+    let mut y = t.from_host(&[2.0f32; 4]).unwrap();
+    let e = k::scale_into(&t, &x, &mut y, 2.0).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            gpu_sched::Error::LengthMismatch {
+                what: "scale_into's x",
+                expected: 4,
+                got: 3
+            }
+        ),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    for part in ["scale_into's x", "3 elements", "4 expected"] {
+        assert!(
+            msg.contains(part),
+            "the message {msg:?} does not say {part:?}"
+        );
+    }
+    assert_eq!(t.to_vec(&y).unwrap(), [2.0; 4], "the failed call wrote y");
+}
+backend_tests!(scale_into_length_mismatch => scale_into_length_mismatch_host, scale_into_length_mismatch_cuda);
 
 /// `spin`, `spin_touch` and `gate`: the timed kernels finish and
 /// `spin_touch` adds one; a gate opened before it is reached passes without

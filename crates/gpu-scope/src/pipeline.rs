@@ -42,8 +42,7 @@ impl Default for PipelineOptions {
 /// let mut output = vec![0.0f32; input.len()];
 /// let opts = gpu::PipelineOptions { chunk: 1024, lanes: 3 };
 /// gpu::par_map(&input, &mut output, opts, |t, x, y| {
-///     t.copy(x, y)?;
-///     gpu_kernels::scale(t, y, 2.0)
+///     gpu_kernels::scale_into(t, x, y, 2.0)
 /// })?;
 /// assert_eq!(output[5_000], 10_000.0);
 /// # Ok(()) }
@@ -144,8 +143,7 @@ where
 /// let mut output = gpu::Staging::<f32>::new(rt, 10_000)?;
 /// let opts = gpu::PipelineOptions { chunk: 1024, lanes: 3 };
 /// gpu::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
-///     t.copy(x, y)?;
-///     gpu_kernels::scale(t, y, 2.0)
+///     gpu_kernels::scale_into(t, x, y, 2.0)
 /// })?;
 /// assert_eq!(output.as_slice()?[5_000], 10_000.0);
 /// # Ok(()) }

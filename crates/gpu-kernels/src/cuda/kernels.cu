@@ -124,6 +124,13 @@ __device__ void gk_scale(T* x, T a, u64 n) {
 }
 
 template <typename T>
+__device__ void gk_scale_into(const T* x, T* y, T a, u64 n) {
+    for (u64 i = gk_thread_index(); i < n; i += gk_thread_count()) {
+        y[i] = gk_mul(x[i], a);
+    }
+}
+
+template <typename T>
 __device__ void gk_axpy(T a, const T* x, T* y, u64 n) {
     for (u64 i = gk_thread_index(); i < n; i += gk_thread_count()) {
         y[i] = gk_add(y[i], gk_mul(a, x[i]));
@@ -145,6 +152,9 @@ extern "C" __global__ void add_scalar_f64(double* x, double v, u64 n) { gk_add_s
 
 extern "C" __global__ void scale_f32(float* x, float a, u64 n) { gk_scale(x, a, n); }
 extern "C" __global__ void scale_f64(double* x, double a, u64 n) { gk_scale(x, a, n); }
+
+extern "C" __global__ void scale_into_f32(const float* x, float* y, float a, u64 n) { gk_scale_into(x, y, a, n); }
+extern "C" __global__ void scale_into_f64(const double* x, double* y, double a, u64 n) { gk_scale_into(x, y, a, n); }
 
 extern "C" __global__ void axpy_f32(float a, const float* x, float* y, u64 n) { gk_axpy(a, x, y, n); }
 extern "C" __global__ void axpy_f64(double a, const double* x, double* y, u64 n) { gk_axpy(a, x, y, n); }

@@ -49,6 +49,19 @@ pub fn scale<T: Copy + Mul<Output = T>>(x: &mut [T], a: T) {
     }
 }
 
+/// `y[i] = x[i] * a` for every `i` (kernels `scale_into_f32`,
+/// `scale_into_f64`): [`scale`] out of place.
+///
+/// # Panics
+///
+/// If `x` and `y` differ in length.
+pub fn scale_into<T: Copy + Mul<Output = T>>(x: &[T], y: &mut [T], a: T) {
+    assert_eq!(x.len(), y.len(), "scale_into: x and y differ in length");
+    for (yi, &xi) in y.iter_mut().zip(x) {
+        *yi = xi * a;
+    }
+}
+
 /// `y[i] = y[i] + a * x[i]` for every `i`, rounding the product and then the
 /// sum (kernels `axpy_f32`, `axpy_f64`).
 ///

@@ -55,6 +55,31 @@ fn scale_multiplies_every_element() {
 }
 
 #[test]
+fn scale_into_writes_the_scaled_input() {
+    for n in sizes() {
+        let x: Vec<i64> = (0..n as i64).collect();
+        let mut y = vec![7_i64; n];
+        scale_into(&x, &mut y, -3);
+        let expected: Vec<i64> = (0..n as i64).map(|e| -3 * e).collect();
+        assert_eq!(y, expected, "n = {n}");
+
+        // Bit for bit what scale does in place.
+        let x = ramp(n).iter().map(|e| e / 3.0).collect::<Vec<_>>();
+        let mut y = vec![f64::NAN; n];
+        scale_into(&x, &mut y, 0.7);
+        let mut in_place = x.clone();
+        scale(&mut in_place, 0.7);
+        assert_eq!(y, in_place, "n = {n}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "differ in length")]
+fn scale_into_panics_on_length_mismatch() {
+    scale_into(&[1.0_f32, 2.0], &mut [0.0], 2.0);
+}
+
+#[test]
 fn axpy_rounds_product_then_sum() {
     // 1 + 2^-24 is not representable in f32; with one rounding (an FMA) the
     // result would differ from two roundings.
