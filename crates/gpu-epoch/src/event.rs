@@ -1,26 +1,102 @@
 //! Event coverage (R4, R6-R8, X1).
 
-use crate::primitive::{lock, Mutex, MutexGuard};
+use crate::primitive::{fence, spin_wait, AtomicU32, AtomicU64, AtomicUsize};
 use crate::{StreamEpoch, StreamId};
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+
+/// How many entries an event's ordered table holds: one per stream.
+#[cfg(not(loom))]
+const TABLE: usize = crate::MAX_STREAMS;
+/// Loom models use a handful of streams; every atomic costs it state.
+#[cfg(loom)]
+const TABLE: usize = 8;
 
 /// What one event covers: the ledger's side of a driver event.
 ///
 /// `source` is the stream and the closed epoch of its last counted record, or
-/// none (covers nothing); `waited` is that stream's table of ordered epochs
-/// as of the record (X1); `records` changes on every record, so a wait or a
+/// none (covers nothing); the ordered table is that stream's `waited` row as
+/// of the record (X1); `records` changes on every record, so a wait or a
 /// query that spans a re-record gives no fact (R6, R14).
-#[derive(Debug, Default)]
+///
+/// A sequence lock guards it: writers (the two halves of a record) take it
+/// with one compare-and-swap and let go with a plain store; readers (waits,
+/// synchronizes, queries) take no lock at all: they read, then check that no
+/// writer came in between, and read again if one did. So a wait costs the
+/// ledger a few loads, and a record two read-modify-writes of this state.
+/// A wait that overlaps a write gives no fact rather than read again.
+#[derive(Debug)]
 pub struct EventCoverage {
-    state: Mutex<EventState>,
+    /// Even while nobody writes; odd while a writer does. Each write section
+    /// adds 2.
+    seq: AtomicU64,
+    /// Records begun.
+    records: AtomicU64,
+    /// Records begun and not yet finished (or aborted).
+    in_flight: AtomicU32,
+    /// The source, packed ([`pack`]); 0: covers nothing.
+    source: AtomicU64,
+    /// How many entries of `table` are valid.
+    len: AtomicUsize,
+    /// The ordered table, packed entries.
+    table: Box<[AtomicU64]>,
 }
 
-#[derive(Debug, Default)]
-pub(crate) struct EventState {
-    pub(crate) records: u64,
-    /// Records begun and not yet finished (or aborted).
-    pub(crate) in_flight: u32,
-    pub(crate) source: Option<(StreamId, StreamEpoch)>,
-    pub(crate) waited: Vec<(StreamId, u64)>,
+impl Default for EventCoverage {
+    fn default() -> Self {
+        EventCoverage {
+            seq: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+            in_flight: AtomicU32::new(0),
+            source: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+            table: (0..TABLE).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+/// Bits of a packed entry that hold the epoch; the stream index sits above.
+const EPOCH_BITS: u32 = 56;
+
+/// Packs a stream and an epoch into one word (stream indices are below 256,
+/// epochs below 2^56: a stream closing an epoch every 100 ns would take two
+/// hundred years to get there).
+#[inline]
+pub(crate) fn pack(s: StreamId, e: u64) -> u64 {
+    debug_assert!(e < 1 << EPOCH_BITS);
+    ((s.0 as u64) << EPOCH_BITS) | e
+}
+
+/// The inverse of [`pack`].
+#[inline]
+pub(crate) fn unpack(w: u64) -> (StreamId, u64) {
+    (
+        StreamId((w >> EPOCH_BITS) as u16),
+        w & ((1 << EPOCH_BITS) - 1),
+    )
+}
+
+/// An event's ordered table as a reader copied it.
+pub(crate) type Table = SmallVec<[u64; 8]>;
+
+/// A write section of an [`EventCoverage`]; ends on drop.
+pub(crate) struct Writer<'a> {
+    ev: &'a EventCoverage,
+    seq: u64,
+}
+
+impl Drop for Writer<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.ev.seq.store(self.seq + 2, Release);
+    }
+}
+
+impl Writer<'_> {
+    #[inline]
+    pub(crate) fn state(&self) -> &EventCoverage {
+        self.ev
+    }
 }
 
 impl EventCoverage {
@@ -31,16 +107,126 @@ impl EventCoverage {
 
     /// What the event covers now: its source, if the last record counted.
     pub fn source(&self) -> Option<(StreamId, StreamEpoch)> {
-        self.lock().source
+        self.read(|e| e.source_now())
     }
 
     /// How many times the event was recorded.
     pub fn records(&self) -> u64 {
-        self.lock().records
+        self.read(|e| e.records.load(Relaxed))
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, EventState> {
-        lock(&self.state)
+    /// Opens a write section: waits for a writer that holds it (write
+    /// sections are a few stores long and hold no driver call).
+    #[inline]
+    pub(crate) fn write(&self) -> Writer<'_> {
+        let mut spins = 0u32;
+        loop {
+            let s = self.seq.load(Relaxed);
+            if s & 1 == 0
+                && self
+                    .seq
+                    .compare_exchange_weak(s, s + 1, Acquire, Relaxed)
+                    .is_ok()
+            {
+                // Readers that see a store below also see the odd count.
+                fence(Release);
+                return Writer { ev: self, seq: s };
+            }
+            spin_wait(&mut spins);
+        }
+    }
+
+    /// Runs `f` (which only loads) on a consistent state: again if a writer
+    /// came in between.
+    pub(crate) fn read<R>(&self, f: impl Fn(&Self) -> R) -> R {
+        let mut spins = 0u32;
+        loop {
+            if let Some(r) = self.try_read(&f) {
+                return r;
+            }
+            spin_wait(&mut spins);
+        }
+    }
+
+    /// Runs `f` (which only loads) once: `None` if a writer was in its
+    /// section meanwhile. The ledger's waits use this and give no fact on
+    /// `None`, which is safe and happens only when a record of the same
+    /// event overlaps a few loads.
+    #[inline]
+    pub(crate) fn try_read<R>(&self, f: impl Fn(&Self) -> R) -> Option<R> {
+        let s1 = self.seq.load(Acquire);
+        if s1 & 1 != 0 {
+            return None;
+        }
+        let r = f(self);
+        fence(Acquire);
+        (self.seq.load(Relaxed) == s1).then_some(r)
+    }
+
+    /// The source as stored (inside [`Self::read`] or a write section).
+    #[inline]
+    pub(crate) fn source_now(&self) -> Option<(StreamId, StreamEpoch)> {
+        match self.source.load(Relaxed) {
+            0 => None,
+            w => {
+                let (s, e) = unpack(w);
+                Some((s, StreamEpoch(e)))
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn records_now(&self) -> u64 {
+        self.records.load(Relaxed)
+    }
+
+    /// Copies the ordered table (inside [`Self::read`]).
+    #[inline]
+    pub(crate) fn table_now(&self) -> Table {
+        let n = self.len.load(Relaxed).min(TABLE);
+        self.table[..n].iter().map(|w| w.load(Relaxed)).collect()
+    }
+
+    /// In a write section: a record begins. Covers nothing until it
+    /// finishes; returns the record count and whether no other record was in
+    /// flight.
+    #[inline]
+    pub(crate) fn begin(w: &Writer<'_>) -> (u64, bool) {
+        let e = w.state();
+        let records = e.records.load(Relaxed) + 1;
+        e.records.store(records, Relaxed);
+        let in_flight = e.in_flight.load(Relaxed);
+        e.in_flight.store(in_flight + 1, Relaxed);
+        e.source.store(0, Relaxed);
+        e.len.store(0, Relaxed);
+        (records, in_flight == 0)
+    }
+
+    /// In a write section: a record finished or was abandoned.
+    #[inline]
+    pub(crate) fn end(w: &Writer<'_>) {
+        let e = w.state();
+        let n = e.in_flight.load(Relaxed);
+        e.in_flight.store(n.saturating_sub(1), Relaxed);
+    }
+
+    /// In a write section: the event covers `(s, epoch)` and `table`'s
+    /// entries (`(stream, epoch)` pairs), as many as fit.
+    #[inline]
+    pub(crate) fn cover(
+        w: &Writer<'_>,
+        s: StreamId,
+        epoch: StreamEpoch,
+        table: impl Iterator<Item = (StreamId, u64)>,
+    ) {
+        let e = w.state();
+        e.source.store(pack(s, epoch.0), Relaxed);
+        let mut n = 0;
+        for ((t, v), slot) in table.zip(e.table.iter()) {
+            slot.store(pack(t, v), Relaxed);
+            n += 1;
+        }
+        e.len.store(n, Relaxed);
     }
 }
 

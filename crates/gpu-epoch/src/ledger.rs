@@ -1,7 +1,7 @@
 //! The ledger: stream orders and the decisions made from them.
 
 use crate::counters::{CounterSnapshot, Counters, Reason};
-use crate::event::{EventCoverage, RecordTicket, WaitTicket};
+use crate::event::{unpack, EventCoverage, RecordTicket, Table, WaitTicket};
 use crate::primitive::{lock, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex};
 use crate::set::{StreamSet, MAX_STREAMS};
 use crate::stamp::{Access, Use, Uses};
@@ -31,6 +31,8 @@ struct StreamOrder {
     /// `waited[t]`: the highest epoch of stream `t` this stream is ordered
     /// after (R8, X1). Written by the owner only.
     waited: Box<[AtomicU64]>,
+    /// Which entries of `waited` are not 0: a bit per stream.
+    waited_mask: [AtomicU64; MAX_STREAMS / 64],
     counters: Counters,
 }
 
@@ -46,7 +48,25 @@ impl StreamOrder {
             capturing: AtomicBool::new(false),
             generation: AtomicU32::new(0),
             waited: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+            waited_mask: std::array::from_fn(|_| AtomicU64::new(0)),
             counters: Counters::default(),
+        }
+    }
+
+    /// Raises `waited[t]` to `v`. Only the stream's unshared owner writes
+    /// its row (`may_learn`), so a load and a store do: no read-modify-write
+    /// on the hot path (the mask's, once per entry, is not).
+    #[inline]
+    fn raise(&self, t: StreamId, v: u64) {
+        let entry = &self.waited[t.index()];
+        let old = entry.load(Relaxed);
+        if v > old {
+            if old == 0 {
+                // The bit first: a reader of the row that sees the bit but
+                // not the entry skips it, which only forgoes a fact.
+                self.waited_mask[t.index() / 64].fetch_or(1 << (t.index() % 64), Release);
+            }
+            entry.store(v, Release);
         }
     }
 }
@@ -528,7 +548,7 @@ impl Ledger {
         if !self.may_learn(task, s2) || s == s2 {
             return false;
         }
-        raise(&self.order(s2).waited[s.index()], epoch.0);
+        self.order(s2).raise(s, epoch.0);
         true
     }
 
@@ -580,15 +600,7 @@ impl Ledger {
     /// count (so waits in flight on it give no fact), then closes `s`. Submit
     /// the driver record, then call [`Ledger::finish_record`].
     pub fn begin_record(&self, task: &Task, event: &EventCoverage, s: StreamId) -> RecordTicket {
-        let (records, alone) = {
-            let mut st = event.lock();
-            st.records += 1;
-            let alone = st.in_flight == 0;
-            st.in_flight += 1;
-            st.source = None;
-            st.waited.clear();
-            (st.records, alone)
-        };
+        let (records, alone) = EventCoverage::begin(&event.write());
         RecordTicket {
             closed: self.close(task, s),
             records,
@@ -604,21 +616,17 @@ impl Ledger {
     /// after this one's, whenever it finished).
     pub fn finish_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let closed = ticket.closed;
-        let mut st = event.lock();
-        st.in_flight = st.in_flight.saturating_sub(1);
-        if !closed.counted || !ticket.alone || st.records != ticket.records {
+        let w = event.write();
+        EventCoverage::end(&w);
+        if !closed.counted || !ticket.alone || w.state().records_now() != ticket.records {
             return;
         }
-        let waited = &self.order(closed.stream).waited;
-        let n = self.stream_count();
-        st.source = Some((closed.stream, closed.epoch));
-        st.waited.clear();
-        for (i, w) in waited[..n].iter().enumerate() {
-            let w = w.load(Acquire);
-            if w != 0 {
-                st.waited.push((StreamId(i as u16), w));
-            }
-        }
+        EventCoverage::cover(
+            &w,
+            closed.stream,
+            closed.epoch,
+            self.waited_row(closed.stream),
+        );
     }
 
     /// R4: the driver record after [`Ledger::begin_record`] failed: the
@@ -627,18 +635,31 @@ impl Ledger {
     /// keeps the event covering nothing for good, which is safe.
     pub fn abort_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let _ = ticket;
-        let mut st = event.lock();
-        st.in_flight = st.in_flight.saturating_sub(1);
+        EventCoverage::end(&event.write());
     }
 
     /// R6, R7, R8, first half: read what `event` covers before a driver wait,
-    /// synchronize or query, without holding its lock across the call.
+    /// synchronize or query. Takes no lock: a few loads.
+    #[inline]
     pub fn begin_wait(&self, event: &EventCoverage) -> WaitTicket {
-        let st = event.lock();
-        WaitTicket {
-            source: st.source,
-            records: st.records,
-        }
+        event
+            .try_read(|e| WaitTicket {
+                source: e.source_now(),
+                records: e.records_now(),
+            })
+            // A record was being written: the wait gives no fact.
+            .unwrap_or(WaitTicket {
+                source: None,
+                records: 0,
+            })
+    }
+
+    /// The event's ordered table, if it was not re-recorded since `ticket`.
+    #[inline]
+    fn table_since(event: &EventCoverage, ticket: &WaitTicket) -> Option<Table> {
+        event
+            .try_read(|e| (e.records_now() == ticket.records).then(|| e.table_now()))
+            .flatten()
     }
 
     /// R6, R7, X1: the host saw `event` complete (synchronize returned, or a
@@ -648,12 +669,12 @@ impl Ledger {
         let Some((s, e)) = ticket.source else {
             return false;
         };
-        let st = event.lock();
-        if st.records != ticket.records {
+        let Some(table) = Self::table_since(event, &ticket) else {
             return false;
-        }
+        };
         self.mark_completed(s, e);
-        for &(t, w) in &st.waited {
+        for &w in &table {
+            let (t, w) = unpack(w);
             self.mark_completed(t, StreamEpoch(w));
         }
         true
@@ -663,6 +684,7 @@ impl Ledger {
     /// owns `s2` (unshared, not capturing) and the event was not re-recorded
     /// since `ticket`, `s2` is ordered after the source and after the source
     /// stream's ordered table. Returns whether the fact was kept.
+    #[inline]
     pub fn finish_stream_wait(
         &self,
         task: &Task,
@@ -676,20 +698,41 @@ impl Ledger {
         if !self.may_learn(task, s2) {
             return false;
         }
-        let st = event.lock();
-        if st.records != ticket.records {
+        let Some(table) = Self::table_since(event, &ticket) else {
             return false;
-        }
-        let table = &self.order(s2).waited;
+        };
+        let o = self.order(s2);
         if s != s2 {
-            raise(&table[s.index()], e.0);
+            o.raise(s, e.0);
         }
-        for &(t, w) in &st.waited {
+        for &w in &table {
+            let (t, w) = unpack(w);
             if t != s2 {
-                raise(&table[t.index()], w);
+                o.raise(t, w);
             }
         }
         true
+    }
+
+    /// The entries of `s`'s `waited` row that are not 0, as
+    /// `(stream, epoch)` pairs (X1).
+    #[inline]
+    fn waited_row(&self, s: StreamId) -> impl Iterator<Item = (StreamId, u64)> + '_ {
+        let o = self.order(s);
+        o.waited_mask.iter().enumerate().flat_map(move |(k, m)| {
+            let mut bits = m.load(Acquire);
+            std::iter::from_fn(move || {
+                while bits != 0 {
+                    let i = k * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let w = o.waited[i].load(Acquire);
+                    if w != 0 {
+                        return Some((StreamId(i as u16), w));
+                    }
+                }
+                None
+            })
+        })
     }
 
     /// R5, first half: `task` synchronizes `s`: closes its epoch.
@@ -711,12 +754,8 @@ impl Ledger {
             return;
         }
         self.mark_completed(closed.stream, closed.epoch);
-        let n = self.stream_count();
-        for (i, w) in self.order(closed.stream).waited[..n].iter().enumerate() {
-            let w = w.load(Acquire);
-            if w != 0 {
-                self.mark_completed(StreamId(i as u16), StreamEpoch(w));
-            }
+        for (t, w) in self.waited_row(closed.stream) {
+            self.mark_completed(t, StreamEpoch(w));
         }
     }
 
@@ -729,15 +768,5 @@ impl Ledger {
             o.counters.add_to(&mut snap);
         }
         snap
-    }
-}
-
-/// Raises an entry of a stream's `waited` row to `v`. Only the stream's
-/// unshared owner writes its row (`may_learn`), so a load and a store do: no
-/// read-modify-write on the hot path.
-#[inline]
-fn raise(entry: &AtomicU64, v: u64) {
-    if v > entry.load(Relaxed) {
-        entry.store(v, Release);
     }
 }
