@@ -36,6 +36,13 @@ mod raw {
         assert_eq!(r, sys::CUresult::CUDA_SUCCESS);
     }
 
+    /// cuStreamQuery; true when the stream is idle.
+    pub(crate) fn stream_query(s: u64) -> bool {
+        // SAFETY: as above.
+        let r = unsafe { sys::cuStreamQuery(s as sys::CUstream) };
+        r == sys::CUresult::CUDA_SUCCESS
+    }
+
     /// cuLaunchKernel with pointer and u64 arguments.
     pub(crate) fn launch(f: u64, s: u64, grid: u32, block: u32, args: &mut [u64]) {
         // On the stack, as a hand-written launch would: no allocation in
@@ -377,8 +384,7 @@ fn b7_pipeline(c: &mut Criterion) {
     g.bench_function("copy-compute-copy", |b| {
         b.iter(|| {
             stage_in.upload(&t, &input, &mut d_in).unwrap();
-            k::copy(&t, &d_in, &mut d_out).unwrap();
-            k::scale(&t, &mut d_out, 2.0).unwrap();
+            k::scale_into(&t, &d_in, &mut d_out, 2.0).unwrap();
             stage_out.download(&t, &d_out, &mut output).unwrap();
         })
     });
@@ -408,10 +414,7 @@ fn b7_pipeline(c: &mut Criterion) {
         &mut pinned_in,
         &mut pinned_out,
         gpu::PipelineOptions::default(),
-        |t, x, y| {
-            k::copy(t, x, y)?;
-            k::scale(t, y, 2.0)
-        },
+        |t, x, y| k::scale_into(t, x, y, 2.0),
     )
     .unwrap();
     assert_eq!(pinned_out.as_slice().unwrap()[999], 1998.0);
@@ -420,8 +423,7 @@ fn b7_pipeline(c: &mut Criterion) {
             let opts = gpu::PipelineOptions { chunk, lanes };
             b.iter(|| {
                 gpu::par_map_pinned(&mut pinned_in, &mut pinned_out, opts, |t, x, y| {
-                    k::copy(t, x, y)?;
-                    k::scale(t, y, 2.0)
+                    k::scale_into(t, x, y, 2.0)
                 })
                 .unwrap()
             })
@@ -434,8 +436,7 @@ fn b7_pipeline(c: &mut Criterion) {
         };
         b.iter(|| {
             gpu::par_map(&input, &mut output, opts, |t, x, y| {
-                k::copy(t, x, y)?;
-                k::scale(t, y, 2.0)
+                k::scale_into(t, x, y, 2.0)
             })
             .unwrap()
         })
@@ -506,6 +507,13 @@ fn b8_spawn(c: &mut Criterion) {
     g.bench_function("part-begin-task", |b| {
         b.iter(|| black_box(rt.begin_task().unwrap()))
     });
+    if cuda() {
+        // What begin_task pays the driver: one query of an idle stream.
+        t.synchronize().unwrap();
+        g.bench_function("part-raw-stream-query", |b| {
+            b.iter(|| assert!(raw::stream_query(t.cu_stream())))
+        });
+    }
     g.bench_function("part-fence-and-wait", |b| {
         let other = rt.begin_task().unwrap();
         let mut i = 0;

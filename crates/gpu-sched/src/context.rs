@@ -21,6 +21,11 @@ pub struct TaskContext {
     pub(crate) raw: RawStream,
     /// While capturing: the memory the captured operations touch (R12).
     pub(crate) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
+    /// Whether the task submitted anything on its stream (or handed the
+    /// stream out raw): see [`TaskContext::has_submitted`].
+    pub(crate) submitted: std::cell::Cell<bool>,
+    /// The stream was idle when the task got it (recycled or new).
+    pub(crate) idle_at_start: bool,
     pub(crate) _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -42,7 +47,7 @@ impl Runtime {
     pub fn begin_task(&self) -> Result<TaskContext> {
         let i = &self.inner;
         let task = i.ledger.begin_task();
-        let stream = i.streams.acquire(self.driver(), &i.ledger)?;
+        let (stream, idle) = i.streams.acquire(self.driver(), &i.ledger)?;
         i.ledger.bind(&task, stream);
         Ok(TaskContext {
             rt: self.clone(),
@@ -50,6 +55,8 @@ impl Runtime {
             task,
             stream,
             capture_log: std::cell::RefCell::new(None),
+            submitted: std::cell::Cell::new(false),
+            idle_at_start: idle,
             _not_sync: PhantomData,
         })
     }
@@ -217,7 +224,19 @@ impl TaskContext {
     /// that take a stream. Work submitted on it directly is not tracked:
     /// take buffers' pointers with [`TaskContext::raw_ptr`].
     pub fn cu_stream(&self) -> u64 {
+        // Whatever is submitted on it now counts as this task's work.
+        self.submitted.set(true);
         self.raw.0
+    }
+
+    /// Whether this task has submitted anything on its stream (an
+    /// operation, a wait, a record, a synchronize) or handed the stream out
+    /// through [`TaskContext::cu_stream`]. A task that has not is ordered
+    /// after nothing of its own: a fence on its stream would order another
+    /// task after nothing, and `spawn` and `join` skip it.
+    #[inline]
+    pub fn has_submitted(&self) -> bool {
+        self.submitted.get()
     }
 
     /// The ledger's task.
@@ -229,8 +248,10 @@ impl TaskContext {
     /// submitted keeps running.
     pub fn finish(self) {}
 
+    /// R3 before every submission on this task's stream.
     #[inline]
     pub(crate) fn bind(&self) -> Binding {
+        self.submitted.set(true);
         self.rt.inner.ledger.bind(&self.task, self.stream)
     }
 
@@ -631,6 +652,7 @@ impl Drop for TaskContext {
     fn drop(&mut self) {
         let i = &self.rt.inner;
         i.ledger.finish_task(&self.task);
-        i.streams.release(self.stream);
+        i.streams
+            .release(self.stream, self.idle_at_start && !self.submitted.get());
     }
 }

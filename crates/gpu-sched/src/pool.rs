@@ -17,7 +17,9 @@ pub(crate) struct StreamPool {
     /// handed out.
     raw: Box<[AtomicU64]>,
     created: AtomicUsize,
-    free: Mutex<VecDeque<StreamId>>,
+    /// Streams no task holds, oldest released first; `true` marks one known
+    /// idle without asking the driver (see [`StreamPool::release`]).
+    free: Mutex<VecDeque<(StreamId, bool)>>,
     /// By ledger index, while the stream is being captured into a graph: an
     /// event recorded just before the capture began. Other tasks' hand-offs
     /// from the stream wait for it instead of recording on (or
@@ -46,7 +48,7 @@ impl StreamPool {
     pub(crate) fn warm(&self, driver: &dyn Driver, ledger: &Ledger, n: usize) -> Result<()> {
         for _ in 0..n {
             let id = self.create(driver, ledger)?;
-            self.free.lock().push_back(id);
+            self.free.lock().push_back((id, false));
         }
         Ok(())
     }
@@ -78,32 +80,37 @@ impl StreamPool {
     /// A stream for a new task: an idle pooled one (recycled: its generation
     /// moves on, R13); else a new one while the ledger has room; else a busy
     /// pooled one whose task finished (taken over without recycling, R3).
-    pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<StreamId> {
-        // Oldest released first: the likeliest to be idle.
+    /// Returns the stream and whether it was idle (recycled or new).
+    pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<(StreamId, bool)> {
+        // Oldest released first: the likeliest to be idle. One known idle
+        // (released at the front) needs no driver query.
         let n = self.free.lock().len();
         for _ in 0..n {
-            let Some(id) = self.free.lock().pop_front() else {
+            let Some((id, known_idle)) = self.free.lock().pop_front() else {
                 break;
             };
-            match driver.stream_query(self.raw(id)) {
-                Ok(true) => {
-                    ledger.recycle(id);
-                    return Ok(id);
+            let idle = known_idle || {
+                match driver.stream_query(self.raw(id)) {
+                    Ok(idle) => idle,
+                    Err(e) => {
+                        self.free.lock().push_back((id, false));
+                        return Err(e);
+                    }
                 }
-                Ok(false) => self.free.lock().push_back(id),
-                Err(e) => {
-                    self.free.lock().push_back(id);
-                    return Err(e);
-                }
+            };
+            if idle {
+                ledger.recycle(id);
+                return Ok((id, true));
             }
+            self.free.lock().push_back((id, false));
         }
         if ledger.stream_count() < ledger.capacity() {
             if let Ok(id) = self.create(driver, ledger) {
-                return Ok(id);
+                return Ok((id, true));
             }
         }
         match self.free.lock().pop_front() {
-            Some(id) => Ok(id),
+            Some((id, _)) => Ok((id, false)),
             None => Err(gpu_epoch::LedgerError::TooManyStreams {
                 capacity: ledger.capacity(),
             }
@@ -111,9 +118,17 @@ impl StreamPool {
         }
     }
 
-    /// Gives a stream back; its task finished.
-    pub(crate) fn release(&self, id: StreamId) {
-        self.free.lock().push_back(id);
+    /// Gives a stream back; its task finished. `known_idle`: the stream was
+    /// idle when the task got it and the task submitted nothing on it (and
+    /// no other task can have: none was bound to it), so it is idle now and
+    /// the next task takes it first, without a driver query.
+    pub(crate) fn release(&self, id: StreamId, known_idle: bool) {
+        let mut free = self.free.lock();
+        if known_idle {
+            free.push_front((id, true));
+        } else {
+            free.push_back((id, false));
+        }
     }
 
     /// Every driver handle (for teardown).

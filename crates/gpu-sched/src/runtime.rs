@@ -160,7 +160,7 @@ impl Runtime {
         streams.warm(&*driver, &ledger, opts.warm_streams.max(1))?;
         events.warm(&*driver, opts.warm_events)?;
         let reclaimer = ledger.begin_task();
-        let reclaim_stream = streams.acquire(&*driver, &ledger)?;
+        let (reclaim_stream, _) = streams.acquire(&*driver, &ledger)?;
         ledger.bind(&reclaimer, reclaim_stream);
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {

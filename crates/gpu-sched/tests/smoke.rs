@@ -63,3 +63,40 @@ fn wrong_argument_count_is_a_typed_error() {
         .unwrap_err();
     assert!(matches!(e, gpu_sched::Error::BadKernelArgs { .. }), "{e}");
 }
+
+#[test]
+fn has_submitted_tracks_every_kind_of_submission() {
+    let rt = Runtime::host().unwrap();
+    let fresh = |f: &dyn Fn(&gpu_sched::TaskContext)| {
+        let t = rt.begin_task().unwrap();
+        assert!(!t.has_submitted());
+        f(&t);
+        assert!(t.has_submitted());
+    };
+    fresh(&|t| drop(t.fence().unwrap()));
+    fresh(&|t| t.synchronize().unwrap());
+    fresh(&|t| drop(t.zeros::<f32>(4).unwrap()));
+    fresh(&|t| {
+        let _ = t.cu_stream();
+    });
+    let ev = rt.event().unwrap();
+    fresh(&|t| t.wait(&ev).unwrap());
+    fresh(&|t| t.record(&ev).unwrap());
+}
+
+/// A task that submitted nothing gives its (idle) stream back at the front
+/// of the pool, known idle: the next task gets it again. One that submitted
+/// goes to the back: the next task gets another stream.
+#[test]
+fn an_untouched_stream_is_reused_first() {
+    let rt = Runtime::host().unwrap();
+    let t = rt.begin_task().unwrap();
+    let first = t.stream_id();
+    drop(t);
+    let t = rt.begin_task().unwrap();
+    assert_eq!(t.stream_id(), first, "known idle: taken again first");
+    t.synchronize().unwrap();
+    drop(t);
+    let t = rt.begin_task().unwrap();
+    assert_ne!(t.stream_id(), first, "submitted: to the back of the pool");
+}

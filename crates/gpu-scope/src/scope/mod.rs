@@ -152,7 +152,7 @@ impl ScopeState {
 
 /// A spawned task's life: a stream of its own, ordered after the spawn's
 /// fence; the body; a final fence for the joiner.
-fn run_child<'scope, F>(rt: &Runtime, state: &'scope ScopeState, fence: Fence, f: F)
+fn run_child<'scope, F>(rt: &Runtime, state: &'scope ScopeState, fence: Option<Fence>, f: F)
 where
     F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()>,
 {
@@ -160,8 +160,10 @@ where
         Ok(c) => c,
         Err(e) => return state.fail(e),
     };
-    if let Err(e) = ctx.wait_fence(fence) {
-        return state.fail(e);
+    if let Some(fence) = fence {
+        if let Err(e) = ctx.wait_fence(fence) {
+            return state.fail(e);
+        }
     }
     let s = Scope {
         ctx: &ctx,
@@ -172,6 +174,10 @@ where
         Ok(Ok(())) => {}
         Ok(Err(e)) => state.fail(e),
         Err(p) => state.panicked(p),
+    }
+    if !ctx.has_submitted() {
+        // Nothing of this task's to order the joiner after.
+        return;
     }
     match ctx.fence() {
         Ok(fin) => state
@@ -295,12 +301,25 @@ where
     R: Send,
 {
     let ctx = rt.begin_task()?;
-    let r = run_scope(&ctx, op);
+    let r = run_scope(&ctx, op, Join::IfSubmitted);
     rt.trace_flush();
     r
 }
 
-fn run_scope<'scope, OP, R>(ctx: &TaskContext, op: OP) -> Result<R>
+/// Whether a scope's task waits on the device for its tasks' final fences.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// Always: the task goes on (a nested scope, `Scope::join`) or restamps
+    /// buffers after the join (`par_chunks_mut`).
+    Always,
+    /// Only if the task submitted work of its own: the task of a top-level
+    /// scope ends with the scope, and a stream that ends with nothing after
+    /// the waits would only carry them to whoever takes it next. The tasks'
+    /// work still orders later users of their buffers through the stamps.
+    IfSubmitted,
+}
+
+fn run_scope<'scope, OP, R>(ctx: &TaskContext, op: OP, join: Join) -> Result<R>
 where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
@@ -323,8 +342,13 @@ where
     };
     state.wait_all();
     let failed = state.failed();
-    if let Err(e) = state.join_into(ctx, failed) {
-        state.fail(e);
+    if failed || join == Join::Always || ctx.has_submitted() {
+        if let Err(e) = state.join_into(ctx, failed) {
+            state.fail(e);
+        }
+    } else {
+        // The fences' events go back to the pool; their records stand.
+        drop(state.finals());
     }
     state.finish()?;
     result.ok_or(Error::TaskPanicked)
@@ -357,9 +381,15 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
-        let fence = match self.ctx.fence() {
-            Ok(f) => f,
-            Err(e) => return self.state.fail(e),
+        // A spawner that submitted nothing has nothing to order the child
+        // after: no fence, and no wait in the child.
+        let fence = if self.ctx.has_submitted() {
+            match self.ctx.fence() {
+                Ok(f) => Some(f),
+                Err(e) => return self.state.fail(e),
+            }
+        } else {
+            None
         };
         let state = self.state;
         let rt = self.ctx.runtime().clone();
@@ -398,7 +428,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     where
         OP: FnOnce(&Scope<'_, 'inner>) -> Result<R>,
     {
-        run_scope(self.ctx, op)
+        run_scope(self.ctx, op, Join::Always)
     }
 
     /// Runs `a` on this task and `b` as a spawned task, and returns both
@@ -413,25 +443,29 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
         RB: Send,
     {
-        join_in(self.ctx, a, b)
+        join_in(self.ctx, a, b, Join::Always)
     }
 }
 
-fn join_in<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B) -> Result<(RA, RB)>
+fn join_in<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
 where
     A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
     RB: Send,
 {
     let mut rb = None;
-    let ra = run_scope(ctx, |s| {
-        let slot = &mut rb;
-        s.spawn(move |t| {
-            *slot = Some(b(t)?);
-            Ok(())
-        });
-        a(s)
-    })?;
+    let ra = run_scope(
+        ctx,
+        |s| {
+            let slot = &mut rb;
+            s.spawn(move |t| {
+                *slot = Some(b(t)?);
+                Ok(())
+            });
+            a(s)
+        },
+        join,
+    )?;
     Ok((ra, rb.ok_or(Error::TaskPanicked)?))
 }
 
@@ -453,7 +487,7 @@ where
     RB: Send,
 {
     let ctx = Runtime::global()?.begin_task()?;
-    join_in(&ctx, a, b)
+    join_in(&ctx, a, b, Join::IfSubmitted)
 }
 
 /// Splits `buf` into chunks of `chunk` elements for a parallel map (X3).
@@ -504,12 +538,16 @@ where
     F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
 {
     let (rejoin, mut views) = buf.split_chunks(chunk)?;
-    run_scope(ctx, |s| {
-        for v in views.iter_mut() {
-            s.spawn(move |t| f(t, v));
-        }
-        Ok(())
-    })?;
+    run_scope(
+        ctx,
+        |s| {
+            for v in views.iter_mut() {
+                s.spawn(move |t| f(t, v));
+            }
+            Ok(())
+        },
+        Join::Always,
+    )?;
     ctx.rejoin(rejoin, views)
 }
 
