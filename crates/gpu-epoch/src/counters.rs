@@ -29,8 +29,9 @@ impl Reason {
     ];
 }
 
-/// Per-stream counters, written by the stream's user (relaxed increments on a
-/// cache line of their own) and summed when read.
+/// Per-stream counters, written by the stream's user (relaxed loads and
+/// stores on a cache line of their own) and summed when read. Exact for a
+/// stream one task uses at a time; tasks sharing a stream may lose counts.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     avoided: [AtomicU64; 5],
@@ -46,17 +47,17 @@ impl Counters {
 
     #[inline]
     pub(crate) fn avoided_n(&self, r: Reason, n: u64) {
-        self.avoided[r as usize].fetch_add(n, Relaxed);
+        add(&self.avoided[r as usize], n);
     }
 
     #[inline]
     pub(crate) fn device_waits(&self, n: u64) {
-        self.device_waits.fetch_add(n, Relaxed);
+        add(&self.device_waits, n);
     }
 
     #[inline]
     pub(crate) fn host_syncs(&self, n: u64) {
-        self.host_syncs.fetch_add(n, Relaxed);
+        add(&self.host_syncs, n);
     }
 
     pub(crate) fn add_to(&self, snap: &mut CounterSnapshot) {
@@ -70,9 +71,15 @@ impl Counters {
 
 #[inline]
 fn bump(c: &AtomicU64) {
-    // One writer in the common case (the stream's user); `fetch_add` keeps the
-    // count exact when tasks share a stream, at no cost when uncontended.
-    c.fetch_add(1, Relaxed);
+    add(c, 1);
+}
+
+/// Adds to a counter with a load and a store, no read-modify-write: a
+/// stream's counters are written by its one user; tasks that share a stream
+/// may lose an increment to each other (the counters are diagnostics there).
+#[inline]
+fn add(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
 /// A copy of the ledger's decision counters at one moment.

@@ -177,6 +177,9 @@ pub(crate) struct Touch<'a> {
     pub(crate) mem: MemAccess,
 }
 
+/// The most buffers one operation may touch.
+const MAX_TOUCHES: usize = 16;
+
 /// A buffer's stamps as the operation holds them: exclusively for a write,
 /// shared (locked briefly) for a read.
 pub(crate) enum Stamps<'a> {
@@ -271,19 +274,19 @@ impl TaskContext {
     ) -> Result<R> {
         self.bind();
         let l = &self.rt.inner.ledger;
-        let mut mem = [MemAccess {
-            ptr: 0,
-            bytes: 0,
-            access: Access::Read,
-        }; 16];
-        if touches.len() > mem.len() {
+        if touches.len() > MAX_TOUCHES {
             return Err(Error::BadKernelArgs {
                 kernel: "operation",
-                problem: format!("touches {} buffers; at most 16", touches.len()),
+                problem: format!("touches {} buffers; at most {MAX_TOUCHES}", touches.len()),
             });
         }
-        for (i, t) in touches.iter_mut().enumerate() {
-            mem[i] = t.mem;
+        // The epoch the stamps below carry at least: if no close of this
+        // stream comes (another task's hand-off may record on it) before the
+        // submission is in, stamping again after it would change nothing.
+        let epoch = l.epoch(self.stream);
+        let mut mem = smallvec::SmallVec::<[MemAccess; 6]>::new();
+        for t in touches.iter_mut() {
+            mem.push(t.mem);
             match &mut t.stamps {
                 Stamps::Write(s) => {
                     let u = s.get_mut();
@@ -291,29 +294,37 @@ impl TaskContext {
                     l.stamp_write(u, self.stream);
                 }
                 Stamps::Read(s) => {
-                    let snapshot = {
-                        let u = s.lock();
-                        // Decide under the lock, act without it (R14).
-                        self.rt.decide(&u, self.stream, Access::Read, true)
+                    let d = {
+                        let mut u = s.lock();
+                        // Decide under the lock; a wait happens without it
+                        // (R14), the common no-wait stamps at once.
+                        let d = self.rt.decide(&u, self.stream, Access::Read, true);
+                        if let Decision::NoWait(_) = d {
+                            l.stamp_read(&mut u, self.stream);
+                            continue;
+                        }
+                        d
                     };
-                    wait_streams(&self.rt, &self.task, self.stream, self.raw, snapshot)?;
+                    wait_streams(&self.rt, &self.task, self.stream, self.raw, d)?;
                     l.stamp_read(&mut s.lock(), self.stream);
                 }
             }
         }
         let span = self.rt.trace_open(self.raw);
-        let r = submit(&mem[..touches.len()])?;
+        let r = submit(&mem)?;
         self.rt.trace_close(span, self.stream, self.raw, name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
-            log.extend_from_slice(&mem[..touches.len()]);
+            log.extend_from_slice(&mem);
         }
-        for t in touches.iter_mut() {
-            match &mut t.stamps {
-                Stamps::Write(s) => {
-                    l.stamp_write(s.get_mut(), self.stream);
-                }
-                Stamps::Read(s) => {
-                    l.stamp_read(&mut s.lock(), self.stream);
+        if l.epoch(self.stream) != epoch {
+            for t in touches.iter_mut() {
+                match &mut t.stamps {
+                    Stamps::Write(s) => {
+                        l.stamp_write(s.get_mut(), self.stream);
+                    }
+                    Stamps::Read(s) => {
+                        l.stamp_read(&mut s.lock(), self.stream);
+                    }
                 }
             }
         }

@@ -6,9 +6,11 @@ use crate::error::{Error, Result};
 use crate::module::Module;
 use crate::pool::{EventPool, PooledEvent, StreamPool};
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
-use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+
+/// How many kernel modules one runtime can load.
+const MAX_MODULES: usize = 64;
 
 /// Which backend to start.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -81,7 +83,11 @@ pub(crate) struct RuntimeInner {
     pub(crate) ledger: Ledger,
     pub(crate) streams: StreamPool,
     pub(crate) events: EventPool,
-    modules: RwLock<Vec<(usize, Arc<[RawKernel]>)>>,
+    /// Loaded modules by the address of their `Module`, filled front to
+    /// back: a launch finds its kernel with a load or two, no lock.
+    modules: Box<[OnceLock<(usize, Box<[RawKernel]>)>]>,
+    /// Serializes loading, so a module is loaded once.
+    loading: parking_lot::Mutex<()>,
     pub(crate) sync_mode: SyncMode,
     pub(crate) allocations: AtomicUsize,
     pub(crate) device_bytes: AtomicUsize,
@@ -169,7 +175,8 @@ impl Runtime {
                 ledger,
                 streams,
                 events,
-                modules: RwLock::new(Vec::new()),
+                modules: (0..MAX_MODULES).map(|_| OnceLock::new()).collect(),
+                loading: parking_lot::Mutex::new(()),
                 sync_mode: opts.sync_mode,
                 allocations: AtomicUsize::new(0),
                 device_bytes: AtomicUsize::new(0),
@@ -307,17 +314,39 @@ impl Runtime {
     #[inline]
     pub(crate) fn kernel(&self, m: &'static Module, index: usize) -> Result<RawKernel> {
         let key = m as *const Module as usize;
-        if let Some((_, k)) = self.inner.modules.read().iter().find(|(k, _)| *k == key) {
+        if let Some(k) = self.loaded(key) {
             return Ok(k[index]);
         }
-        let mut w = self.inner.modules.write();
-        if let Some((_, k)) = w.iter().find(|(k, _)| *k == key) {
+        let _g = self.inner.loading.lock();
+        if let Some(k) = self.loaded(key) {
             return Ok(k[index]);
         }
-        let k: Arc<[RawKernel]> = self.inner.driver.load_module(m)?.into();
+        let slot = self
+            .inner
+            .modules
+            .iter()
+            .find(|s| s.get().is_none())
+            .ok_or(Error::Unsupported(
+                "more than 64 kernel modules in one runtime",
+            ))?;
+        let k: Box<[RawKernel]> = self.inner.driver.load_module(m)?.into();
         let r = k[index];
-        w.push((key, k));
+        // Only loaders set slots, one at a time (the lock): this one is free.
+        let _ = slot.set((key, k));
         Ok(r)
+    }
+
+    /// The kernels of the module at `key`, if loaded.
+    #[inline]
+    fn loaded(&self, key: usize) -> Option<&[RawKernel]> {
+        for slot in self.inner.modules.iter() {
+            match slot.get() {
+                Some((k, ks)) if *k == key => return Some(ks),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+        None
     }
 
     pub(crate) fn take_event(&self) -> Result<Box<PooledEvent>> {
