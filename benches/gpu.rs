@@ -43,6 +43,13 @@ mod raw {
         r == sys::CUresult::CUDA_SUCCESS
     }
 
+    /// cuEventQuery; true when the event's record is done.
+    pub(crate) fn event_query(e: u64) -> bool {
+        // SAFETY: as above.
+        let r = unsafe { sys::cuEventQuery(e as sys::CUevent) };
+        r == sys::CUresult::CUDA_SUCCESS
+    }
+
     /// cuLaunchKernel with pointer and u64 arguments.
     pub(crate) fn launch(f: u64, s: u64, grid: u32, block: u32, args: &mut [u64]) {
         // On the stack, as a hand-written launch would: no allocation in
@@ -512,6 +519,14 @@ fn b8_spawn(c: &mut Criterion) {
         t.synchronize().unwrap();
         g.bench_function("part-raw-stream-query", |b| {
             b.iter(|| assert!(raw::stream_query(t.cu_stream())))
+        });
+        // What it pays instead for a stream whose last task submitted work:
+        // a query of the event that task recorded as it ended.
+        let ev = rt.event().unwrap();
+        t.record(&ev).unwrap();
+        t.synchronize().unwrap();
+        g.bench_function("part-raw-event-query", |b| {
+            b.iter(|| assert!(raw::event_query(ev.cu_event())))
         });
     }
     g.bench_function("part-fence-and-wait", |b| {

@@ -1,5 +1,10 @@
-//! The ledger's races under loom (every interleaving): run with
-//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p gpu-epoch --release --test loom`.
+//! The ledger's races under loom: run with
+//! `LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p gpu-epoch --release --test loom`
+//! (CI does: every interleaving with at most three preemptions, a few
+//! seconds). Without the bound loom explores every interleaving: since event
+//! coverage became a sequence lock (each of its loads and stores a step for
+//! loom), four of the five models finish that way in about ten minutes here,
+//! and `rerecord_while_a_task_waits` did not finish in twenty.
 //!
 //! The driver is modelled by a mutex per device object: a driver record sets
 //! the event's state, a driver wait reads it, a submission appends to the
@@ -12,9 +17,9 @@ use gpu_epoch::{
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
-/// Runs `f` under loom: every interleaving (no preemption bound unless
-/// `LOOM_MAX_PREEMPTIONS` sets one). The models are small (two or three
-/// threads, two or three streams): the whole file takes about ten seconds.
+/// Runs `f` under loom: every interleaving (with at most
+/// `LOOM_MAX_PREEMPTIONS` preemptions when set). The models are small (two
+/// or three threads, two or three streams).
 fn model<F: Fn() + Sync + Send + 'static>(f: F) {
     loom::model::Builder::new().check(f);
 }

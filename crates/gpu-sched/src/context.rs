@@ -3,6 +3,7 @@
 use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
 use crate::driver::{MemAccess, RawStream};
 use crate::error::{Error, Result};
+use crate::pool::Tail;
 use crate::runtime::Runtime;
 use gpu_epoch::{Access, Binding, Decision, StreamId, Task, Uses};
 use std::marker::PhantomData;
@@ -24,8 +25,12 @@ pub struct TaskContext {
     /// Whether the task submitted anything on its stream (or handed the
     /// stream out raw): see [`TaskContext::has_submitted`].
     pub(crate) submitted: std::cell::Cell<bool>,
-    /// The stream was idle when the task got it (recycled or new).
-    pub(crate) idle_at_start: bool,
+    /// Whether the stream may have work in flight: it was not idle when the
+    /// task got it, or the task submitted since it last synchronized it.
+    pub(crate) pending: std::cell::Cell<bool>,
+    /// The stream was handed out raw ([`TaskContext::cu_stream`]): work the
+    /// runtime does not see may be on it.
+    pub(crate) raw_used: std::cell::Cell<bool>,
     pub(crate) _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -47,7 +52,7 @@ impl Runtime {
     pub fn begin_task(&self) -> Result<TaskContext> {
         let i = &self.inner;
         let task = i.ledger.begin_task();
-        let (stream, idle) = i.streams.acquire(self.driver(), &i.ledger)?;
+        let (stream, idle) = i.streams.acquire(self.driver(), &i.ledger, &i.events)?;
         i.ledger.bind(&task, stream);
         Ok(TaskContext {
             rt: self.clone(),
@@ -56,7 +61,8 @@ impl Runtime {
             stream,
             capture_log: std::cell::RefCell::new(None),
             submitted: std::cell::Cell::new(false),
-            idle_at_start: idle,
+            pending: std::cell::Cell::new(!idle),
+            raw_used: std::cell::Cell::new(false),
             _not_sync: PhantomData,
         })
     }
@@ -229,6 +235,7 @@ impl TaskContext {
     pub fn cu_stream(&self) -> u64 {
         // Whatever is submitted on it now counts as this task's work.
         self.submitted.set(true);
+        self.raw_used.set(true);
         self.raw.0
     }
 
@@ -255,6 +262,7 @@ impl TaskContext {
     #[inline]
     pub(crate) fn bind(&self) -> Binding {
         self.submitted.set(true);
+        self.pending.set(true);
         self.rt.inner.ledger.bind(&self.task, self.stream)
     }
 
@@ -586,6 +594,7 @@ impl TaskContext {
             .driver()
             .stream_sync(self.raw, self.rt.inner.sync_mode)?;
         l.finish_stream_sync(closed);
+        self.pending.set(false);
         Ok(())
     }
 
@@ -663,7 +672,24 @@ impl Drop for TaskContext {
     fn drop(&mut self) {
         let i = &self.rt.inner;
         i.ledger.finish_task(&self.task);
-        i.streams
-            .release(self.stream, self.idle_at_start && !self.submitted.get());
+        let tail = if !self.pending.get() && !self.raw_used.get() {
+            Tail::Idle
+        } else if self.capture_log.borrow().is_some() {
+            Tail::Unknown
+        } else {
+            // A record the ledger does not see: it closes nothing and covers
+            // nothing, it only tells the pool when the stream is idle.
+            match self.rt.take_event() {
+                Ok(ev) => match self.rt.driver().record(ev.raw, self.raw) {
+                    Ok(()) => Tail::Event(ev),
+                    Err(_) => {
+                        self.rt.give_event(ev);
+                        Tail::Unknown
+                    }
+                },
+                Err(_) => Tail::Unknown,
+            }
+        };
+        i.streams.release(self.stream, tail);
     }
 }

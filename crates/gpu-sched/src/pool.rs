@@ -17,9 +17,11 @@ pub(crate) struct StreamPool {
     /// handed out.
     raw: Box<[AtomicU64]>,
     created: AtomicUsize,
-    /// Streams no task holds, oldest released first; `true` marks one known
-    /// idle without asking the driver (see [`StreamPool::release`]).
-    free: Mutex<VecDeque<(StreamId, bool)>>,
+    /// Streams no task holds, oldest released first, each with what tells
+    /// whether it is idle (see [`Tail`]).
+    free: Mutex<VecDeque<(StreamId, Tail)>>,
+    /// How many entries of `free` hold a tail event.
+    tails: AtomicUsize,
     /// By ledger index, while the stream is being captured into a graph: an
     /// event recorded just before the capture began. Other tasks' hand-offs
     /// from the stream wait for it instead of recording on (or
@@ -34,6 +36,7 @@ impl StreamPool {
             raw: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             created: AtomicUsize::new(0),
             free: Mutex::new(VecDeque::new()),
+            tails: AtomicUsize::new(0),
             captures: (0..capacity).map(|_| Mutex::new(None)).collect(),
         }
     }
@@ -48,7 +51,7 @@ impl StreamPool {
     pub(crate) fn warm(&self, driver: &dyn Driver, ledger: &Ledger, n: usize) -> Result<()> {
         for _ in 0..n {
             let id = self.create(driver, ledger)?;
-            self.free.lock().push_back((id, false));
+            self.free.lock().push_back((id, Tail::Unknown));
         }
         Ok(())
     }
@@ -81,28 +84,42 @@ impl StreamPool {
     /// moves on, R13); else a new one while the ledger has room; else a busy
     /// pooled one whose task finished (taken over without recycling, R3).
     /// Returns the stream and whether it was idle (recycled or new).
-    pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<(StreamId, bool)> {
-        // Oldest released first: the likeliest to be idle. One known idle
-        // (released at the front) needs no driver query.
+    pub(crate) fn acquire(
+        &self,
+        driver: &dyn Driver,
+        ledger: &Ledger,
+        events: &EventPool,
+    ) -> Result<(StreamId, bool)> {
+        // Oldest released first: the likeliest to be idle.
         let n = self.free.lock().len();
         for _ in 0..n {
-            let Some((id, known_idle)) = self.free.lock().pop_front() else {
+            let Some((id, tail)) = self.free.lock().pop_front() else {
                 break;
             };
-            let idle = known_idle || {
-                match driver.stream_query(self.raw(id)) {
-                    Ok(idle) => idle,
-                    Err(e) => {
-                        self.free.lock().push_back((id, false));
-                        return Err(e);
+            let (idle, tail) = match tail {
+                // No driver call: a broken context must still say so.
+                Tail::Idle => (driver.check_sticky().map(|()| true), Tail::Idle),
+                Tail::Event(ev) => match driver.event_query(ev.raw) {
+                    Ok(true) => {
+                        self.tails.fetch_sub(1, Release);
+                        events.give(ev);
+                        (Ok(true), Tail::Idle)
                     }
-                }
+                    r => (r, Tail::Event(ev)),
+                },
+                Tail::Unknown => (driver.stream_query(self.raw(id)), Tail::Unknown),
             };
-            if idle {
-                ledger.recycle(id);
-                return Ok((id, true));
+            match idle {
+                Ok(true) => {
+                    ledger.recycle(id);
+                    return Ok((id, true));
+                }
+                Ok(false) => self.free.lock().push_back((id, tail)),
+                Err(e) => {
+                    self.free.lock().push_back((id, tail));
+                    return Err(e);
+                }
             }
-            self.free.lock().push_back((id, false));
         }
         if ledger.stream_count() < ledger.capacity() {
             if let Ok(id) = self.create(driver, ledger) {
@@ -110,7 +127,13 @@ impl StreamPool {
             }
         }
         match self.free.lock().pop_front() {
-            Some((id, _)) => Ok((id, false)),
+            Some((id, tail)) => {
+                if let Tail::Event(ev) = tail {
+                    self.tails.fetch_sub(1, Release);
+                    events.give(ev);
+                }
+                Ok((id, false))
+            }
             None => Err(gpu_epoch::LedgerError::TooManyStreams {
                 capacity: ledger.capacity(),
             }
@@ -118,17 +141,36 @@ impl StreamPool {
         }
     }
 
-    /// Gives a stream back; its task finished. `known_idle`: the stream was
-    /// idle when the task got it and the task submitted nothing on it (and
-    /// no other task can have: none was bound to it), so it is idle now and
-    /// the next task takes it first, without a driver query.
-    pub(crate) fn release(&self, id: StreamId, known_idle: bool) {
+    /// Gives a stream back; its task finished. A stream known idle goes to
+    /// the front, to be taken first, with no driver call.
+    pub(crate) fn release(&self, id: StreamId, tail: Tail) {
         let mut free = self.free.lock();
-        if known_idle {
-            free.push_front((id, true));
-        } else {
-            free.push_back((id, false));
+        match tail {
+            Tail::Idle => free.push_front((id, tail)),
+            Tail::Event(_) => {
+                self.tails.fetch_add(1, Release);
+                free.push_back((id, tail));
+            }
+            Tail::Unknown => free.push_back((id, tail)),
         }
+    }
+
+    /// How many events the free streams hold as tails.
+    pub(crate) fn tail_events(&self) -> usize {
+        self.tails.load(Acquire)
+    }
+
+    /// The tail events, for teardown.
+    pub(crate) fn drain_tails(&self) -> Vec<Box<PooledEvent>> {
+        let mut free = self.free.lock();
+        let mut out = Vec::new();
+        for (_, tail) in free.iter_mut() {
+            if let Tail::Event(ev) = std::mem::replace(tail, Tail::Unknown) {
+                out.push(ev);
+            }
+        }
+        self.tails.store(0, Release);
+        out
     }
 
     /// Every driver handle (for teardown).
@@ -138,6 +180,21 @@ impl StreamPool {
             .map(|r| RawStream(r.load(Acquire)))
             .collect()
     }
+}
+
+/// What tells whether a free stream is idle.
+#[derive(Debug)]
+pub(crate) enum Tail {
+    /// Known idle: it was idle when its last task got it, and that task
+    /// submitted nothing (no other task submits to a stream it does not
+    /// hold), so no driver call is needed.
+    Idle,
+    /// An event its last task recorded as it ended: everything that task
+    /// submitted (all the stream's stamped work) is done once the event is.
+    /// Querying an event is cheaper than querying a stream.
+    Event(Box<PooledEvent>),
+    /// Ask the driver about the stream.
+    Unknown,
 }
 
 /// A pooled driver event with its ledger coverage.

@@ -565,6 +565,13 @@ impl Driver for CudaDriver {
         self.check(r, "cuStreamDestroy")
     }
 
+    fn check_sticky(&self) -> Result<()> {
+        match self.sticky.get() {
+            Some((code, name)) => Err(sticky_error(*code, name)),
+            None => Ok(()),
+        }
+    }
+
     fn stream_query(&self, s: RawStream) -> Result<bool> {
         self.enter()?;
         // SAFETY: the context is current; `s` is a stream of this driver.

@@ -245,7 +245,7 @@ impl HostDriver {
         }
     }
 
-    fn check_sticky(&self) -> Result<()> {
+    fn sticky(&self) -> Result<()> {
         if self.shared.broken.load(Ordering::Relaxed) {
             let name = self.shared.sticky.lock().clone().unwrap_or_default();
             return Err(Error::StickyDeviceError { code: 719, name });
@@ -505,6 +505,10 @@ impl Driver for HostDriver {
         Ok(())
     }
 
+    fn check_sticky(&self) -> Result<()> {
+        HostDriver::sticky(self)
+    }
+
     fn stream_query(&self, s: RawStream) -> Result<bool> {
         self.check_sticky()?;
         let st = self.stream(s)?;
@@ -546,6 +550,8 @@ impl Driver for HostDriver {
     }
 
     fn record(&self, e: RawEvent, s: RawStream) -> Result<()> {
+        // Before the event changes: a record that fails leaves it as it was.
+        self.check_sticky()?;
         let ev = self.event(e)?;
         let st = self.stream(s)?;
         if st.queue.lock().capture.is_some() {

@@ -142,6 +142,8 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn destroy_stream(&self, s: RawStream) -> Result<()>;
     /// True when all work on `s` finished.
     fn stream_query(&self, s: RawStream) -> Result<bool>;
+    /// The sticky error, if the context has one (no driver call).
+    fn check_sticky(&self) -> Result<()>;
     fn stream_sync(&self, s: RawStream, mode: SyncMode) -> Result<()>;
 
     /// Events are created without timing unless `timing` is set.
