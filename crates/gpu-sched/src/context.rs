@@ -52,7 +52,7 @@ impl Runtime {
     pub fn begin_task(&self) -> Result<TaskContext> {
         let i = &self.inner;
         let task = i.ledger.begin_task();
-        let (stream, idle) = i.streams.acquire(self.driver(), &i.ledger, &i.events)?;
+        let (stream, idle) = i.streams.acquire(self.driver(), &i.ledger)?;
         i.ledger.bind(&task, stream);
         Ok(TaskContext {
             rt: self.clone(),
@@ -674,21 +674,8 @@ impl Drop for TaskContext {
         i.ledger.finish_task(&self.task);
         let tail = if !self.pending.get() && !self.raw_used.get() {
             Tail::Idle
-        } else if self.capture_log.borrow().is_some() {
-            Tail::Unknown
         } else {
-            // A record the ledger does not see: it closes nothing and covers
-            // nothing, it only tells the pool when the stream is idle.
-            match self.rt.take_event() {
-                Ok(ev) => match self.rt.driver().record(ev.raw, self.raw) {
-                    Ok(()) => Tail::Event(ev),
-                    Err(_) => {
-                        self.rt.give_event(ev);
-                        Tail::Unknown
-                    }
-                },
-                Err(_) => Tail::Unknown,
-            }
+            Tail::Unknown
         };
         i.streams.release(self.stream, tail);
     }

@@ -166,7 +166,7 @@ impl Runtime {
         streams.warm(&*driver, &ledger, opts.warm_streams.max(1))?;
         events.warm(&*driver, opts.warm_events)?;
         let reclaimer = ledger.begin_task();
-        let (reclaim_stream, _) = streams.acquire(&*driver, &ledger, &events)?;
+        let (reclaim_stream, _) = streams.acquire(&*driver, &ledger)?;
         ledger.bind(&reclaimer, reclaim_stream);
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {
@@ -246,7 +246,7 @@ impl Runtime {
             streams: i.streams.created(),
             streams_in_use: i.streams.created() - i.streams.idle_count(),
             events: i.events.created(),
-            events_in_use: i.events.created() - i.events.idle_count() - i.streams.tail_events(),
+            events_in_use: i.events.created() - i.events.idle_count(),
             allocations: i.allocations.load(Ordering::Relaxed),
             device_bytes: i.device_bytes.load(Ordering::Relaxed),
             pinned_bytes: i.pinned_bytes.load(Ordering::Relaxed),
@@ -373,12 +373,7 @@ impl Drop for RuntimeInner {
         for s in self.streams.all_raw() {
             let _ = self.driver.stream_sync(s, SyncMode::Blocking);
         }
-        for e in self
-            .events
-            .drain()
-            .into_iter()
-            .chain(self.streams.drain_tails())
-        {
+        for e in self.events.drain() {
             let _ = self.driver.destroy_event(e.raw);
         }
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
