@@ -12,6 +12,9 @@ use std::sync::{Arc, OnceLock};
 /// How many kernel modules one runtime can load.
 const MAX_MODULES: usize = 64;
 
+/// A loaded module: the address of its `Module`, and its kernels.
+type LoadedModule = (usize, Box<[RawKernel]>);
+
 /// Which backend to start.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum BackendChoice {
@@ -85,7 +88,7 @@ pub(crate) struct RuntimeInner {
     pub(crate) events: EventPool,
     /// Loaded modules by the address of their `Module`, filled front to
     /// back: a launch finds its kernel with a load or two, no lock.
-    modules: Box<[OnceLock<(usize, Box<[RawKernel]>)>]>,
+    modules: Box<[OnceLock<LoadedModule>]>,
     /// Serializes loading, so a module is loaded once.
     loading: parking_lot::Mutex<()>,
     pub(crate) sync_mode: SyncMode,
