@@ -674,8 +674,11 @@ impl Drop for TaskContext {
         i.ledger.finish_task(&self.task);
         let tail = if !self.pending.get() && !self.raw_used.get() {
             Tail::Idle
-        } else {
+        } else if self.capture_log.borrow().is_some() {
+            // A write now would go into the graph.
             Tail::Unknown
+        } else {
+            i.streams.end_of_work(self.rt.driver(), self.stream)
         };
         i.streams.release(self.stream, tail);
     }

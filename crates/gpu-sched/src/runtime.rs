@@ -165,6 +165,7 @@ impl Runtime {
         };
         let ledger = Ledger::new(opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS));
         let streams = StreamPool::new(ledger.capacity());
+        streams.init_flags(&*driver);
         let events = EventPool::new();
         streams.warm(&*driver, &ledger, opts.warm_streams.max(1))?;
         events.warm(&*driver, opts.warm_events)?;
@@ -381,6 +382,9 @@ impl Drop for RuntimeInner {
         }
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
             let _ = self.driver.free_host(p as *mut u8, bytes);
+        }
+        if let Some((p, bytes)) = self.streams.flag_memory() {
+            let _ = self.driver.free_host(p, bytes);
         }
         for s in self.streams.all_raw() {
             let _ = self.driver.destroy_stream(s);

@@ -84,11 +84,10 @@ fn has_submitted_tracks_every_kind_of_submission() {
     fresh(&|t| t.record(&ev).unwrap());
 }
 
-/// A task that leaves its stream idle (it submitted nothing, or
-/// synchronized after its last submission) gives it back at the front of
-/// the pool, known idle: the next task gets it again, with no driver query.
-/// One that may have left work in flight goes to the back: the next task
-/// gets another stream.
+/// The pool hands out the most recently released stream it knows idle
+/// without a driver call: one its task left idle (it submitted nothing, or
+/// synchronized after its last submission), or one whose end-of-work flag
+/// the device has set. A stream still busy is passed over.
 #[test]
 fn an_idle_stream_is_reused_first() {
     let rt = Runtime::host().unwrap();
@@ -102,12 +101,17 @@ fn an_idle_stream_is_reused_first() {
     drop(t);
     let t = rt.begin_task().unwrap();
     assert_eq!(t.stream_id(), first, "synchronized: taken again first");
-    drop(t.fence().unwrap());
+    let g = rt.gate().unwrap();
+    t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20))
+        .unwrap();
     drop(t);
+    let other = rt.begin_task().unwrap();
+    assert_ne!(other.stream_id(), first, "busy: passed over");
+    g.open();
+    rt.synchronize().unwrap();
     let t = rt.begin_task().unwrap();
-    assert_ne!(
-        t.stream_id(),
-        first,
-        "work in flight: to the back of the pool"
-    );
+    assert_eq!(t.stream_id(), first, "its flag is set: taken again first");
+    assert!(!g.timed_out());
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    drop(other);
 }

@@ -68,6 +68,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuStreamQuery",
     "cuStreamSynchronize",
     "cuStreamWaitEvent",
+    "cuStreamWriteValue32_v2",
     "cuEventCreate",
     "cuEventDestroy_v2",
     "cuEventRecord",
@@ -570,6 +571,23 @@ impl Driver for CudaDriver {
             Some((code, name)) => Err(sticky_error(*code, name)),
             None => Ok(()),
         }
+    }
+
+    fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
+        self.enter()?;
+        // SAFETY: the context is current; `s` belongs to this driver and
+        // `dptr` is the device address of live mapped pinned memory with 4
+        // bytes to write (the caller's contract); default flags: the write
+        // follows all prior work of the stream, with a memory barrier.
+        let r = unsafe {
+            sys::cuStreamWriteValue32_v2(
+                cu_stream(s),
+                dptr as sys::CUdeviceptr,
+                value,
+                sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
+            )
+        };
+        self.check(r, "cuStreamWriteValue32")
     }
 
     fn stream_query(&self, s: RawStream) -> Result<bool> {

@@ -92,6 +92,11 @@ enum OpKind {
         ptr: u64,
         bytes: usize,
     },
+    /// Stores `value` at `addr` (4-aligned host memory).
+    WriteValue {
+        addr: u64,
+        value: u32,
+    },
 }
 
 #[derive(Clone)]
@@ -207,6 +212,9 @@ struct Shared {
     broken: AtomicBool,
     allocated: AtomicUsize,
     memory_limit: usize,
+    /// By address: the clock of the stream when its last `write_value` there
+    /// ran.
+    written: Mutex<HashMap<u64, Clock>>,
 }
 
 /// The host backend.
@@ -240,6 +248,7 @@ impl HostDriver {
                 broken: AtomicBool::new(false),
                 allocated: AtomicUsize::new(0),
                 memory_limit,
+                written: Mutex::new(HashMap::new()),
             }),
             threads: Mutex::new(Vec::new()),
         }
@@ -429,6 +438,15 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) -> Option<(Arc<RecordState>
             };
             shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
         }
+        OpKind::WriteValue { addr, value } => {
+            // The clock first: a host that sees the value observes it.
+            shared.written.lock().insert(addr, clock.clone());
+            // SAFETY: `addr` is 4-aligned memory from `alloc_host` that the
+            // runtime keeps until its streams are drained (the caller's
+            // contract of `write_value`); the host reads it atomically.
+            unsafe { std::sync::atomic::AtomicU32::from_ptr(addr as *mut u32) }
+                .store(value, Ordering::Release);
+        }
     }
     None
 }
@@ -440,6 +458,7 @@ fn op_name(k: &OpKind) -> &'static str {
         OpKind::Wait(_) => "wait",
         OpKind::Gate { .. } => "gate",
         OpKind::Free { .. } => "free",
+        OpKind::WriteValue { .. } => "write value",
     }
 }
 
@@ -507,6 +526,26 @@ impl Driver for HostDriver {
 
     fn check_sticky(&self) -> Result<()> {
         HostDriver::sticky(self)
+    }
+
+    fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
+        self.submit(s, OpKind::WriteValue { addr: dptr, value }, Vec::new())
+    }
+
+    unsafe fn value_written(&self, host: *const u32, value: u32) -> bool {
+        // SAFETY: as the trait's contract says.
+        let v = unsafe { std::sync::atomic::AtomicU32::from_ptr(host as *mut u32) }
+            .load(Ordering::Acquire);
+        if v != value {
+            return false;
+        }
+        // What preceded the write is complete: the host observes it, as a
+        // query that finds the stream idle does.
+        let c = self.shared.written.lock().get(&(host as u64)).cloned();
+        if let Some(c) = c {
+            self.observe(&c);
+        }
+        true
     }
 
     fn stream_query(&self, s: RawStream) -> Result<bool> {

@@ -144,6 +144,23 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn stream_query(&self, s: RawStream) -> Result<bool>;
     /// The sticky error, if the context has one (no driver call).
     fn check_sticky(&self) -> Result<()>;
+    /// Writes `value` to the 4 bytes at `dptr` (mapped pinned memory, see
+    /// [`Driver::alloc_host`]) once everything queued on `s` before is done.
+    fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()>;
+    /// Whether the 4 bytes at `host`, the host side of a
+    /// [`Driver::write_value`] target, hold `value`: then what was queued
+    /// before that write is done. A plain load: no driver call.
+    ///
+    /// # Safety
+    ///
+    /// `host` is 4-aligned, mapped pinned memory of this driver, alive.
+    unsafe fn value_written(&self, host: *const u32, value: u32) -> bool {
+        // SAFETY: the caller guarantees `host` is aligned and alive; the
+        // device writes it, so it is read atomically.
+        unsafe { std::sync::atomic::AtomicU32::from_ptr(host as *mut u32) }
+            .load(std::sync::atomic::Ordering::Acquire)
+            == value
+    }
     fn stream_sync(&self, s: RawStream, mode: SyncMode) -> Result<()>;
 
     /// Events are created without timing unless `timing` is set.
