@@ -425,7 +425,7 @@ fn b7_pipeline(c: &mut Criterion) {
     )
     .unwrap();
     assert_eq!(pinned_out.as_slice().unwrap()[999], 1998.0);
-    for (lanes, chunk) in [(4usize, 1usize << 22), (4, 1 << 21), (8, 1 << 21)] {
+    for (lanes, chunk) in [(4usize, 1usize << 22), (4, 1 << 21), (8, 1 << 21), (4, 1 << 23)] {
         g.bench_function(format!("par-map-pinned-{lanes}x{}M", chunk >> 20), |b| {
             let opts = gpu::PipelineOptions { chunk, lanes };
             b.iter(|| {

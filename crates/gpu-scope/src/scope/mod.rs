@@ -38,6 +38,10 @@ struct ScopeState {
     outstanding: AtomicUsize,
     finished: Mutex<()>,
     wake: Condvar,
+    /// The scope's thread sleeps on `wake` (set and cleared under
+    /// `finished`): only then does a finishing job notify, which costs a
+    /// system call.
+    sleeping: std::sync::atomic::AtomicBool,
 }
 
 impl ScopeState {
@@ -47,7 +51,9 @@ impl ScopeState {
     /// let go of the lock: nothing of the state is used after it is gone.
     fn job_finished(&self) {
         let _g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
-        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1 {
+        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.sleeping.load(Ordering::Relaxed)
+        {
             self.wake.notify_all();
         }
     }
@@ -78,10 +84,13 @@ impl ScopeState {
                 return;
             }
             // A running job may spawn more into this scope: look again soon.
-            let _ = self
+            self.sleeping.store(true, Ordering::Relaxed);
+            let (g, _) = self
                 .wake
                 .wait_timeout(g, Duration::from_micros(200))
                 .unwrap_or_else(|p| p.into_inner());
+            self.sleeping.store(false, Ordering::Relaxed);
+            drop(g);
         }
     }
 
