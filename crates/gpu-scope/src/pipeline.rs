@@ -8,11 +8,7 @@ use gpu_sched::{Buffer, DeviceRepr, Error, Result, Runtime, Staging, TaskContext
 /// How [`par_map`] splits its work.
 #[derive(Clone, Copy, Debug)]
 pub struct PipelineOptions {
-    /// Elements per chunk. When the input holds at least four chunks, the
-    /// first three and the last three are shorter (an eighth, a quarter, a
-    /// half of a chunk, then the other way round): the first copy in and
-    /// the last copy out have nothing to overlap with, so they are kept
-    /// short.
+    /// Elements per chunk.
     pub chunk: usize,
     /// Chunks in flight at once: each is a task with its own stream and its
     /// own staging and device buffers.
@@ -26,38 +22,6 @@ impl Default for PipelineOptions {
             lanes: 4,
         }
     }
-}
-
-/// The pieces `[start, start + len)` of `0..n` a pipeline works on: chunks
-/// of `chunk` elements, with a ramp of shorter ones at each end when `n`
-/// holds at least four chunks (see [`PipelineOptions::chunk`]).
-pub(crate) fn plan(n: usize, chunk: usize) -> Vec<(usize, usize)> {
-    let ramp: Vec<usize> = if n >= 4 * chunk {
-        [chunk / 8, chunk / 4, chunk / 2]
-            .into_iter()
-            .filter(|&c| c > 0)
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let ramped: usize = ramp.iter().sum();
-    let mut sizes = ramp.clone();
-    let mut middle = n - 2 * ramped;
-    while middle > 0 {
-        let c = middle.min(chunk);
-        sizes.push(c);
-        middle -= c;
-    }
-    sizes.extend(ramp.iter().rev());
-    let mut start = 0;
-    sizes
-        .into_iter()
-        .map(|len| {
-            let piece = (start, len);
-            start += len;
-            piece
-        })
-        .collect()
 }
 
 /// Maps `input` to `output` through the device: each chunk is copied in,
@@ -119,20 +83,21 @@ where
     if opts.chunk == 0 {
         return Err(Error::ZeroChunk);
     }
-    let pieces = plan(input.len(), opts.chunk);
-    let lanes = opts.lanes.clamp(1, pieces.len().max(1));
+    let chunks = input.len().div_ceil(opts.chunk);
+    let lanes = opts.lanes.clamp(1, chunks.max(1));
     let mut work: Vec<Vec<(&[T], &mut [U])>> = (0..lanes).map(|_| Vec::new()).collect();
-    let mut rest = &mut *output;
-    for (i, &(start, len)) in pieces.iter().enumerate() {
-        let (dst, tail) = rest.split_at_mut(len);
-        rest = tail;
-        work[i % lanes].push((&input[start..start + len], dst));
+    for (i, pair) in input
+        .chunks(opts.chunk)
+        .zip(output.chunks_mut(opts.chunk))
+        .enumerate()
+    {
+        work[i % lanes].push(pair);
     }
     let f = &f;
     scope_on(rt, |s| {
         for lane in work {
             s.spawn(move |t| {
-                let n = lane.iter().map(|(x, _)| x.len()).max().unwrap_or(0);
+                let n = opts.chunk.min(lane.first().map_or(0, |(x, _)| x.len()));
                 let mut stage_in = Staging::<T>::new(t.runtime(), n)?;
                 let mut stage_out = Staging::<U>::new(t.runtime(), n)?;
                 let mut d_in = t.alloc::<T>(n)?;
@@ -143,7 +108,7 @@ where
                         f(t, &d_in, &mut d_out)?;
                         stage_out.download(t, &d_out, dst)?;
                     } else {
-                        // A shorter chunk gets buffers of its own size.
+                        // The short last chunk gets buffers of its own size.
                         let mut x = t.alloc::<T>(src.len())?;
                         let mut y = t.alloc::<U>(src.len())?;
                         stage_in.upload(t, src, &mut x)?;
@@ -209,17 +174,18 @@ where
     // so the host cannot touch them while a copy is in flight.
     let src = input.settled_ptr()? as usize;
     let dst = output.settled_ptr()? as usize;
-    let pieces = plan(n, opts.chunk);
-    let lanes = opts.lanes.clamp(1, pieces.len().max(1));
-    let (pieces, f) = (&pieces, &f);
+    let chunks = n.div_ceil(opts.chunk);
+    let lanes = opts.lanes.clamp(1, chunks.max(1));
+    let (chunk, f) = (opts.chunk, &f);
     scope_on(Runtime::global()?, |s| {
         for lane in 0..lanes {
             s.spawn(move |t| {
-                let mine = pieces.iter().skip(lane).step_by(lanes);
-                let full = mine.clone().map(|&(_, len)| len).max().unwrap_or(0);
+                let full = chunk.min(n);
                 let mut d_in = t.alloc::<T>(full)?;
                 let mut d_out = t.alloc::<U>(full)?;
-                for &(start, len) in mine {
+                for c in (lane..chunks).step_by(lanes) {
+                    let start = c * chunk;
+                    let len = chunk.min(n - start);
                     let (mut x, mut y);
                     let (xi, yo) = if len == full {
                         (&mut d_in, &mut d_out)
@@ -242,34 +208,4 @@ where
         }
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod test {
-    use super::plan;
-
-    #[test]
-    fn plan_covers_the_input_in_order_with_a_ramp_at_each_end() {
-        for n in [0usize, 1, 7, 64, 100, 255, 256, 257, 1000, 4096, 10_000] {
-            for chunk in [1usize, 3, 8, 64, 1000] {
-                let p = plan(n, chunk);
-                let mut next = 0;
-                for &(start, len) in &p {
-                    assert_eq!(start, next, "n {n} chunk {chunk}: {p:?}");
-                    assert!(len > 0 && len <= chunk, "n {n} chunk {chunk}: {p:?}");
-                    next += len;
-                }
-                assert_eq!(next, n, "n {n} chunk {chunk}");
-                if n >= 4 * chunk && chunk >= 8 {
-                    let ramp = [chunk / 8, chunk / 4, chunk / 2];
-                    let head: Vec<usize> = p[..3].iter().map(|x| x.1).collect();
-                    let tail: Vec<usize> = p[p.len() - 3..].iter().rev().map(|x| x.1).collect();
-                    assert_eq!(head, ramp, "n {n} chunk {chunk}");
-                    assert_eq!(tail, ramp, "n {n} chunk {chunk}");
-                } else if n < 4 * chunk {
-                    assert!(p.iter().rev().skip(1).all(|x| x.1 == chunk), "{p:?}");
-                }
-            }
-        }
-    }
 }
