@@ -425,7 +425,12 @@ fn b7_pipeline(c: &mut Criterion) {
     )
     .unwrap();
     assert_eq!(pinned_out.as_slice().unwrap()[999], 1998.0);
-    for (lanes, chunk) in [(4usize, 1usize << 22), (4, 1 << 21), (8, 1 << 21), (4, 1 << 23)] {
+    for (lanes, chunk) in [
+        (4usize, 1usize << 22),
+        (4, 1 << 21),
+        (8, 1 << 21),
+        (4, 1 << 23),
+    ] {
         g.bench_function(format!("par-map-pinned-{lanes}x{}M", chunk >> 20), |b| {
             let opts = gpu::PipelineOptions { chunk, lanes };
             b.iter(|| {
@@ -498,6 +503,27 @@ fn b8_spawn(c: &mut Criterion) {
         });
     }
     rt.set_facts(true);
+    // The same from a worker thread of the pool: the spawn goes to the
+    // worker's own queue, no wake-up from outside.
+    g.bench_function("spawn-join-in-pool", |b| {
+        b.iter_custom(|iters| {
+            let a = &mut a;
+            gpu::install(move || {
+                let start = Instant::now();
+                for i in 0..iters {
+                    gpu::scope(|s| {
+                        s.spawn(|t| k::fill(t, a, 1.0));
+                        Ok(())
+                    })
+                    .unwrap();
+                    if i % 1024 == 1023 {
+                        rt.synchronize().unwrap();
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
     // Where spawn + join's time goes: the pieces, each measured alone.
     g.bench_function("part-empty-scope", |b| {
         b.iter(|| gpu::scope(|_s| Ok(())).unwrap())

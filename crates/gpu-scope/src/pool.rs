@@ -83,3 +83,20 @@ pub(crate) fn global() -> &'static rayon_core::ThreadPool {
 pub fn current_num_threads() -> usize {
     global().current_num_threads()
 }
+
+/// Runs `op` on a worker thread of the global pool and returns its result
+/// (rayon's `ThreadPool::install`). A scope opened there spawns onto that
+/// worker's own queue rather than waking the pool from outside, and the
+/// worker runs what nobody took at the scope's end: worth it for a loop of
+/// many small scopes.
+///
+/// # Panics
+///
+/// Re-raises a panic of `op`.
+pub fn install<OP, R>(op: OP) -> R
+where
+    OP: FnOnce() -> R + Send,
+    R: Send,
+{
+    global().install(op)
+}

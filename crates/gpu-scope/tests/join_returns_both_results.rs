@@ -61,3 +61,25 @@ fn scope_join_orders_the_task_after_both_sides() {
     .unwrap();
     assert!(rt.races().is_empty(), "{:?}", rt.races());
 }
+
+/// `install` runs its closure on a pool worker; scopes opened there work
+/// as anywhere else.
+#[test]
+fn install_runs_scopes_on_a_worker() {
+    let caller = std::thread::current().id();
+    let (on, got) = gpu::install(|| -> gpu::Result<_> {
+        let on = std::thread::current().id();
+        let mut x = vec![0.0f32; 4];
+        let mut buf = gpu::runtime()?.begin_task()?.zeros::<f32>(N)?;
+        gpu::scope(|s| {
+            let b = &mut buf;
+            s.spawn(move |t| fill(t, b, 4.0));
+            Ok(())
+        })?;
+        x.copy_from_slice(&buf.to_vec()?[..4]);
+        Ok((on, x))
+    })
+    .unwrap();
+    assert_ne!(on, caller, "ran on a worker");
+    assert_eq!(got, vec![4.0; 4]);
+}
