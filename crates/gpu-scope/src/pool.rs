@@ -86,9 +86,9 @@ pub fn current_num_threads() -> usize {
 
 /// Runs `op` on a worker thread of the global pool and returns its result
 /// (rayon's `ThreadPool::install`). A scope opened there spawns onto that
-/// worker's own queue rather than waking the pool from outside, and the
-/// worker runs what nobody took at the scope's end: worth it for a loop of
-/// many small scopes.
+/// worker's own queue rather than injecting from outside. (On the H200 a
+/// loop of one-spawn scopes ran no faster there: benchmark
+/// `B8/spawn-join-in-pool`.)
 ///
 /// # Panics
 ///
