@@ -82,6 +82,9 @@ impl Runtime {
         if st.origin.is_none() {
             let o = self.timing_event(&mut st)?;
             self.driver().record(o, origin_stream)?;
+            // Until it has happened, work on other streams could start
+            // before the origin and get a negative start.
+            self.driver().event_sync(o)?;
             st.origin = Some(o);
         }
         tr.on.store(true, Ordering::Relaxed);
