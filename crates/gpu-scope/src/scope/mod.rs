@@ -229,8 +229,11 @@ impl std::ops::Deref for Scope<'_, '_> {
 
 /// Creates a scope: `op` runs as a task on a stream of its own, may spawn
 /// tasks that borrow from the enclosing stack frame, and the scope returns
-/// once every task has returned, with the caller's later work ordered after
-/// all of their GPU work.
+/// once every task has returned. Later work on the buffers the tasks used is
+/// ordered after their GPU work (through the buffers' stamps, as anywhere).
+/// If `op` submitted work of its own, its stream waits on the device for
+/// every task before its task ends; if it did not, that would order nothing
+/// and is skipped.
 ///
 /// A spawned task is ordered after the work its spawner submitted *before*
 /// the spawn, and overlaps what the spawner submits afterwards. The order in
