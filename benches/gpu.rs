@@ -158,17 +158,16 @@ fn b3_launch(c: &mut Criterion) {
     });
     if cuda() {
         let f = rt.cu_function(scan_block).unwrap();
-        let mut args = [
-            t.raw_ptr(&mut t.from_host(&vec![1.0f32; n]).unwrap())
-                .unwrap(),
-            0,
-            0,
-            n as u64,
-        ];
+        // Kept alive for the whole benchmark: the raw launches read them.
+        let mut x2 = t.from_host(&vec![1.0f32; n]).unwrap();
         let mut y2 = t.zeros::<f32>(n).unwrap();
         let mut s2 = t.zeros::<f32>(1).unwrap();
-        args[1] = t.raw_ptr(&mut y2).unwrap();
-        args[2] = t.raw_ptr(&mut s2).unwrap();
+        let mut args = [
+            t.raw_ptr(&mut x2).unwrap(),
+            t.raw_ptr(&mut y2).unwrap(),
+            t.raw_ptr(&mut s2).unwrap(),
+            n as u64,
+        ];
         g.bench_function("raw", |b| {
             let mut i = 0;
             b.iter(|| {
