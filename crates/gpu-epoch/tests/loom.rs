@@ -1,7 +1,7 @@
 //! The ledger's races under loom: run with
-//! `LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p gpu-epoch --release --test loom`
-//! (CI does: every interleaving with at most three preemptions, a few
-//! seconds). Without the bound loom explores every interleaving: since event
+//! `LOOM_MAX_PREEMPTIONS=4 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p gpu-epoch --release --test loom`
+//! (CI does: every interleaving with at most four preemptions, about 13
+//! seconds here; with six, 81 seconds, all pass). Without the bound loom explores every interleaving: since event
 //! coverage became a sequence lock (each of its loads and stores a step for
 //! loom), four of the five models finish that way in about ten minutes here,
 //! and `rerecord_while_a_task_waits` did not finish in twenty.
