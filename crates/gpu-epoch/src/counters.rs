@@ -29,9 +29,8 @@ impl Reason {
     ];
 }
 
-/// Per-stream counters, written by the stream's user (relaxed loads and
-/// stores on a cache line of their own) and summed when read. Exact for a
-/// stream one task uses at a time; tasks sharing a stream may lose counts.
+/// Per-stream counters, written by the stream's users (relaxed increments
+/// on a cache line of their own) and summed when read.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     avoided: [AtomicU64; 5],
@@ -74,12 +73,12 @@ fn bump(c: &AtomicU64) {
     add(c, 1);
 }
 
-/// Adds to a counter with a load and a store, no read-modify-write: a
-/// stream's counters are written by its one user; tasks that share a stream
-/// may lose an increment to each other (the counters are diagnostics there).
+/// Adds to a counter. A read-modify-write: the reclaim stream's counters are
+/// written from every thread that drops a buffer, and tests compare exact
+/// counts.
 #[inline]
 fn add(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+    c.fetch_add(n, Relaxed);
 }
 
 /// A copy of the ledger's decision counters at one moment.

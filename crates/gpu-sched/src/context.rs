@@ -289,8 +289,9 @@ impl TaskContext {
             });
         }
         // The epoch the stamps below carry at least: if no close of this
-        // stream comes (another task's hand-off may record on it) before the
-        // submission is in, stamping again after it would change nothing.
+        // stream comes before the submission is in, stamping again after it
+        // would change nothing. (In the runtime only the stream's task
+        // closes it; the ledger allows a second task to share it, R3.)
         let epoch = l.epoch(self.stream);
         let mut mem = smallvec::SmallVec::<[MemAccess; 6]>::new();
         for t in touches.iter_mut() {

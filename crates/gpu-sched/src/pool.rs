@@ -58,8 +58,9 @@ impl StreamPool {
         }
     }
 
-    /// Allocates the end-of-work flags. Without them (allocation refused)
-    /// every stream whose task left work in flight is queried instead.
+    /// Allocates the end-of-work flags. Without them (not asked for, or the
+    /// allocation refused) every stream whose task left work in flight is
+    /// queried instead.
     pub(crate) fn init_flags(&self, driver: &dyn Driver) {
         let bytes = self.issued.len() * 4;
         match driver.alloc_host(bytes, true) {
@@ -188,16 +189,22 @@ impl StreamPool {
             );
         }
         for id in unknown {
-            if driver.stream_query(self.raw(id))? {
+            // Out of the list while the driver is asked, so that no other
+            // thread takes it (and gives it back busy) meanwhile.
+            {
                 let mut free = self.free.lock();
-                // Another thread may have taken it meanwhile.
-                if let Some(i) = free.iter().position(|&(f, _)| f == id) {
-                    free.remove(i);
-                    drop(free);
-                    ledger.recycle(id);
-                    return Ok((id, true));
+                match free.iter().position(|&(f, _)| f == id) {
+                    Some(i) => drop(free.remove(i)),
+                    None => continue,
                 }
             }
+            // A query that fails says nothing about this stream: pass it
+            // over (a broken context was caught above).
+            if let Ok(true) = driver.stream_query(self.raw(id)) {
+                ledger.recycle(id);
+                return Ok((id, true));
+            }
+            self.free.lock().push_back((id, Tail::Unknown));
         }
         if ledger.stream_count() < ledger.capacity() {
             if let Ok(id) = self.create(driver, ledger) {
@@ -231,8 +238,9 @@ impl StreamPool {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Tail {
     /// Known idle: it was idle when its last task got it (or that task
-    /// synchronized it) and that task submitted nothing after (no other
-    /// task submits to a stream it does not hold): no driver call needed.
+    /// synchronized it) and that task submitted nothing after: no driver
+    /// call needed. (Other tasks' hand-offs may record events on it, which
+    /// carry no stamped work.)
     Idle,
     /// Idle once its flag holds this value: the device writes it after
     /// everything the last task submitted (all the stream's stamped work).

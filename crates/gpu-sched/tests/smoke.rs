@@ -115,3 +115,33 @@ fn an_idle_stream_is_reused_first() {
     assert!(rt.races().is_empty(), "{:?}", rt.races());
     drop(other);
 }
+
+/// Without end-of-work flags the pool asks the driver: a busy stream is
+/// passed over, and once idle it is recycled again.
+#[test]
+fn without_flags_the_pool_queries_streams() {
+    let rt = Runtime::new(gpu_sched::RuntimeOptions {
+        backend: gpu_sched::BackendChoice::Host,
+        warm_streams: 1,
+        end_flags: false,
+        ..Default::default()
+    })
+    .unwrap();
+    let t = rt.begin_task().unwrap();
+    let first = t.stream_id();
+    let g = rt.gate().unwrap();
+    t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20))
+        .unwrap();
+    let generation = rt.ledger().generation(first);
+    drop(t);
+    let other = rt.begin_task().unwrap();
+    assert_ne!(other.stream_id(), first, "busy: passed over");
+    assert_eq!(rt.ledger().generation(first), generation, "not recycled");
+    g.open();
+    rt.synchronize().unwrap();
+    let t = rt.begin_task().unwrap();
+    assert_eq!(t.stream_id(), first, "idle now: the query finds it");
+    assert_ne!(rt.ledger().generation(first), generation, "recycled");
+    assert!(!g.timed_out());
+    drop(other);
+}

@@ -77,6 +77,37 @@ fn deep_narrow_dags_keep_every_value_with_no_race() {
     stress(&rt, &cfg);
 }
 
+/// Without end-of-work flags the stream pool queries the driver (from many
+/// threads at once): the same values, no race, nothing leaked.
+#[test]
+fn random_dags_without_end_flags() {
+    let rt = Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        end_flags: false,
+        ..RuntimeOptions::default()
+    })
+    .expect("the host backend starts");
+    stress(&rt, &dag::Config::new(6, 2000));
+    let live = rt.live();
+    assert_eq!(
+        (live.streams_in_use, live.events_in_use, live.allocations),
+        (1, 0, 0),
+        "{live:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs a GPU: run with --ignored on the GPU machine"]
+fn random_dags_without_end_flags_on_the_gpu() {
+    let rt = Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Cuda,
+        end_flags: false,
+        ..RuntimeOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"));
+    stress(&rt, &dag::Config::new(6, 3000));
+}
+
 /// The wait-for-everything policy (facts off) computes the same values.
 #[test]
 fn random_dags_with_the_ledgers_facts_off() {
