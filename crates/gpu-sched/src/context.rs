@@ -231,7 +231,9 @@ impl TaskContext {
     /// The driver's handle of this task's stream (`CUstream` as an integer
     /// on CUDA; an index on the host backend), for interop with libraries
     /// that take a stream. Work submitted on it directly is not tracked:
-    /// take buffers' pointers with [`TaskContext::raw_ptr`].
+    /// take buffers' pointers with [`TaskContext::raw_ptr`]. A capture begun
+    /// on it directly must end before the task does (the runtime marks the
+    /// end of the task's work on this stream).
     pub fn cu_stream(&self) -> u64 {
         // Whatever is submitted on it now counts as this task's work.
         self.submitted.set(true);
