@@ -12,21 +12,35 @@ mod dag;
 
 use gpu::{BackendChoice, Runtime, RuntimeOptions};
 
-fn host() -> Runtime {
+/// A runtime on `backend`, the stream pool's end-of-work flags on or off;
+/// panics if it does not start (CUDA without a GPU never passes on a CPU).
+fn runtime(backend: BackendChoice, end_flags: bool) -> Runtime {
     Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Host,
+        backend,
+        end_flags,
         ..RuntimeOptions::default()
     })
-    .expect("the host backend starts")
+    .unwrap_or_else(|e| panic!("the {backend:?} backend does not start: {e}"))
 }
 
-/// The CUDA backend; panics without a GPU (never passes on a CPU).
+fn host() -> Runtime {
+    runtime(BackendChoice::Host, true)
+}
+
 fn cuda() -> Runtime {
-    Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Cuda,
-        ..RuntimeOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"))
+    runtime(BackendChoice::Cuda, true)
+}
+
+/// Every task's stream, event and allocation is back: only the runtime's
+/// reclaim stream is held.
+#[track_caller]
+fn assert_nothing_held(rt: &Runtime) {
+    let live = rt.live();
+    assert_eq!(
+        (live.streams_in_use, live.events_in_use, live.allocations),
+        (1, 0, 0),
+        "{live:?}"
+    );
 }
 
 #[track_caller]
@@ -45,12 +59,7 @@ fn random_dags_keep_every_value_with_no_race() {
     for seed in [1, 2, 3, 4] {
         stress(&rt, &dag::Config::new(seed, 3000));
     }
-    let live = rt.live();
-    assert_eq!(
-        (live.streams_in_use, live.events_in_use, live.allocations),
-        (1, 0, 0),
-        "{live:?}"
-    );
+    assert_nothing_held(&rt);
 }
 
 #[test]
@@ -81,30 +90,15 @@ fn deep_narrow_dags_keep_every_value_with_no_race() {
 /// threads at once): the same values, no race, nothing leaked.
 #[test]
 fn random_dags_without_end_flags() {
-    let rt = Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Host,
-        end_flags: false,
-        ..RuntimeOptions::default()
-    })
-    .expect("the host backend starts");
+    let rt = runtime(BackendChoice::Host, false);
     stress(&rt, &dag::Config::new(6, 2000));
-    let live = rt.live();
-    assert_eq!(
-        (live.streams_in_use, live.events_in_use, live.allocations),
-        (1, 0, 0),
-        "{live:?}"
-    );
+    assert_nothing_held(&rt);
 }
 
 #[test]
 #[ignore = "needs a GPU: run with --ignored on the GPU machine"]
 fn random_dags_without_end_flags_on_the_gpu() {
-    let rt = Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Cuda,
-        end_flags: false,
-        ..RuntimeOptions::default()
-    })
-    .unwrap_or_else(|e| panic!("this test needs a CUDA GPU: {e}"));
+    let rt = runtime(BackendChoice::Cuda, false);
     stress(&rt, &dag::Config::new(6, 3000));
 }
 
