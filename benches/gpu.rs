@@ -145,13 +145,18 @@ fn b3_launch(c: &mut Criterion) {
     g.bench_function("tracked", |b| {
         let mut i = 0;
         b.iter(|| {
-            t.launch(scan_block, LaunchConfig::linear(1, k::BLOCK))
-                .read(&x)
-                .write(&mut y)
-                .write(&mut sums)
-                .arg(n)
-                .submit()
-                .unwrap();
+            // SAFETY: the kernel touches only the buffers passed, within their
+            // lengths (its length arguments are theirs), or the launch is refused
+            // before anything is submitted.
+            unsafe {
+                t.launch(scan_block, LaunchConfig::linear(1, k::BLOCK))
+                    .read(&x)
+                    .write(&mut y)
+                    .write(&mut sums)
+                    .arg(n)
+                    .submit()
+            }
+            .unwrap();
             drain(&t, i, 1024);
             i += 1;
         })

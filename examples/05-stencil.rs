@@ -217,11 +217,16 @@ fn step(s: &Scope<'_, '_>, g: Grid, ranks: &mut [Rank; 2], coef: &[f32]) -> gpu:
             news.push(b.split_chunks(g.cols)?);
         }
     }
-    let pieces = olds
+    let old_views: Vec<_> = olds
+        .iter_mut()
+        .map(|(r, split)| (*r, split.views()))
+        .collect();
+    let mut new_views: Vec<_> = news.iter_mut().map(|split| split.views()).collect();
+    let pieces = old_views
         .iter()
-        .zip(news.iter_mut())
+        .zip(new_views.iter_mut())
         .zip(coef)
-        .map(|(((rank, (_, old)), (_, new)), c)| Piece::new(*rank, *c, g.half(), old, new));
+        .map(|(((rank, old), new), c)| Piece::new(*rank, *c, g.half(), old, new));
 
     s.scope(|inner| {
         let mut outgoing: [Vec<Outgoing<'_, '_>>; 2] = Default::default();
@@ -256,8 +261,9 @@ fn step(s: &Scope<'_, '_>, g: Grid, ranks: &mut [Rank; 2], coef: &[f32]) -> gpu:
 
     // Every task of the step has been joined: hand the rows back to their
     // buffers, which this task is now ordered after.
-    for (rejoin, rows) in olds.into_iter().map(|(_, split)| split).chain(news) {
-        s.rejoin(rejoin, rows)?;
+    drop((old_views, new_views));
+    for split in olds.into_iter().map(|(_, split)| split).chain(news) {
+        s.rejoin(split)?;
     }
     for r in ranks.iter_mut() {
         std::mem::swap(&mut r.u, &mut r.v);

@@ -382,6 +382,8 @@ impl Ledger {
         }
         uses.writer = Some(self.current_use(s));
         uses.readers.clear();
+        // A write's hand-off waited for every stream (see `forget_uses`).
+        uses.unknown = false;
         true
     }
 
@@ -432,6 +434,15 @@ impl Ledger {
         uses.writer = Some(self.current_use(s));
         uses.readers.clear();
         uses.escaped = true;
+        uses.unknown = false;
+    }
+
+    /// X3, §8: the uses of a buffer are no longer known: its views may have
+    /// been used on any stream and not given back. Until the next write (or
+    /// escape) stamps it, every hand-off of `uses` waits for everything
+    /// every other stream queued, whatever the facts; reads keep it so.
+    pub fn forget_uses(&self, uses: &mut Uses) {
+        uses.unknown = true;
     }
 
     // ----- the hand-off (R9, X2) ------------------------------------------
@@ -499,6 +510,9 @@ impl Ledger {
                 }
             }
         };
+        if uses.unknown {
+            return self.hand_off_unknown(s2, device_wait_possible);
+        }
         if access == Access::Read && !uses.escaped && uses.readers.iter().any(|r| r.stream == s2) {
             // `s2` already read since the last write: it was ordered after
             // the writer then, and stream order keeps it so.
@@ -521,6 +535,30 @@ impl Ledger {
                 counters.avoided(Reason::Clean);
             }
             return Decision::NoWait(reason);
+        }
+        if device_wait_possible && !self.is_capturing(s2) {
+            counters.device_waits(waits.len() as u64);
+            Decision::DeviceWait(waits)
+        } else {
+            counters.host_syncs(waits.len() as u64);
+            Decision::HostSync(waits)
+        }
+    }
+
+    /// R9 for unknown uses ([`Ledger::forget_uses`]): waits for every stream
+    /// but `s2`.
+    #[cold]
+    fn hand_off_unknown(&self, s2: StreamId, device_wait_possible: bool) -> Decision {
+        let mut waits = StreamSet::new();
+        for i in 0..self.stream_count() {
+            let s = StreamId(i as u16);
+            if s != s2 {
+                waits.insert(s);
+            }
+        }
+        let counters = &self.order(s2).counters;
+        if waits.is_empty() {
+            return Decision::NoWait(Reason::SameStream);
         }
         if device_wait_possible && !self.is_capturing(s2) {
             counters.device_waits(waits.len() as u64);
@@ -636,6 +674,15 @@ impl Ledger {
     pub fn abort_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let _ = ticket;
         EventCoverage::end(&event.write());
+    }
+
+    /// §8: `event` was (or is about to be) recorded by a driver call the
+    /// ledger does not see (a hand-off's pooled event, a raw handle): it
+    /// covers nothing from now on, and waits in flight on it give no fact.
+    pub fn record_untracked(&self, event: &EventCoverage) {
+        let w = event.write();
+        let _ = EventCoverage::begin(&w);
+        EventCoverage::end(&w);
     }
 
     /// R6, R7, R8, first half: read what `event` covers before a driver wait,

@@ -32,6 +32,9 @@ pub struct Uses {
     pub(crate) writer: Option<Use>,
     pub(crate) readers: Vec<Use>,
     pub(crate) escaped: bool,
+    /// Uses the ledger no longer knows (a split whose views were not given
+    /// back): a hand-off waits for everything every stream queued.
+    pub(crate) unknown: bool,
 }
 
 impl Uses {
@@ -41,6 +44,7 @@ impl Uses {
             writer: None,
             readers: Vec::new(),
             escaped: false,
+            unknown: false,
         }
     }
 
@@ -60,9 +64,15 @@ impl Uses {
         self.escaped
     }
 
+    /// Whether the uses are unknown (see [`Ledger::forget_uses`](crate::Ledger::forget_uses)):
+    /// the next hand-off waits for every stream.
+    pub fn is_unknown(&self) -> bool {
+        self.unknown
+    }
+
     /// Whether the buffer has any use a later one might wait for.
     pub fn is_dirty(&self) -> bool {
-        self.writer.is_some() || !self.readers.is_empty()
+        self.writer.is_some() || !self.readers.is_empty() || self.unknown
     }
 }
 

@@ -290,11 +290,16 @@ fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
 /// Driver errors; [`Error::WrongDevice`].
 pub fn fill<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Sized), v: T) -> Result<()> {
     let n = x.len();
-    t.launch(k::<T>(FILL), elementwise(n))
-        .write(x)
-        .arg(v)
-        .arg(n)
-        .submit()
+    // SAFETY: the kernel is bounded by its length argument (a grid-stride
+    // loop over `i < n`), which is the length of every buffer passed here
+    // (checked above where there are two); it touches nothing else.
+    unsafe {
+        t.launch(k::<T>(FILL), elementwise(n))
+            .write(x)
+            .arg(v)
+            .arg(n)
+            .submit()
+    }
 }
 
 /// `x[i] += v`.
@@ -308,11 +313,16 @@ pub fn add_scalar<T: Float>(
     v: T,
 ) -> Result<()> {
     let n = x.len();
-    t.launch(k::<T>(ADD_SCALAR), elementwise(n))
-        .write(x)
-        .arg(v)
-        .arg(n)
-        .submit()
+    // SAFETY: the kernel is bounded by its length argument (a grid-stride
+    // loop over `i < n`), which is the length of every buffer passed here
+    // (checked above where there are two); it touches nothing else.
+    unsafe {
+        t.launch(k::<T>(ADD_SCALAR), elementwise(n))
+            .write(x)
+            .arg(v)
+            .arg(n)
+            .submit()
+    }
 }
 
 /// `x[i] *= a`.
@@ -326,11 +336,16 @@ pub fn scale<T: Float>(
     a: T,
 ) -> Result<()> {
     let n = x.len();
-    t.launch(k::<T>(SCALE), elementwise(n))
-        .write(x)
-        .arg(a)
-        .arg(n)
-        .submit()
+    // SAFETY: the kernel is bounded by its length argument (a grid-stride
+    // loop over `i < n`), which is the length of every buffer passed here
+    // (checked above where there are two); it touches nothing else.
+    unsafe {
+        t.launch(k::<T>(SCALE), elementwise(n))
+            .write(x)
+            .arg(a)
+            .arg(n)
+            .submit()
+    }
 }
 
 /// `y[i] = x[i] * a`: [`scale`] out of place, one kernel that reads `x` and
@@ -348,12 +363,17 @@ pub fn scale_into<T: Float>(
 ) -> Result<()> {
     let n = y.len();
     same_len("scale_into's x", n, x.len())?;
-    t.launch(k::<T>(SCALE_INTO), elementwise(n))
-        .read(x)
-        .write(y)
-        .arg(a)
-        .arg(n)
-        .submit()
+    // SAFETY: the kernel is bounded by its length argument (a grid-stride
+    // loop over `i < n`), which is the length of every buffer passed here
+    // (checked above where there are two); it touches nothing else.
+    unsafe {
+        t.launch(k::<T>(SCALE_INTO), elementwise(n))
+            .read(x)
+            .write(y)
+            .arg(a)
+            .arg(n)
+            .submit()
+    }
 }
 
 /// `y[i] += a * x[i]`.
@@ -369,12 +389,17 @@ pub fn axpy<T: Float>(
 ) -> Result<()> {
     let n = y.len();
     same_len("axpy's x", n, x.len())?;
-    t.launch(k::<T>(AXPY), elementwise(n))
-        .arg(a)
-        .read(x)
-        .write(y)
-        .arg(n)
-        .submit()
+    // SAFETY: the kernel is bounded by its length argument (a grid-stride
+    // loop over `i < n`), which is the length of every buffer passed here
+    // (checked above where there are two); it touches nothing else.
+    unsafe {
+        t.launch(k::<T>(AXPY), elementwise(n))
+            .arg(a)
+            .read(x)
+            .write(y)
+            .arg(n)
+            .submit()
+    }
 }
 
 /// `dst[i] = src[i]`, as a kernel.
@@ -389,11 +414,16 @@ pub fn copy<T: Float>(
 ) -> Result<()> {
     let n = dst.len();
     same_len("copy's source", n, src.len())?;
-    t.launch(k::<T>(COPY), elementwise(n))
-        .read(src)
-        .write(dst)
-        .arg(n)
-        .submit()
+    // SAFETY: the kernel is bounded by its length argument (a grid-stride
+    // loop over `i < n`), which is the length of every buffer passed here
+    // (checked above where there are two); it touches nothing else.
+    unsafe {
+        t.launch(k::<T>(COPY), elementwise(n))
+            .read(src)
+            .write(dst)
+            .arg(n)
+            .submit()
+    }
 }
 
 /// `out[0] = sum(x)` (zeroes `out` first).
@@ -409,11 +439,15 @@ pub fn sum<T: Float>(
     same_len("sum's output", 1, out.len())?;
     t.memset_zero(out)?;
     let n = x.len();
-    t.launch(k::<T>(SUM), LaunchConfig::linear(grid_for(n as u64), BLOCK))
-        .read(x)
-        .write(out)
-        .arg(n)
-        .submit()
+    // SAFETY: the kernel reads `x[..n]` (a grid-stride loop over `i < n`,
+    // `n = x.len()`) and adds into `out[0]` (length 1, checked above).
+    unsafe {
+        t.launch(k::<T>(SUM), LaunchConfig::linear(grid_for(n as u64), BLOCK))
+            .read(x)
+            .write(out)
+            .arg(n)
+            .submit()
+    }
 }
 
 /// `dst[i] = src[0] + .. + src[i]`. `src` and `dst` may not be the same
@@ -434,25 +468,36 @@ pub fn inclusive_scan<T: Float>(
     }
     let tiles = scan_tiles(n as u64);
     let mut sums = t.alloc::<T>(tiles as usize)?;
-    t.launch(
-        k::<T>(SCAN_BLOCK),
-        LaunchConfig::linear(tiles.min(MAX_GRID as u64) as u32, BLOCK),
-    )
-    .read(src)
-    .write(dst)
-    .write(&mut sums)
-    .arg(n)
-    .submit()?;
+    // SAFETY: tiles of `src[..n]` and `dst[..n]` (`n` is both lengths,
+    // checked above), one entry of `sums` per tile (`tiles` entries).
+    unsafe {
+        t.launch(
+            k::<T>(SCAN_BLOCK),
+            LaunchConfig::linear(tiles.min(MAX_GRID as u64) as u32, BLOCK),
+        )
+        .read(src)
+        .write(dst)
+        .write(&mut sums)
+        .arg(n)
+        .submit()
+    }?;
     if tiles > 1 {
-        t.launch(k::<T>(SCAN_SUMS), LaunchConfig::linear(1, BLOCK))
-            .write(&mut sums)
-            .arg(tiles)
-            .submit()?;
-        t.launch(k::<T>(SCAN_ADD), elementwise(n))
-            .write(dst)
-            .read(&sums)
-            .arg(n)
-            .submit()?;
+        // SAFETY: scans `sums[..tiles]`, its length.
+        unsafe {
+            t.launch(k::<T>(SCAN_SUMS), LaunchConfig::linear(1, BLOCK))
+                .write(&mut sums)
+                .arg(tiles)
+                .submit()
+        }?;
+        // SAFETY: `dst[..n]`, and `sums` at the tile of each element
+        // (`tiles` entries cover `n`).
+        unsafe {
+            t.launch(k::<T>(SCAN_ADD), elementwise(n))
+                .write(dst)
+                .read(&sums)
+                .arg(n)
+                .submit()
+        }?;
     }
     Ok(())
 }
@@ -463,9 +508,12 @@ pub fn inclusive_scan<T: Float>(
 ///
 /// Driver errors.
 pub fn spin(t: &TaskContext, d: Duration) -> Result<()> {
-    t.launch(SPIN_NS, LaunchConfig::linear(1, 1))
-        .arg(d.as_nanos() as u64)
-        .submit()
+    // SAFETY: the kernel touches no memory; it spins on one thread.
+    unsafe {
+        t.launch(SPIN_NS, LaunchConfig::linear(1, 1))
+            .arg(d.as_nanos() as u64)
+            .submit()
+    }
 }
 
 /// Spins for `d` in each block, then adds 1 to every element of `x`: a long
@@ -480,11 +528,16 @@ pub fn spin_touch(
     d: Duration,
 ) -> Result<()> {
     let n = x.len();
-    t.launch(SPIN_TOUCH_F32, elementwise(n))
-        .write(x)
-        .arg(n)
-        .arg(d.as_nanos() as u64)
-        .submit()
+    // SAFETY: the kernel is bounded by its length argument (a grid-stride
+    // loop over `i < n`), which is the length of every buffer passed here
+    // (checked above where there are two); it touches nothing else.
+    unsafe {
+        t.launch(SPIN_TOUCH_F32, elementwise(n))
+            .write(x)
+            .arg(n)
+            .arg(d.as_nanos() as u64)
+            .submit()
+    }
 }
 
 /// Blocks the task's stream until `gate` opens (or `timeout` passes, which
@@ -494,5 +547,6 @@ pub fn spin_touch(
 ///
 /// Driver errors.
 pub fn gate(t: &TaskContext, g: &Gate, timeout: Duration) -> Result<()> {
-    t.block_on(g, GATE, timeout)
+    // SAFETY: `GATE` is the gate kernel `block_on` asks for.
+    unsafe { t.block_on(g, GATE, timeout) }
 }

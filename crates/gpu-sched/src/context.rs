@@ -1,6 +1,6 @@
 //! A task's handle on its stream, and the tracked operations (R1, R9-R11).
 
-use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
+use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, Split};
 use crate::driver::{MemAccess, RawStream};
 use crate::error::{Error, Result};
 use crate::pool::Tail;
@@ -80,7 +80,7 @@ impl Runtime {
             // so keep it rather than free it under a running kernel.
             return;
         }
-        if self.driver().free(ptr, bytes, raw).is_ok() {
+        if self.driver().free(ptr, device_bytes(bytes), raw).is_ok() {
             i.allocations
                 .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             i.device_bytes
@@ -101,6 +101,14 @@ impl Runtime {
     }
 }
 
+/// The size the driver allocates (and frees: the two must agree, §8) for
+/// a buffer of `bytes`: at least 4, so that every buffer has an address of
+/// its own and 4-byte memsets.
+#[inline]
+fn device_bytes(bytes: usize) -> usize {
+    bytes.max(4)
+}
+
 /// Carries out a hand-off decision for `task` on `s2`.
 fn wait_streams(
     rt: &Runtime,
@@ -113,7 +121,7 @@ fn wait_streams(
         Decision::NoWait(_) => Ok(()),
         Decision::DeviceWait(set) => {
             for s in set.iter() {
-                let l = rt.ledger();
+                let l = &rt.inner.ledger;
                 let covered = l.closed_counted(s);
                 // While `s`'s owner captures it, its captured work runs only
                 // when the graph is launched: wait for what was queued
@@ -124,6 +132,11 @@ fn wait_streams(
                     Some(pre) => rt.driver().wait_event(raw2, pre.raw),
                     None => {
                         let ev = rt.take_event()?;
+                        // A record the ledger does not make: the event
+                        // covers nothing from now on (§8), or a user who
+                        // gets it from the pool next would learn a false
+                        // fact by synchronizing it.
+                        l.record_untracked(&ev.coverage);
                         let r = rt
                             .driver()
                             .record(ev.raw, rt.raw_stream(s))
@@ -162,6 +175,8 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
         Some(pre) => (pre.raw, None),
         None => {
             let ev = rt.take_event()?;
+            // Untracked record: the event covers nothing (§8).
+            rt.inner.ledger.record_untracked(&ev.coverage);
             if let Err(e) = rt.driver().record(ev.raw, rt.raw_stream(s)) {
                 rt.give_event(ev);
                 return Err(e);
@@ -251,9 +266,18 @@ impl TaskContext {
         self.submitted.get()
     }
 
-    /// The ledger's task.
-    pub fn task(&self) -> &Task {
-        &self.task
+    /// The ledger's id of this task.
+    pub fn task_id(&self) -> gpu_epoch::TaskId {
+        self.task.id()
+    }
+
+    /// R3 as if this task submitted to `other`'s stream while `other` is
+    /// live: the stream becomes shared for good, so none of its closes count
+    /// again (records on it cover nothing, synchronizes teach nothing). It
+    /// only ever removes facts; for tests of shared streams (T7, T8), since
+    /// no other call submits to another task's stream.
+    pub fn share_stream_of(&self, other: &TaskContext) -> Binding {
+        self.rt.inner.ledger.bind(&self.task, other.stream)
     }
 
     /// Ends the task: the stream goes back to the pool (R13). Work already
@@ -342,6 +366,16 @@ impl TaskContext {
         Ok(r)
     }
 
+    /// §8: an operation that reads or writes host memory cannot go into a
+    /// graph: the graph would keep the host pointer past the borrow and use
+    /// it at every launch. Checked before anything is submitted.
+    pub(crate) fn host_memory_outside_capture(&self, what: &'static str) -> Result<()> {
+        if self.rt.inner.ledger.is_capturing(self.stream) {
+            return Err(Error::Capturing { what });
+        }
+        Ok(())
+    }
+
     fn check<T: DeviceRepr>(
         &self,
         b: &(impl DeviceSlice<T> + ?Sized),
@@ -367,7 +401,7 @@ impl TaskContext {
                 requested: usize::MAX,
                 during: "computing an allocation size",
             })?;
-        let ptr = self.rt.driver().alloc(bytes.max(4), self.raw)?;
+        let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw)?;
         let i = &self.rt.inner;
         i.allocations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -418,6 +452,10 @@ impl TaskContext {
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
         let bytes = dst.bytes();
+        if bytes % 4 != 0 {
+            // Zeros from host memory, below.
+            self.host_memory_outside_capture("zeroing a buffer of odd size")?;
+        }
         let ptr = dst.device_ptr();
         let drv = self.rt.driver();
         let raw = self.raw;
@@ -443,6 +481,7 @@ impl TaskContext {
         src: &[T],
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
+        self.host_memory_outside_capture("copying from host memory")?;
         if dst.len() != src.len() {
             return Err(Error::LengthMismatch {
                 what: "the host source",
@@ -475,6 +514,7 @@ impl TaskContext {
         src: *const T,
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
+        self.host_memory_outside_capture("copying from host memory")?;
         let (ptr, bytes, drv, raw) = (dst.device_ptr(), dst.bytes(), self.rt.driver(), self.raw);
         self.tracked("htod", &mut [Touch::write(dst)], |_| {
             drv.copy_htod(ptr, src as *const u8, bytes, raw)
@@ -499,6 +539,7 @@ impl TaskContext {
         dst: *mut T,
     ) -> Result<()> {
         self.check(src, "the source buffer")?;
+        self.host_memory_outside_capture("copying to host memory")?;
         let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
         self.tracked("dtoh", &mut [Touch::read(src)], |_| {
             drv.copy_dtoh(dst as *mut u8, ptr, bytes, raw)
@@ -517,6 +558,7 @@ impl TaskContext {
         dst: &mut [T],
     ) -> Result<()> {
         self.check(src, "the source buffer")?;
+        self.host_memory_outside_capture("copying to host memory")?;
         if dst.len() != src.len() {
             return Err(Error::LengthMismatch {
                 what: "the host destination",
@@ -642,31 +684,27 @@ impl TaskContext {
         Ok(buf.device_ptr())
     }
 
-    /// X3: after the views' work is ordered before this stream (their tasks
-    /// joined), hands each view's uses to this stream and restamps the
-    /// parent buffer here.
+    /// X3: ends a [`Split`]: hands each view's uses to this stream (a
+    /// device wait where a view's work is not yet ordered before it) and
+    /// restamps the parent buffer here. Rejoin after the views' tasks
+    /// joined, and the waits are usually avoided.
     ///
     /// # Errors
     ///
-    /// [`Error::WrongDevice`] for views of another runtime (nothing is
-    /// restamped); driver errors from a wait.
-    pub fn rejoin<T: DeviceRepr>(
-        &self,
-        parent: Rejoin<'_>,
-        views: Vec<ViewMut<'_, T>>,
-    ) -> Result<()> {
-        for v in &views {
-            self.check(v, "a view")?;
-        }
+    /// [`Error::WrongDevice`] for a split of another runtime; driver errors
+    /// from a wait. Either way the parent's uses stay unknown (its next use
+    /// waits for every stream), never stale.
+    pub fn rejoin<T: DeviceRepr>(&self, mut split: Split<'_, T>) -> Result<()> {
+        self.rt.check_same(split.runtime_id(), "the split buffer")?;
         self.bind();
-        for mut v in views {
-            let u = v.stamps_mut().get_mut();
-            self.hand_off(u, Access::Write)?;
+        let (parent, views) = split.parts();
+        for v in views.iter_mut() {
+            self.hand_off(v.get_mut(), Access::Write)?;
         }
         self.rt
             .inner
             .ledger
-            .stamp_write(parent.stamps.get_mut(), self.stream);
+            .stamp_write(parent.get_mut(), self.stream);
         Ok(())
     }
 }
@@ -674,6 +712,14 @@ impl TaskContext {
 impl Drop for TaskContext {
     fn drop(&mut self) {
         let i = &self.rt.inner;
+        if self.submitted.get() {
+            // R2 at the task's end: its last epoch closes while the task
+            // still owns the stream, so a later hand-off's device wait on
+            // this stream learns it (closed_counted), and a synchronize after
+            // that wait completes it. Without it, `Buffer::zeros` then
+            // `to_vec` left the next writer a needless device wait (§8).
+            i.ledger.close(&self.task, self.stream);
+        }
         i.ledger.finish_task(&self.task);
         let tail = if !self.pending.get() && !self.raw_used.get() {
             Tail::Idle

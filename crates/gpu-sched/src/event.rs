@@ -11,6 +11,9 @@ use crate::runtime::Runtime;
 pub struct Event {
     rt: Runtime,
     inner: Option<Box<PooledEvent>>,
+    /// The driver handle was handed out ([`Event::cu_event`]): records the
+    /// ledger does not see may follow, so waits on it teach nothing.
+    raw_out: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Event {
@@ -28,9 +31,14 @@ impl Runtime {
     ///
     /// A driver error if the pool is empty and creating one fails.
     pub fn event(&self) -> Result<Event> {
+        let p = self.take_event()?;
+        // A new event covers nothing, whatever its last holder recorded
+        // (§8): synchronizing it before a record teaches nothing.
+        self.inner.ledger.record_untracked(&p.coverage);
         Ok(Event {
             rt: self.clone(),
-            inner: Some(self.take_event()?),
+            inner: Some(p),
+            raw_out: std::sync::atomic::AtomicBool::new(false),
         })
     }
 }
@@ -42,9 +50,20 @@ impl Event {
     }
 
     /// The driver's handle (`CUevent` as an integer on CUDA), for interop.
-    /// Records and waits made on it directly give the ledger no fact.
+    /// Records and waits made on it directly give the ledger no fact, and
+    /// from this call on, neither do this event's tracked waits,
+    /// synchronizes and queries: a raw record may have moved it. The handle
+    /// is valid until the event is dropped.
     pub fn cu_event(&self) -> u64 {
+        self.raw_out
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.pooled().raw.0
+    }
+
+    /// Whether tracked waits on the event may teach facts.
+    #[inline]
+    fn facts_ok(&self) -> bool {
+        !self.raw_out.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// What the event covers: the stream and closed epoch of its last
@@ -61,10 +80,12 @@ impl Event {
     /// Driver errors.
     pub fn synchronize(&self) -> Result<()> {
         let p = self.pooled();
-        let l = self.rt.ledger();
+        let l = &self.rt.inner.ledger;
         let ticket = l.begin_wait(&p.coverage);
         self.rt.driver().event_sync(p.raw)?;
-        l.finish_event_complete(&p.coverage, ticket);
+        if self.facts_ok() {
+            l.finish_event_complete(&p.coverage, ticket);
+        }
         Ok(())
     }
 
@@ -76,10 +97,10 @@ impl Event {
     /// Driver errors.
     pub fn query(&self) -> Result<bool> {
         let p = self.pooled();
-        let l = self.rt.ledger();
+        let l = &self.rt.inner.ledger;
         let ticket = l.begin_wait(&p.coverage);
         let done = self.rt.driver().event_query(p.raw)?;
-        if done {
+        if done && self.facts_ok() {
             l.finish_event_complete(&p.coverage, ticket);
         }
         Ok(done)
@@ -90,7 +111,11 @@ impl Drop for Event {
     fn drop(&mut self) {
         if let Some(e) = self.inner.take() {
             // A queued wait captured the record already; the event can go
-            // back to the pool and be recorded again.
+            // back to the pool and be recorded again. A raw handle may have
+            // recorded it where the ledger did not see: forget its coverage.
+            if !self.facts_ok() {
+                self.rt.inner.ledger.record_untracked(&e.coverage);
+            }
             self.rt.give_event(e);
         }
     }
@@ -106,7 +131,7 @@ impl TaskContext {
         self.rt.check_same(event.rt.id(), "the event")?;
         self.bind();
         let p = event.pooled();
-        let l = self.rt.ledger();
+        let l = &self.rt.inner.ledger;
         let ticket = l.begin_record(&self.task, &p.coverage, self.stream);
         if let Err(e) = self.rt.driver().record(p.raw, self.raw) {
             l.abort_record(&p.coverage, ticket);
@@ -126,14 +151,16 @@ impl TaskContext {
         self.rt.check_same(event.rt.id(), "the event")?;
         self.bind();
         let p = event.pooled();
-        let l = self.rt.ledger();
+        let l = &self.rt.inner.ledger;
         let ticket = l.begin_wait(&p.coverage);
         if l.is_capturing(self.stream) {
             // Only orders the graph's operations: no fact (R12).
             return self.rt.driver().wait_event_in_capture(self.raw, p.raw);
         }
         self.rt.driver().wait_event(self.raw, p.raw)?;
-        l.finish_stream_wait(&self.task, &p.coverage, ticket, self.stream);
+        if event.facts_ok() {
+            l.finish_stream_wait(&self.task, &p.coverage, ticket, self.stream);
+        }
         Ok(())
     }
 
@@ -142,7 +169,7 @@ impl TaskContext {
     pub(crate) fn record_pooled(&self) -> Result<Box<PooledEvent>> {
         self.bind();
         let p = self.rt.take_event()?;
-        let l = self.rt.ledger();
+        let l = &self.rt.inner.ledger;
         let ticket = l.begin_record(&self.task, &p.coverage, self.stream);
         if let Err(e) = self.rt.driver().record(p.raw, self.raw) {
             l.abort_record(&p.coverage, ticket);
@@ -156,7 +183,7 @@ impl TaskContext {
     /// Waits on a pooled event (R8) and gives it back to the pool.
     pub(crate) fn wait_pooled(&self, p: Box<PooledEvent>) -> Result<()> {
         self.bind();
-        let l = self.rt.ledger();
+        let l = &self.rt.inner.ledger;
         let ticket = l.begin_wait(&p.coverage);
         let r = self.rt.driver().wait_event(self.raw, p.raw);
         if r.is_ok() {
@@ -174,7 +201,7 @@ impl TaskContext {
 
 /// R6 on a pooled event, then back to the pool.
 fn sync_and_return(rt: &Runtime, p: Box<PooledEvent>) -> Result<()> {
-    let l = rt.ledger();
+    let l = &rt.inner.ledger;
     let ticket = l.begin_wait(&p.coverage);
     let r = rt.driver().event_sync(p.raw);
     if r.is_ok() {

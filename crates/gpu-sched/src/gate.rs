@@ -106,7 +106,14 @@ impl TaskContext {
     /// # Errors
     ///
     /// [`crate::Error::WrongDevice`]; driver errors.
-    pub fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
+    ///
+    /// # Safety
+    ///
+    /// `kernel` is a gate kernel: `gate(open: *const u32, timed_out: *mut
+    /// u32, timeout_ns: u64)`, launched on one thread, which reads only
+    /// `*open` and writes only `*timed_out` (`gpu-kernels`' `gate` wrapper
+    /// passes its own). On the host backend it is not used.
+    pub unsafe fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
         self.rt.check_same(gate.rt.id(), "the gate")?;
         self.bind();
         gate.used_on.lock().push(self.raw);
@@ -119,12 +126,17 @@ impl TaskContext {
                 unsafe { gate.host.add(4) } as *mut u32,
                 ns,
             ),
-            BackendKind::Cuda => self
-                .launch(kernel, LaunchConfig::linear(1, 1))
-                .raw_ptr(gate.dev)
-                .raw_ptr(gate.dev + 4)
-                .arg(ns)
-                .submit(),
+            // SAFETY: the caller passes a gate kernel (this fn's contract),
+            // which touches only the gate's two flags: mapped pinned memory
+            // the gate owns and frees only after synchronizing every stream
+            // it blocked (`used_on`).
+            BackendKind::Cuda => unsafe {
+                self.launch(kernel, LaunchConfig::linear(1, 1))
+                    .raw_ptr(gate.dev)
+                    .raw_ptr(gate.dev + 4)
+                    .arg(ns)
+                    .submit()
+            },
         }
     }
 }

@@ -48,7 +48,7 @@ impl TaskContext {
     /// driver errors.
     pub fn capture(&self, body: impl FnOnce(&TaskContext) -> Result<()>) -> Result<Graph> {
         self.bind();
-        let l = self.rt.ledger();
+        let l = &self.rt.inner.ledger;
         if l.is_capturing(self.stream) {
             return Err(Error::Capturing {
                 what: "beginning a nested capture",
@@ -57,6 +57,8 @@ impl TaskContext {
         // What this stream queued before the capture: other tasks' hand-offs
         // from it wait for this while it is captured (see `wait_streams`).
         let pre = self.rt.take_event()?;
+        // Recorded below with a raw call: it covers nothing (§8).
+        l.record_untracked(&pre.coverage);
         let slot = self.rt.inner.streams.capture_slot(self.stream);
         {
             let mut slot = slot.lock();
@@ -73,17 +75,16 @@ impl TaskContext {
             *slot = Some(pre);
         }
         *self.capture_log.borrow_mut() = Some(Vec::new());
+        // If `body` panics, the guard ends the capture as the panic unwinds
+        // (§8): the stream never goes back to the pool capturing, where the
+        // next task's work would vanish into a graph nobody launches.
+        let mut guard = CaptureGuard {
+            ctx: self,
+            open: true,
+        };
         let r = body(self);
         let touches = self.capture_log.borrow_mut().take().unwrap_or_default();
-        let g = {
-            let mut slot = slot.lock();
-            l.set_capturing(self.stream, false);
-            let g = self.rt.driver().end_capture(self.raw);
-            if let Some(pre) = slot.take() {
-                self.rt.give_event(pre);
-            }
-            g
-        };
+        let g = guard.end();
         match (r, g) {
             (Ok(()), Ok(raw)) => Ok(Graph {
                 rt: self.rt.clone(),
@@ -101,6 +102,18 @@ impl TaskContext {
         }
     }
 
+    /// Ends this task's capture: the ledger's flag, the driver's capture,
+    /// the pre-capture event.
+    fn end_capture(&self) -> Result<RawGraph> {
+        let mut slot = self.rt.inner.streams.capture_slot(self.stream).lock();
+        self.rt.inner.ledger.set_capturing(self.stream, false);
+        let g = self.rt.driver().end_capture(self.raw);
+        if let Some(pre) = slot.take() {
+            self.rt.give_event(pre);
+        }
+        g
+    }
+
     /// Starts a launch of `graph`: pass every buffer it touches, `&` for the
     /// ones it only reads and `&mut` for the ones it writes, then submit.
     pub fn launch_graph<'c, 'b>(&'c self, graph: &'c Graph) -> GraphLaunch<'c, 'b> {
@@ -109,6 +122,32 @@ impl TaskContext {
             graph,
             touches: Vec::new(),
             error: None,
+        }
+    }
+}
+
+/// Ends a capture on every path out of [`TaskContext::capture`], unwinding
+/// included.
+struct CaptureGuard<'a> {
+    ctx: &'a TaskContext,
+    open: bool,
+}
+
+impl CaptureGuard<'_> {
+    /// Ends the capture now; the graph is the caller's.
+    fn end(&mut self) -> Result<RawGraph> {
+        self.open = false;
+        self.ctx.end_capture()
+    }
+}
+
+impl Drop for CaptureGuard<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            self.ctx.capture_log.borrow_mut().take();
+            if let Ok(raw) = self.ctx.end_capture() {
+                let _ = self.ctx.rt.driver().graph_destroy(raw);
+            }
         }
     }
 }

@@ -185,7 +185,9 @@ impl<'c, 'b> Launch<'c, 'b> {
         self
     }
 
-    /// A raw device pointer (see [`TaskContext::raw_ptr`]); untracked.
+    /// A raw device pointer (see [`TaskContext::raw_ptr`]); untracked: the
+    /// runtime neither checks nor orders what the kernel does through it
+    /// (see the contract of [`Launch::submit`]).
     pub fn raw_ptr(mut self, p: u64) -> Self {
         self.push(
             KernelArg::Ptr(p),
@@ -197,11 +199,38 @@ impl<'c, 'b> Launch<'c, 'b> {
 
     /// Submits the launch: hand-offs, stamps, the driver launch, stamps.
     ///
+    /// The runtime checks the argument list against the kernel's parameters
+    /// and orders every buffer passed with [`Launch::read`] and
+    /// [`Launch::write`]; it cannot know what the kernel does with them.
+    /// Safe wrappers (as in `gpu-kernels`) take their lengths from the
+    /// buffers and call this in an `unsafe` block that says why.
+    ///
+    /// ```compile_fail
+    /// # fn f(t: &gpu_sched::TaskContext, k: gpu_sched::KernelRef, b: &mut gpu_sched::Buffer<f32>) {
+    /// t.launch(k, gpu_sched::LaunchConfig::linear(1, 1)).write(b).arg(1u64 << 40).submit(); // error: unsafe
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As for a raw `cuLaunchKernel` (cudarc's `launch` is `unsafe` for the
+    /// same reasons), and on the host backend for the kernel's host
+    /// implementation:
+    /// - the kernel reads only memory of the buffers passed with `read` or
+    ///   `write`, and writes only memory of those passed with `write`, each
+    ///   within its length (scalars that are lengths or indices must say so
+    ///   truthfully);
+    /// - pointers passed with [`Launch::raw_ptr`] are valid for everything
+    ///   the kernel does through them, for as long as it runs, and the caller
+    ///   orders that work with every other use of the memory;
+    /// - the configuration is one the kernel is written for (no thread reads
+    ///   or writes past the ranges above because of it).
+    ///
     /// # Errors
     ///
     /// [`Error::BadKernelArgs`] for a wrong argument list (nothing is
     /// submitted); [`Error::WrongDevice`]; driver errors.
-    pub fn submit(mut self) -> Result<()> {
+    pub unsafe fn submit(mut self) -> Result<()> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }

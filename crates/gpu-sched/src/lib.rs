@@ -19,15 +19,17 @@ mod runtime;
 mod staging;
 pub mod trace;
 
-pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Rejoin, ViewMut};
+pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Split, ViewMut};
 pub use context::TaskContext;
 pub use driver::{BackendKind, KernelArg, LaunchConfig, SyncMode};
 pub use error::{Error, Result};
 pub use event::{Event, Fence};
 pub use gate::Gate;
-pub use gpu_epoch::{Access, CounterSnapshot, Reason, StreamId};
+pub use gpu_epoch::{
+    Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
+};
 pub use graph::{Graph, GraphLaunch};
 pub use launch::{KernelRef, Launch, ScalarArg};
 pub use module::{HostKernelFn, KernelDef, Module, Param};
-pub use runtime::{BackendChoice, LiveCounts, Runtime, RuntimeOptions};
+pub use runtime::{BackendChoice, LedgerView, LiveCounts, Runtime, RuntimeOptions};
 pub use staging::Staging;

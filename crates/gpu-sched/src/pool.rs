@@ -133,9 +133,18 @@ impl StreamPool {
         Ok(())
     }
 
+    /// A new stream: the driver's first, so that a ledger slot is never
+    /// taken by a stream that does not exist (§8); the ledger's second, and
+    /// a driver stream the ledger has no room for is destroyed again.
     fn create(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<StreamId> {
-        let id = ledger.add_stream()?;
         let raw = driver.create_stream()?;
+        let id = match ledger.add_stream() {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = driver.destroy_stream(raw);
+                return Err(e.into());
+            }
+        };
         self.raw[id.index()].store(raw.0, Release);
         self.created.fetch_add(1, Release);
         Ok(id)
@@ -225,11 +234,15 @@ impl StreamPool {
         self.free.lock().push_back((id, tail));
     }
 
-    /// Every driver handle (for teardown).
+    /// Every driver handle (for teardown and device-wide synchronizes).
+    /// Slots are filled in ledger order but not in time order (two threads
+    /// may create streams at once), so every slot is read and the empty
+    /// ones (0: not yet stored) are passed over.
     pub(crate) fn all_raw(&self) -> Vec<RawStream> {
-        self.raw[..self.created()]
+        self.raw
             .iter()
             .map(|r| RawStream(r.load(Acquire)))
+            .filter(|r| r.0 != 0)
             .collect()
     }
 }

@@ -5,7 +5,7 @@ use crate::driver::{BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
 use crate::module::Module;
 use crate::pool::{EventPool, PooledEvent, StreamPool};
-use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
+use gpu_epoch::{CounterSnapshot, Generation, Ledger, StreamEpoch, StreamId, Task, TaskId};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -64,6 +64,57 @@ impl Default for RuntimeOptions {
             host_memory_limit: 8 << 30,
             end_flags: true,
         }
+    }
+}
+
+/// Read-only questions to a runtime's ledger ([`Runtime::ledger`]).
+#[derive(Clone, Copy, Debug)]
+pub struct LedgerView<'a>(&'a Ledger);
+
+impl LedgerView<'_> {
+    /// `s`'s current epoch (the stamp of new work).
+    pub fn epoch(&self, s: StreamId) -> StreamEpoch {
+        self.0.epoch(s)
+    }
+
+    /// The highest epoch of `s` known finished.
+    pub fn completed(&self, s: StreamId) -> StreamEpoch {
+        self.0.completed(s)
+    }
+
+    /// The highest epoch of `of` that `s` is known ordered after.
+    pub fn waited(&self, s: StreamId, of: StreamId) -> StreamEpoch {
+        self.0.waited(s, of)
+    }
+
+    /// `s`'s generation (moves on when it is recycled).
+    pub fn generation(&self, s: StreamId) -> Generation {
+        self.0.generation(s)
+    }
+
+    /// The task that owns `s`, if any.
+    pub fn owner(&self, s: StreamId) -> Option<TaskId> {
+        self.0.owner(s)
+    }
+
+    /// Whether `s` is shared (its closes no longer count).
+    pub fn is_shared(&self, s: StreamId) -> bool {
+        self.0.is_shared(s)
+    }
+
+    /// Whether `s` is being captured into a graph.
+    pub fn is_capturing(&self, s: StreamId) -> bool {
+        self.0.is_capturing(s)
+    }
+
+    /// How many streams the ledger tracks.
+    pub fn stream_count(&self) -> usize {
+        self.0.stream_count()
+    }
+
+    /// The decision counters.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.0.counters()
     }
 }
 
@@ -234,9 +285,17 @@ impl Runtime {
         self.inner.ledger.counters()
     }
 
-    /// The ledger (read-only questions: epochs, facts).
-    pub fn ledger(&self) -> &Ledger {
-        &self.inner.ledger
+    /// The ledger, read-only: epochs and facts, for tests and diagnostics.
+    /// Only the runtime changes it (§8: one false fact makes a later use
+    /// skip a wait it needs), so this view has no method that does:
+    ///
+    /// ```compile_fail
+    /// # let rt = gpu_sched::Runtime::host().unwrap();
+    /// let t = rt.begin_task().unwrap();
+    /// rt.ledger().mark_completed(t.stream_id(), gpu_sched::StreamEpoch(99)); // error: no such method
+    /// ```
+    pub fn ledger(&self) -> LedgerView<'_> {
+        LedgerView(&self.inner.ledger)
     }
 
     /// Turns the ledger's facts on (default) or off. Off is the

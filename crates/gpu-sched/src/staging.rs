@@ -37,7 +37,13 @@ impl<T: DeviceRepr> Staging<T> {
     ///
     /// A driver error (out of pinned memory).
     pub fn new(rt: &Runtime, cap: usize) -> Result<Self> {
-        let bytes = cap * std::mem::size_of::<T>();
+        let bytes = cap
+            .checked_mul(std::mem::size_of::<T>())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or(Error::OutOfMemory {
+                requested: usize::MAX,
+                during: "computing a staging size",
+            })?;
         let ptr = rt.pinned_take(bytes.max(1))?;
         Ok(Staging {
             rt: rt.clone(),
@@ -125,6 +131,7 @@ impl<T: DeviceRepr> Staging<T> {
         src: &(impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
         self.check(src.len())?;
+        ctx.host_memory_outside_capture("copying into staging memory")?;
         self.settle()?;
         ctx.rt.check_same(src.runtime_id(), "the source buffer")?;
         let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), ctx.rt.driver(), ctx.raw);

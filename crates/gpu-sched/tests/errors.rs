@@ -226,10 +226,12 @@ fn wrong_device(rt: &Runtime) {
     assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
 
     {
-        let (rejoin, mut views) = theirs.split_chunks(4).unwrap();
+        let mut split = theirs.split_chunks(4).unwrap();
+        let mut views = split.views();
         let e = error(k::fill(&t, &mut views[0], 0.0));
         assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
-        let e = error(t.rejoin(rejoin, views));
+        drop(views);
+        let e = error(t.rejoin(split));
         assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
     }
 
@@ -249,7 +251,12 @@ fn bad_kernel_args(rt: &Runtime) {
     let mut b = t.from_host(&[2.0f32; 4]).unwrap();
     let before = rt.counters();
 
-    let e = error(t.launch(fill, cfg).write(&mut a).arg(0.0f32).submit());
+    // SAFETY: the kernel touches only the buffers passed, within their
+
+    // lengths (its length arguments are theirs), or the launch is refused
+
+    // before anything is submitted.
+    let e = error(unsafe { t.launch(fill, cfg).write(&mut a).arg(0.0f32).submit() });
     assert!(
         matches!(
             e,
@@ -262,51 +269,76 @@ fn bad_kernel_args(rt: &Runtime) {
     );
     says(&e, &["fill_f32", "takes 3 arguments; got 2"]);
 
-    let e = error(
+    // SAFETY: the kernel touches only the buffers passed, within their
+
+    // lengths (its length arguments are theirs), or the launch is refused
+
+    // before anything is submitted.
+    let e = error(unsafe {
         t.launch(fill, cfg)
             .write(&mut a)
             .arg(0.0f32)
             .arg(4usize)
             .arg(1u32)
-            .submit(),
-    );
+            .submit()
+    });
     says(&e, &["fill_f32", "takes 3 arguments; got more"]);
 
-    let e = error(
+    // SAFETY: the kernel touches only the buffers passed, within their
+
+    // lengths (its length arguments are theirs), or the launch is refused
+
+    // before anything is submitted.
+    let e = error(unsafe {
         t.launch(fill, cfg)
             .write(&mut a)
             .arg(0.0f64)
             .arg(4usize)
-            .submit(),
-    );
+            .submit()
+    });
     assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
     says(&e, &["fill_f32", "argument 1 is F32", "F64"]);
 
-    let e = error(
+    // SAFETY: the kernel touches only the buffers passed, within their
+
+    // lengths (its length arguments are theirs), or the launch is refused
+
+    // before anything is submitted.
+    let e = error(unsafe {
         t.launch(fill, cfg)
             .read(&a)
             .arg(0.0f32)
             .arg(4usize)
-            .submit(),
-    );
+            .submit()
+    });
     says(&e, &["argument 0 is PtrWrite", "a read buffer (&)"]);
 
-    let e = error(
+    // SAFETY: the kernel touches only the buffers passed, within their
+
+    // lengths (its length arguments are theirs), or the launch is refused
+
+    // before anything is submitted.
+    let e = error(unsafe {
         t.launch(fill, cfg)
             .write(&mut a)
             .write(&mut b)
             .arg(4usize)
-            .submit(),
-    );
+            .submit()
+    });
     says(&e, &["argument 1 is F32", "a written buffer (&mut)"]);
 
-    let e = error(
+    // SAFETY: the kernel touches only the buffers passed, within their
+
+    // lengths (its length arguments are theirs), or the launch is refused
+
+    // before anything is submitted.
+    let e = error(unsafe {
         t.launch(fill, cfg)
             .arg(4usize)
             .arg(0.0f32)
             .arg(4usize)
-            .submit(),
-    );
+            .submit()
+    });
     says(&e, &["argument 0 is PtrWrite", "a scalar"]);
 
     // A graph launch must be given every buffer the graph touches.
@@ -399,12 +431,12 @@ backend_tests!(capturing => capturing_host, capturing_cuda);
 fn zero_chunk(rt: &Runtime) {
     let t = rt.begin_task().unwrap();
     let mut a = t.from_host(&[1.0f32; 4]).unwrap();
-    let e = error(a.split_chunks(0).map(|(_, views)| views.len()));
+    let e = error(a.split_chunks(0).map(|split| split.len()));
     assert!(matches!(e, Error::ZeroChunk), "{e:?}");
     says(&e, &["chunk size must be at least 1"]);
-    let (rejoin, views) = a.split_chunks(3).unwrap();
-    assert_eq!(views.len(), 2);
-    t.rejoin(rejoin, views).unwrap();
+    let mut split = a.split_chunks(3).unwrap();
+    assert_eq!(split.views().len(), 2);
+    t.rejoin(split).unwrap();
     assert_values(&t, &a, &[1.0; 4]);
 }
 backend_tests!(zero_chunk => zero_chunk_host, zero_chunk_cuda);

@@ -28,20 +28,28 @@ fn two_tasks_hand_off_without_races() {
     let rt = Runtime::host().unwrap();
     let a_ctx = rt.begin_task().unwrap();
     let mut a = a_ctx.from_host(&[1.0f32; 1000]).unwrap();
-    a_ctx
-        .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
-        .write(&mut a)
-        .arg(1000u64)
-        .submit()
-        .unwrap();
+    // SAFETY: the test kernel writes x[..n], n the buffer's length, or the
+    // launch is refused before anything is submitted.
+    unsafe {
+        a_ctx
+            .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
+            .write(&mut a)
+            .arg(1000u64)
+            .submit()
+    }
+    .unwrap();
     let b_ctx = rt.begin_task().unwrap();
     let before = rt.counters();
-    b_ctx
-        .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
-        .write(&mut a)
-        .arg(1000u64)
-        .submit()
-        .unwrap();
+    // SAFETY: the test kernel writes x[..n], n the buffer's length, or the
+    // launch is refused before anything is submitted.
+    unsafe {
+        b_ctx
+            .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
+            .write(&mut a)
+            .arg(1000u64)
+            .submit()
+    }
+    .unwrap();
     assert_eq!(rt.counters().since(&before).device_waits, 1);
     let v = b_ctx.to_vec(&a).unwrap();
     assert!(v.iter().all(|x| *x == 3.0), "{:?}", &v[..4]);
@@ -56,11 +64,14 @@ fn wrong_argument_count_is_a_typed_error() {
     let rt = Runtime::host().unwrap();
     let t = rt.begin_task().unwrap();
     let mut a = t.zeros::<f32>(10).unwrap();
-    let e = t
-        .launch(ADD_ONE, LaunchConfig::linear(1, 1))
-        .write(&mut a)
-        .submit()
-        .unwrap_err();
+    // SAFETY: the test kernel writes x[..n], n the buffer's length, or the
+    // launch is refused before anything is submitted.
+    let e = unsafe {
+        t.launch(ADD_ONE, LaunchConfig::linear(1, 1))
+            .write(&mut a)
+            .submit()
+    }
+    .unwrap_err();
     assert!(matches!(e, gpu_sched::Error::BadKernelArgs { .. }), "{e}");
 }
 
@@ -102,8 +113,9 @@ fn an_idle_stream_is_reused_first() {
     let t = rt.begin_task().unwrap();
     assert_eq!(t.stream_id(), first, "synchronized: taken again first");
     let g = rt.gate().unwrap();
-    t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20))
-        .unwrap();
+    // SAFETY: the host backend blocks on the gate itself and does not
+    // launch the kernel passed.
+    unsafe { t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20)) }.unwrap();
     drop(t);
     let other = rt.begin_task().unwrap();
     assert_ne!(other.stream_id(), first, "busy: passed over");
@@ -130,8 +142,9 @@ fn without_flags_the_pool_queries_streams() {
     let t = rt.begin_task().unwrap();
     let first = t.stream_id();
     let g = rt.gate().unwrap();
-    t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20))
-        .unwrap();
+    // SAFETY: the host backend blocks on the gate itself and does not
+    // launch the kernel passed.
+    unsafe { t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20)) }.unwrap();
     let generation = rt.ledger().generation(first);
     drop(t);
     let other = rt.begin_task().unwrap();

@@ -37,8 +37,7 @@ pub use gpu_sched::trace;
 pub use gpu_sched::{
     Access, BackendChoice, BackendKind, Buffer, CounterSnapshot, DeviceRepr, DeviceSlice, Error,
     Event, Fence, Gate, Graph, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module,
-    Param, Reason, Rejoin, Result, Runtime, RuntimeOptions, Staging, SyncMode, TaskContext,
-    ViewMut,
+    Param, Reason, Result, Runtime, RuntimeOptions, Split, Staging, SyncMode, TaskContext, ViewMut,
 };
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use pool::{current_num_threads, install, ThreadPoolBuilder};

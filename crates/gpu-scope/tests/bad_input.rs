@@ -213,7 +213,10 @@ fn wrong_kernel_arguments() {
     let cfg = LaunchConfig::for_elements(8, k::BLOCK);
 
     let e = error(gpu::scope_on(&rt, |s| {
-        s.launch(fill, cfg).write(&mut a).arg(0.0f32).submit()
+        // SAFETY: the kernel touches only the buffers passed, within their
+        // lengths (its length arguments are theirs), or the launch is refused
+        // before anything is submitted.
+        unsafe { s.launch(fill, cfg).write(&mut a).arg(0.0f32).submit() }
     }));
     assert!(
         matches!(
@@ -228,33 +231,48 @@ fn wrong_kernel_arguments() {
     says(&e, &["fill_f32", "takes 3 arguments; got 2"]);
 
     let e = error(gpu::scope_on(&rt, |s| {
-        s.launch(fill, cfg)
-            .write(&mut a)
-            .arg(0.0f32)
-            .arg(8usize)
-            .arg(1u32)
-            .submit()
+        // SAFETY: the kernel touches only the buffers passed, within their
+        // lengths (its length arguments are theirs), or the launch is refused
+        // before anything is submitted.
+        unsafe {
+            s.launch(fill, cfg)
+                .write(&mut a)
+                .arg(0.0f32)
+                .arg(8usize)
+                .arg(1u32)
+                .submit()
+        }
     }));
     says(&e, &["takes 3 arguments; got more"]);
 
     let e = error(gpu::scope_on(&rt, |s| {
-        s.launch(fill, cfg)
-            .write(&mut a)
-            .arg(0u32)
-            .arg(8usize)
-            .submit()
+        // SAFETY: the kernel touches only the buffers passed, within their
+        // lengths (its length arguments are theirs), or the launch is refused
+        // before anything is submitted.
+        unsafe {
+            s.launch(fill, cfg)
+                .write(&mut a)
+                .arg(0u32)
+                .arg(8usize)
+                .submit()
+        }
     }));
     assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
     says(&e, &["argument 1 is F32", "got a scalar"]);
 
     // A written buffer passed as a read.
     let e = error(gpu::scope_on(&rt, |s| {
-        s.launch(axpy, cfg)
-            .arg(1.0f32)
-            .read(&x)
-            .read(&a)
-            .arg(8usize)
-            .submit()
+        // SAFETY: the kernel touches only the buffers passed, within their
+        // lengths (its length arguments are theirs), or the launch is refused
+        // before anything is submitted.
+        unsafe {
+            s.launch(axpy, cfg)
+                .arg(1.0f32)
+                .read(&x)
+                .read(&a)
+                .arg(8usize)
+                .submit()
+        }
     }));
     says(
         &e,
@@ -347,8 +365,11 @@ fn using_the_pool_after_a_sticky_error() {
     let rt = host();
     let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
     let e = error(gpu::scope_on(&rt, |s| {
-        s.launch(KernelRef::new(&FAULTY, 0), LaunchConfig::linear(1, 1))
-            .submit()?;
+        // SAFETY: the host kernel touches no memory (it fails on purpose).
+        unsafe {
+            s.launch(KernelRef::new(&FAULTY, 0), LaunchConfig::linear(1, 1))
+                .submit()
+        }?;
         s.synchronize()
     }));
     assert!(e.is_sticky(), "{e:?}");

@@ -156,7 +156,10 @@ fn a_launch_with_bad_arguments_is_a_typed_error_and_submits_nothing() {
         let a = &mut a;
         s.spawn(move |t| {
             // Missing the length.
-            t.launch(fill, cfg).write(a).arg(7.0f32).submit()
+            // SAFETY: the kernel touches only the buffers passed, within their
+            // lengths (its length arguments are theirs), or the launch is refused
+            // before anything is submitted.
+            unsafe { t.launch(fill, cfg).write(a).arg(7.0f32).submit() }
         });
         Ok(())
     })
@@ -174,11 +177,16 @@ fn a_launch_with_bad_arguments_is_a_typed_error_and_submits_nothing() {
     assert!(e.to_string().contains("takes 3 arguments; got 2"), "{e}");
     let e = gpu::scope_on(&rt, |s| {
         // A scalar of the wrong type.
-        s.launch(fill, cfg)
-            .write(&mut a)
-            .arg(7.0f64)
-            .arg(64usize)
-            .submit()
+        // SAFETY: the kernel touches only the buffers passed, within their
+        // lengths (its length arguments are theirs), or the launch is refused
+        // before anything is submitted.
+        unsafe {
+            s.launch(fill, cfg)
+                .write(&mut a)
+                .arg(7.0f64)
+                .arg(64usize)
+                .submit()
+        }
     })
     .unwrap_err();
     assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
@@ -239,9 +247,12 @@ fn a_kernel_fault_is_sticky_and_nothing_hangs() {
                     k::add_scalar(t, y, 1.0)
                 });
                 s.spawn(move |t| {
-                    t.launch(FAULT, LaunchConfig::linear(1, 1))
-                        .arg(0u64)
-                        .submit()?;
+                    // SAFETY: the host kernel touches no memory (it fails on purpose).
+                    unsafe {
+                        t.launch(FAULT, LaunchConfig::linear(1, 1))
+                            .arg(0u64)
+                            .submit()
+                    }?;
                     let r = t.synchronize();
                     faulted.store(true, SeqCst);
                     r?;

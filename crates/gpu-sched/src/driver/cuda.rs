@@ -155,6 +155,10 @@ fn driver_probe() -> &'static Result<i32, String> {
     PROBE.get_or_init(probe_driver)
 }
 
+/// The environment variable that sets how many hardware queues CUDA maps
+/// streams onto.
+pub(crate) const MAX_CONNECTIONS: &str = "CUDA_DEVICE_MAX_CONNECTIONS";
+
 fn probe_driver() -> Result<i32, String> {
     // SAFETY: loading libcuda runs its initialisers, as cudarc's own loader
     // would; the handles are closed again at once.
@@ -179,6 +183,16 @@ fn probe_driver() -> Result<i32, String> {
                 "the CUDA driver library lacks `{name}`; the driver is too old"
             ));
         }
+    }
+    // CUDA maps streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+    // (default 8): with more busy streams than queues, one stream's kernel
+    // can wait behind another's, which serializes siblings and can deadlock
+    // work that waits on the host (a gate). A scheduler with hundreds of
+    // streams wants the most the driver allows, 32: set it when the user
+    // has not (read once, when the context is created). A value the user
+    // set is kept.
+    if std::env::var_os(MAX_CONNECTIONS).is_none() {
+        std::env::set_var(MAX_CONNECTIONS, "32");
     }
     // SAFETY: the library and every symbol used here are present.
     let r = unsafe { sys::cuInit(0) };

@@ -266,7 +266,7 @@ impl HostDriver {
         self.shared
             .streams
             .read()
-            .get(s.0 as usize)
+            .get((s.0 as usize).wrapping_sub(1))
             .and_then(|x| x.clone())
             .ok_or(Error::Driver {
                 code: 400,
@@ -511,7 +511,8 @@ impl Driver for HostDriver {
                 during: "creating a host stream",
             })?;
         self.threads.lock().push(h);
-        Ok(RawStream(index as u64))
+        // Handles start at 1: 0 is no stream (as CUDA's are never null).
+        Ok(RawStream(index as u64 + 1))
     }
 
     fn destroy_stream(&self, s: RawStream) -> Result<()> {
@@ -520,7 +521,7 @@ impl Driver for HostDriver {
         q.shutdown = true;
         st.work.notify_all();
         drop(q);
-        self.shared.streams.write()[s.0 as usize] = None;
+        self.shared.streams.write()[s.0 as usize - 1] = None;
         Ok(())
     }
 
@@ -665,7 +666,10 @@ impl Driver for HostDriver {
     fn alloc(&self, bytes: usize, _s: RawStream) -> Result<u64> {
         self.check_sticky()?;
         let prev = self.shared.allocated.fetch_add(bytes, Ordering::Relaxed);
-        if prev + bytes > self.shared.memory_limit {
+        if prev
+            .checked_add(bytes)
+            .map_or(true, |b| b > self.shared.memory_limit)
+        {
             self.shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
             return Err(Error::OutOfMemory {
                 requested: bytes,

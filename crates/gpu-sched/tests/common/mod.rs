@@ -29,7 +29,10 @@ pub(crate) const PROBE: Duration = Duration::from_millis(200);
 pub(crate) fn runtime_with(backend: BackendKind, opts: RuntimeOptions) -> Runtime {
     let choice = match backend {
         BackendKind::Host => BackendChoice::Host,
-        BackendKind::Cuda => BackendChoice::Cuda,
+        BackendKind::Cuda => {
+            force_max_connections();
+            BackendChoice::Cuda
+        }
     };
     let rt = Runtime::new(RuntimeOptions {
         backend: choice,
@@ -53,6 +56,17 @@ pub(crate) fn runtime_with(backend: BackendKind, opts: RuntimeOptions) -> Runtim
     rt.cu_function(gpu_kernels::GATE)
         .unwrap_or_else(|e| panic!("loading the kernels failed: {e}"));
     rt
+}
+
+/// Gated tests use up to a dozen busy streams: with fewer hardware queues
+/// than that (`CUDA_DEVICE_MAX_CONNECTIONS`, 8 by default, or what the
+/// machine's environment says) a kernel can wait behind another stream's
+/// gate, hiding a missing wait or deadlocking. The tests set the most the
+/// driver allows, whatever the environment says, before the first CUDA
+/// runtime of the process starts.
+pub(crate) fn force_max_connections() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32"));
 }
 
 /// A runtime on `backend` with default options.

@@ -549,7 +549,8 @@ where
     T: DeviceRepr,
     F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
 {
-    let (rejoin, mut views) = buf.split_chunks(chunk)?;
+    let mut split = buf.split_chunks(chunk)?;
+    let mut views = split.views();
     run_scope(
         ctx,
         |s| {
@@ -560,7 +561,8 @@ where
         },
         Join::Always,
     )?;
-    ctx.rejoin(rejoin, views)
+    drop(views);
+    ctx.rejoin(split)
 }
 
 impl Scope<'_, '_> {

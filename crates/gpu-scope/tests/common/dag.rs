@@ -755,11 +755,16 @@ fn run_body<'sc>(
                 let n = y.len();
                 let p = s.raw_ptr(y)?;
                 let add = k::kernel_ref(k::names::ADD_SCALAR_F32).expect("add_scalar_f32");
-                s.launch(add, LaunchConfig::for_elements(n, k::BLOCK))
-                    .raw_ptr(p)
-                    .arg(*v)
-                    .arg(n)
-                    .submit()?;
+                // SAFETY: the kernel touches only the buffers passed, within their
+                // lengths (its length arguments are theirs), or the launch is refused
+                // before anything is submitted.
+                unsafe {
+                    s.launch(add, LaunchConfig::for_elements(n, k::BLOCK))
+                        .raw_ptr(p)
+                        .arg(*v)
+                        .arg(n)
+                        .submit()
+                }?;
             }
             Op::HostSync { b, expect } => {
                 let y = held.w(*b);
