@@ -36,6 +36,13 @@ unsafe impl DeviceRepr for i64 {}
 /// The runtime trusts a slice's address, length and stamps, so the trait is
 /// sealed (§8): only this crate's types implement it.
 ///
+/// Nor can safe code reach a slice's stamps, to reset them:
+///
+/// ```compile_fail
+/// let mut b = gpu_sched::Buffer::<f32>::zeros(4).unwrap();
+/// *gpu_sched::DeviceSlice::stamps_mut(&mut b) = Default::default(); // error: no such method
+/// ```
+///
 /// ```compile_fail
 /// struct Fake;
 /// impl gpu_sched::DeviceSlice<f32> for Fake { // error: `Tracked` is private

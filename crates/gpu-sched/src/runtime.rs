@@ -45,6 +45,9 @@ pub struct RuntimeOptions {
     pub sync_mode: SyncMode,
     /// Host backend: bytes of "device" memory before allocations fail.
     pub host_memory_limit: usize,
+    /// Host backend: how many streams it creates before creating one fails
+    /// (a driver error, as a device out of resources gives).
+    pub host_stream_limit: usize,
     /// Whether the device marks the end of each task's work in mapped
     /// pinned memory (`cuStreamWriteValue32`), so that the stream pool sees
     /// a stream idle with a load. Off, or where the device refuses, the pool
@@ -62,6 +65,7 @@ impl Default for RuntimeOptions {
             max_streams: 256,
             sync_mode: SyncMode::SpinThenYield,
             host_memory_limit: 8 << 30,
+            host_stream_limit: usize::MAX,
             end_flags: true,
         }
     }
@@ -211,7 +215,12 @@ impl Runtime {
             (BackendChoice::Auto, Some("cuda")) => BackendChoice::Cuda,
             (c, _) => c,
         };
-        let host = || -> Arc<dyn Driver> { Arc::new(HostDriver::new(opts.host_memory_limit)) };
+        let host = || -> Arc<dyn Driver> {
+            Arc::new(HostDriver::new(
+                opts.host_memory_limit,
+                opts.host_stream_limit,
+            ))
+        };
         let driver: Arc<dyn Driver> = match choice {
             BackendChoice::Host => host(),
             BackendChoice::Cuda => crate::driver::open_cuda(opts.device)?,

@@ -212,6 +212,9 @@ struct Shared {
     broken: AtomicBool,
     allocated: AtomicUsize,
     memory_limit: usize,
+    /// How many streams the backend creates before refusing (as a device
+    /// out of resources would).
+    stream_limit: usize,
     /// By address: the clock of the stream when its last `write_value` there
     /// ran.
     written: Mutex<HashMap<u64, Clock>>,
@@ -234,8 +237,9 @@ impl std::fmt::Debug for HostDriver {
 const ALIGN: usize = 256;
 
 impl HostDriver {
-    /// A host backend with `memory_limit` bytes of "device" memory.
-    pub(crate) fn new(memory_limit: usize) -> Self {
+    /// A host backend with `memory_limit` bytes of "device" memory that
+    /// creates at most `stream_limit` streams.
+    pub(crate) fn new(memory_limit: usize, stream_limit: usize) -> Self {
         HostDriver {
             shared: Arc::new(Shared {
                 streams: RwLock::new(Vec::new()),
@@ -248,6 +252,7 @@ impl HostDriver {
                 broken: AtomicBool::new(false),
                 allocated: AtomicUsize::new(0),
                 memory_limit,
+                stream_limit,
                 written: Mutex::new(HashMap::new()),
             }),
             threads: Mutex::new(Vec::new()),
@@ -488,6 +493,13 @@ impl Driver for HostDriver {
     fn create_stream(&self) -> Result<RawStream> {
         let mut streams = self.shared.streams.write();
         let index = streams.len();
+        if index >= self.shared.stream_limit {
+            return Err(Error::Driver {
+                code: 304,
+                name: "CUDA_ERROR_OPERATING_SYSTEM".into(),
+                during: "creating a host stream (the backend's stream limit)",
+            });
+        }
         let st = Arc::new(HostStream {
             index,
             queue: Mutex::new(Queue {
