@@ -192,11 +192,6 @@ impl TaskContext {
         self.rt.give_event(p);
         r
     }
-
-    /// Host-synchronizes a pooled event (R6) and gives it back.
-    pub(crate) fn sync_pooled(&self, p: Box<PooledEvent>) -> Result<()> {
-        sync_and_return(&self.rt, p)
-    }
 }
 
 /// R6 on a pooled event, then back to the pool.
@@ -256,11 +251,10 @@ impl TaskContext {
     /// # Errors
     ///
     /// Driver errors.
-    pub fn sync_fence(&self, mut fence: Fence) -> Result<()> {
-        match fence.inner.take() {
-            Some(p) => self.sync_pooled(p),
-            None => Ok(()),
-        }
+    pub fn sync_fence(&self, fence: Fence) -> Result<()> {
+        // The fence's own runtime: its event and coverage belong to that
+        // ledger and driver, whichever task asks (§8).
+        fence.synchronize()
     }
 }
 

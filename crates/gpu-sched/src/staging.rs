@@ -65,6 +65,15 @@ impl<T: DeviceRepr> Staging<T> {
         Ok(())
     }
 
+    /// The staging memory is pinned by this runtime's driver, and
+    /// `in_flight` names a stream of it: a task of another runtime would
+    /// name a stream this driver does not know (or another one), and the
+    /// host could touch the memory under a copy in flight.
+    fn same_runtime(&self, ctx: &TaskContext) -> Result<()> {
+        self.rt
+            .check_same(ctx.rt.id(), "the task of a staging copy")
+    }
+
     fn check(&self, n: usize) -> Result<()> {
         if n > self.cap {
             return Err(Error::LengthMismatch {
@@ -110,6 +119,7 @@ impl<T: DeviceRepr> Staging<T> {
         ctx: &TaskContext,
         dst: &mut (impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
+        self.same_runtime(ctx)?;
         self.check(dst.len())?;
         self.settle()?;
         // SAFETY: the staging memory outlives the copy: `in_flight` makes
@@ -130,6 +140,7 @@ impl<T: DeviceRepr> Staging<T> {
         ctx: &TaskContext,
         src: &(impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
+        self.same_runtime(ctx)?;
         self.check(src.len())?;
         ctx.host_memory_outside_capture("copying into staging memory")?;
         self.settle()?;
@@ -166,6 +177,7 @@ impl<T: DeviceRepr> Staging<T> {
         src: &[T],
         dst: &mut (impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
+        self.same_runtime(ctx)?;
         if src.len() != dst.len() {
             return Err(Error::LengthMismatch {
                 what: "the host source",
@@ -192,6 +204,7 @@ impl<T: DeviceRepr> Staging<T> {
         src: &(impl DeviceSlice<T> + ?Sized),
         dst: &mut [T],
     ) -> Result<()> {
+        self.same_runtime(ctx)?;
         self.check(dst.len())?;
         self.settle()?;
         // SAFETY: no copy is in flight; `copy_to_host` waits for its copy
