@@ -200,7 +200,18 @@ where
                     // on an error, by the scope before it returns.
                     unsafe { t.copy_from_host_async(xi, (src as *const T).add(start))? };
                     f(t, xi, yo)?;
-                    // SAFETY: as above; lanes write disjoint chunks.
+                    // `f` holds `&mut` to the output buffer and may have put
+                    // another one in its place: the copy below writes
+                    // `yo.len()` elements into host memory (§8).
+                    if yo.len() != len {
+                        return Err(Error::LengthMismatch {
+                            what: "par_map_pinned's output buffer after the closure",
+                            expected: len,
+                            got: yo.len(),
+                        });
+                    }
+                    // SAFETY: as above (`yo` has `len` elements, checked);
+                    // lanes write disjoint chunks.
                     unsafe { t.copy_to_host_async(yo, (dst as *mut U).add(start))? };
                 }
                 t.synchronize()
