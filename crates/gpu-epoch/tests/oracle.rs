@@ -9,6 +9,36 @@
 //! stamp; `begin_*` then the driver call and `finish_*`), and the halves of
 //! different tasks interleave.
 //!
+//! What the runtime does around those operations is in the programs too
+//! (DESIGN §8):
+//!
+//! - **Pooled events.** One small pool of events serves hand-offs and users.
+//!   A hand-off's device wait takes an event, resets it
+//!   (`record_untracked`), records it raw on the old stream, makes the new
+//!   stream wait on it and gives it back; a hand-off's host wait likewise
+//!   records one raw and synchronizes it (no fact); a capture's "pre" event
+//!   is one recorded raw as the capture begins. User events come from the
+//!   same pool (reset when handed out) and go back on drop; users may
+//!   synchronize, query or wait on one before recording it. In the oracle an
+//!   event is whatever its last driver record captured, tracked or raw.
+//! - **Split and rejoin (X3).** A split gives each of its views (disjoint
+//!   halves of the buffer, or one view of all of it) the buffer's uses, then
+//!   forgets the buffer's (`forget_uses`). Views are used like buffers; then
+//!   a task rejoins them (each view handed to its stream as a write, the
+//!   buffer restamped there) or they are dropped (the buffer's uses stay
+//!   unknown). In the oracle a view's use and the buffer's conflict, two
+//!   views' do not.
+//! - **Frees and allocations (X4).** Dropping a buffer hands its uses to the
+//!   reclaim stream (owned by a task that never ends) as a write, carried out
+//!   with pooled events, then frees it there: every earlier use must happen
+//!   before the free. A new buffer is then allocated in its place, in stream
+//!   order on a task's stream.
+//! - **Abandoned captures.** A capture may end without its graph (the body
+//!   erred or panicked, also when its task ends mid-capture): nothing it
+//!   captured runs or was stamped.
+//! - **Task ends.** A task that submitted to its stream closes its epoch
+//!   there as it ends.
+//!
 //! Property: whenever a buffer use is submitted, every earlier conflicting
 //! use (write after write, read after write, write after read) happens
 //! before it in the oracle: ordered on the new stream's clock, or known
@@ -26,7 +56,7 @@
 
 use gpu_epoch::{
     Access, Binding, BufferStamps, Closed, Decision, EventCoverage, Ledger, Reason, RecordTicket,
-    StreamId, Task, WaitTicket,
+    StreamEpoch, StreamId, Task, WaitTicket,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -34,9 +64,47 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 const BUFS: usize = 4;
-const EVENTS: usize = 2;
+/// Event handles users hold at once.
+const HANDLES: usize = 2;
+/// The event pool: the users' handles, a capture's pre event and one
+/// hand-off's event can be out at once.
+const POOL: usize = HANDLES + 2;
 const SLOTS: usize = 4;
 const MAX_STEPS: usize = 200;
+
+/// Stamped objects: the buffers `0..BUFS`, then two view slots per buffer.
+const OBJS: usize = 3 * BUFS;
+
+/// The object of view `i` of buffer `b`.
+fn view(b: usize, i: usize) -> usize {
+    BUFS + 2 * b + i
+}
+
+/// An object's name in traces: `b1`, or `b1.v0` for a view.
+struct Obj(usize);
+
+impl std::fmt::Display for Obj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            o if o < BUFS => write!(f, "b{o}"),
+            o => write!(f, "b{}.v{}", (o - BUFS) / 2, (o - BUFS) % 2),
+        }
+    }
+}
+
+/// Objects an operation touches, for traces: `[b0 r, b1.v1 w]`.
+struct Objs<'a>(&'a [(usize, bool)]);
+
+impl std::fmt::Debug for Objs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[")?;
+        for (i, &(o, w)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{} {}", Obj(o), if w { "w" } else { "r" })?;
+        }
+        f.write_str("]")
+    }
+}
 
 // ---------------------------------------------------------------------------
 // The oracle: vector clocks, as plain as possible.
@@ -54,6 +122,9 @@ enum Cause {
     Escape,
     Capture,
     Recycle,
+    HostWait,
+    Pooled,
+    Unknown,
 }
 
 impl Cause {
@@ -68,6 +139,9 @@ impl Cause {
             Cause::Escape => "escaped buffer (R10: waits for all on a move)",
             Cause::Capture => "capture (hand-off while capturing syncs the host)",
             Cause::Recycle => "recycle (idle stream: ledger knows only its own stamps)",
+            Cause::HostWait => "hand-off host wait (pooled event: no fact)",
+            Cause::Pooled => "pooled event (last driver record raw, or reset)",
+            Cause::Unknown => "unknown uses (split not rejoined)",
         }
     }
 }
@@ -122,16 +196,28 @@ impl Clock {
     }
 }
 
+/// One use of a buffer's memory: `mask` says which halves it touched.
 #[derive(Clone, Copy, Debug)]
 struct OUse {
     stream: usize,
     seq: u32,
     write: bool,
+    mask: u8,
+}
+
+/// The halves of a buffer a mask names, for messages.
+fn half_name(mask: u8) -> &'static str {
+    match mask {
+        1 => " (1st half)",
+        2 => " (2nd half)",
+        _ => "",
+    }
 }
 
 /// Happens-before: a clock per stream (what its next operation is ordered
-/// after), a clock per event (its stream's clock at the driver record; none
-/// when recorded in a capture), and the host's known-complete clock.
+/// after), a clock per pooled event (its stream's clock at its last driver
+/// record, tracked or raw; none when never recorded or recorded in a
+/// capture), and the host's known-complete clock.
 struct Oracle {
     clock: Vec<Clock>,
     host: Clock,
@@ -144,7 +230,7 @@ impl Oracle {
         Oracle {
             clock: vec![Clock::new(n); n],
             host: Clock::new(n),
-            event: vec![None; EVENTS],
+            event: vec![None; POOL],
             uses: vec![Vec::new(); BUFS],
         }
     }
@@ -153,17 +239,19 @@ impl Oracle {
         self.clock[s].get(u.stream) >= u.seq || self.host.get(u.stream) >= u.seq
     }
 
-    /// An operation on `s` touching `touches` is submitted: every earlier
-    /// conflicting use must happen before it.
-    fn submit(&mut self, s: usize, touches: &[(usize, bool)]) -> Result<(), String> {
-        for &(b, w) in touches {
+    /// An operation on `s` touching `touches` (buffer, halves, written) is
+    /// submitted: every earlier conflicting use must happen before it.
+    fn submit(&mut self, s: usize, touches: &[(usize, u8, bool)]) -> Result<(), String> {
+        for &(b, m, w) in touches {
             for u in &self.uses[b] {
-                if (u.write || w) && !self.ordered(u, s) {
+                if u.mask & m != 0 && (u.write || w) && !self.ordered(u, s) {
                     return Err(format!(
-                        "UNSAFE: buffer {b} {} on stream {s} is not ordered after its {} on stream {} (op #{}): \
+                        "UNSAFE: buffer {b}{} {} on stream {s} is not ordered after its {}{} on stream {} (op #{}): \
                          stream clock {:?}, host {:?}",
+                        half_name(m),
                         if w { "write" } else { "read" },
                         if u.write { "write" } else { "read" },
+                        half_name(u.mask),
                         u.stream,
                         u.seq,
                         (0..self.host.0.len()).map(|x| self.clock[s].get(x)).collect::<Vec<_>>(),
@@ -173,11 +261,12 @@ impl Oracle {
             }
         }
         let seq = self.clock[s].tick(s);
-        for &(b, w) in touches {
+        for &(b, mask, write) in touches {
             self.uses[b].push(OUse {
                 stream: s,
                 seq,
-                write: w,
+                write,
+                mask,
             });
         }
         Ok(())
@@ -187,9 +276,18 @@ impl Oracle {
         self.event[e] = Some(self.clock[s].retag(tag));
     }
 
-    fn wait_stream(&mut self, s: usize, s2: usize, tag: Option<Cause>) {
-        let c = self.clock[s].clone();
-        self.clock[s2].merge(&c, tag);
+    /// `s2` waits on the device for event `e`'s last driver record.
+    fn wait_event(&mut self, e: usize, s2: usize, tag: Option<Cause>) {
+        if let Some(c) = &self.event[e] {
+            self.clock[s2].merge(c, tag);
+        }
+    }
+
+    /// The host synchronizes event `e`'s last driver record.
+    fn host_event(&mut self, e: usize, tag: Option<Cause>) {
+        if let Some(c) = &self.event[e] {
+            self.host.merge(c, tag);
+        }
     }
 
     fn host_stream(&mut self, s: usize, tag: Option<Cause>) {
@@ -230,7 +328,8 @@ struct Program {
 /// The kind of an operation byte: 0 launch, 1 record, 2 stream wait, 3
 /// event sync, 4 event query, 5 stream sync, 6 task finish, 7 escape, 8 raw
 /// launch, 9 capture begin or end, 10 graph launch, 11 host-sync pointer, 12
-/// recycle.
+/// recycle, 13 user event dropped, 14 split, rejoin or views dropped, 15
+/// free or allocation.
 fn kind(op: u8) -> u32 {
     match op {
         0..=23 | 96..=99 => 0,
@@ -245,14 +344,20 @@ fn kind(op: u8) -> u32 {
         77..=82 => 9,
         83..=86 => 10,
         87..=90 => 11,
-        _ => 12,
+        91..=95 => 12,
+        100..=103 => 13,
+        104..=111 => 14,
+        _ => 15,
     }
 }
+
+/// Operation bytes are below this.
+const OPS: u8 = 118;
 
 fn program() -> impl Strategy<Value = Program> {
     let step = (
         0..SLOTS as u8,
-        0u8..100,
+        0u8..OPS,
         any::<u8>(),
         any::<u8>(),
         any::<u8>(),
@@ -333,11 +438,20 @@ impl Pending {
         }
     }
 
+    /// The objects it holds, and whether it writes them.
     fn touches(&self) -> Vec<(usize, bool)> {
         match self {
             Pending::Launch { touches, .. } => touches.clone(),
             Pending::StreamSync { hold: Some(b), .. } => vec![(*b, true)],
             _ => Vec::new(),
+        }
+    }
+
+    /// The pooled event it holds, if any.
+    fn event(&self) -> Option<usize> {
+        match *self {
+            Pending::Record { e, .. } | Pending::Wait { e, .. } => Some(e),
+            _ => None,
         }
     }
 }
@@ -346,12 +460,30 @@ struct Slot {
     task: Task,
     home: usize,
     pending: Option<Pending>,
+    /// Bound its own stream (the runtime's `submitted`): closes it at the end.
+    submitted: bool,
 }
+
+/// A captured or graph operation's object: (object, written, the buffer's
+/// generation then).
+type GraphTouch = (usize, bool, u32);
 
 struct Capture {
     stream: usize,
     task: u64,
-    graph: Vec<(usize, bool)>,
+    graph: Vec<GraphTouch>,
+    /// The pooled event recorded raw on the stream as the capture began.
+    pre: usize,
+}
+
+/// What a buffer slot holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum BufState {
+    Live,
+    /// Split into this many views (1 or 2); the buffer itself is borrowed.
+    Split(usize),
+    /// Freed; a new buffer may be allocated in its place.
+    Freed,
 }
 
 #[derive(Default)]
@@ -365,9 +497,52 @@ struct Stats {
     device_waits: u64,
     host_syncs: u64,
     bindings: [u64; 3],
+    raw_records: u64,
+    handouts: u64,
+    splits: u64,
+    rejoins: u64,
+    dropped_views: u64,
+    frees: u64,
+    allocs: u64,
+    abandoned: u64,
+    task_closes: u64,
+    /// Waits of frees' hand-offs: needed, unnecessary.
+    free_waits: [u64; 2],
+}
+
+impl Stats {
+    fn add(&mut self, s: &Stats) {
+        self.cases += s.cases;
+        self.ops += s.ops;
+        self.waits += s.waits;
+        self.needed += s.needed;
+        self.device_waits += s.device_waits;
+        self.host_syncs += s.host_syncs;
+        for i in 0..5 {
+            self.avoided[i] += s.avoided[i];
+        }
+        for i in 0..3 {
+            self.bindings[i] += s.bindings[i];
+        }
+        for (c, n) in &s.unneeded {
+            *self.unneeded.entry(*c).or_default() += n;
+        }
+        self.raw_records += s.raw_records;
+        self.handouts += s.handouts;
+        self.splits += s.splits;
+        self.rejoins += s.rejoins;
+        self.dropped_views += s.dropped_views;
+        self.frees += s.frees;
+        self.allocs += s.allocs;
+        self.abandoned += s.abandoned;
+        self.task_closes += s.task_closes;
+        self.free_waits[0] += s.free_waits[0];
+        self.free_waits[1] += s.free_waits[1];
+    }
 }
 
 struct Sim {
+    /// Task streams are `0..n`; stream `n` is the reclaim stream.
     n: usize,
     tasks: usize,
     nbufs: usize,
@@ -375,18 +550,30 @@ struct Sim {
     cross: u8,
     ledger: Ledger,
     ids: Vec<StreamId>,
+    /// The reclaim stream and the task that owns it for good.
+    reclaim: usize,
+    reclaimer: Task,
+    /// Stamps of every object (buffers, then views).
     bufs: Vec<BufferStamps>,
+    state: Vec<BufState>,
+    /// Bumped when a buffer is freed: graphs of the old one are void.
+    gen: Vec<u32>,
+    // The event pool: coverage and bookkeeping per pooled event.
     events: Vec<EventCoverage>,
     ev_records: Vec<u64>,
     ev_in_flight: Vec<u32>,
     ev_driver: Vec<u64>,
+    /// Events in the pool (a stack: the last given back is taken first).
+    free_events: Vec<usize>,
+    /// The users' event handles: the pooled event each holds.
+    user: [Option<usize>; HANDLES],
     slots: Vec<Option<Slot>>,
     // The model of R3: the owner's task id and whether shared.
     owner: Vec<Option<Task>>,
     shared: Vec<bool>,
     bound: Vec<Vec<Task>>,
     capture: Option<Capture>,
-    graphs: Vec<Vec<(usize, bool)>>,
+    graphs: Vec<Vec<GraphTouch>>,
     // A raw pointer taken on (stream, by task) that is still valid.
     raw: Vec<Option<(usize, u64)>>,
     oracle: Oracle,
@@ -401,8 +588,14 @@ fn bit(x: u8, i: usize) -> bool {
 impl Sim {
     fn new(prog: &Program) -> Self {
         let n = prog.streams;
-        let ledger = Ledger::new(n);
-        let ids = (0..n).map(|_| ledger.add_stream().unwrap()).collect();
+        let ledger = Ledger::new(n + 1);
+        let ids: Vec<StreamId> = (0..=n).map(|_| ledger.add_stream().unwrap()).collect();
+        let reclaimer = ledger.begin_task();
+        assert_eq!(ledger.bind(&reclaimer, ids[n]), Binding::TookOver);
+        let mut owner = vec![None; n + 1];
+        owner[n] = Some(reclaimer.clone());
+        let mut bound = vec![Vec::new(); n + 1];
+        bound[n].push(reclaimer.clone());
         Sim {
             n,
             tasks: prog.tasks,
@@ -411,19 +604,25 @@ impl Sim {
             cross: prog.cross,
             ledger,
             ids,
-            bufs: (0..BUFS).map(|_| BufferStamps::new()).collect(),
-            events: (0..EVENTS).map(|_| EventCoverage::new()).collect(),
-            ev_records: vec![0; EVENTS],
-            ev_in_flight: vec![0; EVENTS],
-            ev_driver: vec![0; EVENTS],
+            reclaim: n,
+            reclaimer,
+            bufs: (0..OBJS).map(|_| BufferStamps::new()).collect(),
+            state: vec![BufState::Live; BUFS],
+            gen: vec![0; BUFS],
+            events: (0..POOL).map(|_| EventCoverage::new()).collect(),
+            ev_records: vec![0; POOL],
+            ev_in_flight: vec![0; POOL],
+            ev_driver: vec![0; POOL],
+            free_events: (0..POOL).rev().collect(),
+            user: [None; HANDLES],
             slots: (0..SLOTS).map(|_| None).collect(),
-            owner: vec![None; n],
-            shared: vec![false; n],
-            bound: vec![Vec::new(); n],
+            owner,
+            shared: vec![false; n + 1],
+            bound,
             capture: None,
             graphs: Vec::new(),
             raw: vec![None; BUFS],
-            oracle: Oracle::new(n),
+            oracle: Oracle::new(n + 1),
             stats: Stats::default(),
             log: Vec::new(),
         }
@@ -444,8 +643,43 @@ impl Sim {
             .any(|sl| sl.pending.as_ref().and_then(Pending::stream) == Some(s))
     }
 
-    /// The borrow rules: no other pending operation writes a buffer this one
-    /// touches, or reads one it writes.
+    /// The buffer an object's memory belongs to, and which halves of it.
+    fn mem(&self, o: usize) -> (usize, u8) {
+        if o < BUFS {
+            return (o, 0b11);
+        }
+        let (b, i) = ((o - BUFS) / 2, (o - BUFS) % 2);
+        match self.state[b] {
+            BufState::Split(1) => (b, 0b11),
+            _ => (b, 1 << i),
+        }
+    }
+
+    fn name(o: usize) -> Obj {
+        Obj(o)
+    }
+
+    /// Whether object `o` exists and may be used now.
+    fn usable(&self, o: usize) -> bool {
+        if o < BUFS {
+            return self.state[o] == BufState::Live;
+        }
+        let (b, i) = ((o - BUFS) / 2, (o - BUFS) % 2);
+        matches!(self.state[b], BufState::Split(k) if i < k)
+    }
+
+    fn mem_touches(&self, touches: &[(usize, bool)]) -> Vec<(usize, u8, bool)> {
+        touches
+            .iter()
+            .map(|&(o, w)| {
+                let (b, m) = self.mem(o);
+                (b, m, w)
+            })
+            .collect()
+    }
+
+    /// The borrow rules: no other pending operation writes an object this
+    /// one touches, or reads one it writes.
     fn borrow_ok(&self, touches: &[(usize, bool)]) -> bool {
         self.slots
             .iter()
@@ -494,14 +728,18 @@ impl Sim {
         if !self.bound[s].iter().any(|t| t.id() == task.id()) {
             self.bound[s].push(task);
         }
+        let sl = self.slots[slot].as_mut().unwrap();
+        if sl.home == s {
+            sl.submitted = true;
+        }
         Ok(())
     }
 
     /// Ends raw pointers of buffers now used on a stream other than theirs.
     fn moved(&mut self, touches: &[(usize, bool)], s: usize) {
-        for &(b, _) in touches {
-            if self.raw[b].is_some_and(|(rs, _)| rs != s) {
-                self.raw[b] = None;
+        for &(o, _) in touches {
+            if o < BUFS && self.raw[o].is_some_and(|(rs, _)| rs != s) {
+                self.raw[o] = None;
             }
         }
     }
@@ -514,13 +752,87 @@ impl Sim {
         }
     }
 
-    /// Whether a wait on stream `s` for buffer `b` was needed; if not, why
+    // ----- the event pool ----------------------------------------------
+
+    fn take_event(&mut self) -> usize {
+        self.free_events.pop().expect("the event pool ran dry")
+    }
+
+    fn give_event(&mut self, e: usize) {
+        self.free_events.push(e);
+    }
+
+    /// `record_untracked`: the ledger's coverage of `e` is reset (a raw
+    /// driver record follows, or the event is handed to a user).
+    fn untracked(&mut self, e: usize) {
+        self.ledger.record_untracked(&self.events[e]);
+        self.ev_records[e] += 1;
+    }
+
+    /// A driver record of `e` on `s` the ledger does not see.
+    fn raw_record(&mut self, e: usize, s: usize) {
+        self.ev_driver[e] += 1;
+        self.oracle.record(e, s, Some(Cause::Pooled));
+        self.stats.raw_records += 1;
+    }
+
+    /// The event a hand-off waits on for `s`: the capture's pre event while
+    /// `s` is captured, else one from the pool recorded raw on `s` now (to be
+    /// given back after the wait).
+    fn hand_off_event(&mut self, s: usize) -> (usize, bool) {
+        if let Some(cap) = self.capture.as_ref().filter(|c| c.stream == s) {
+            return (cap.pre, false);
+        }
+        let e = self.take_event();
+        self.untracked(e);
+        self.raw_record(e, s);
+        (e, true)
+    }
+
+    /// A user handle's event: from the pool (reset) if it holds none.
+    fn user_event(&mut self, h: usize) -> usize {
+        if let Some(e) = self.user[h] {
+            return e;
+        }
+        let e = self.take_event();
+        self.log
+            .push(format!("  user event {h} handed out: pooled e{e}"));
+        self.untracked(e);
+        // The driver's event is still its last record, which the ledger
+        // forgot.
+        if let Some(c) = &self.oracle.event[e] {
+            self.oracle.event[e] = Some(c.retag(Some(Cause::Pooled)));
+        }
+        self.user[h] = Some(e);
+        self.stats.handouts += 1;
+        e
+    }
+
+    fn event_busy(&self, e: usize) -> bool {
+        self.slots
+            .iter()
+            .flatten()
+            .any(|sl| sl.pending.as_ref().and_then(Pending::event) == Some(e))
+    }
+
+    // ----- hand-offs ---------------------------------------------------
+
+    /// Whether a wait on stream `s` for object `o` was needed; if not, why
     /// the ledger did not know.
-    fn unneeded(&self, b: usize, s: usize, s2: usize, write: bool, escaped: bool) -> Option<Cause> {
+    fn unneeded(
+        &self,
+        o: usize,
+        s: usize,
+        s2: usize,
+        write: bool,
+        escaped: bool,
+        unknown: bool,
+    ) -> Option<Cause> {
+        let (b, m) = self.mem(o);
         let mut cause = None;
         for u in self.oracle.uses[b]
             .iter()
-            .filter(|u| u.stream == s && (u.write || write))
+            .filter(|u| u.stream == s && u.mask & m != 0 && (u.write || write))
         {
             if !self.oracle.ordered(u, s2) {
                 return None;
@@ -533,23 +845,27 @@ impl Sim {
                 (c, None) => c,
             };
         }
+        if unknown {
+            return Some(Cause::Unknown);
+        }
         if escaped {
             return Some(Cause::Escape);
         }
         Some(cause.unwrap_or(Cause::Escape))
     }
 
-    /// R9: the hand-off of buffer `b` to `s2`, carried out.
-    fn hand_off(&mut self, slot: usize, b: usize, s2: usize, write: bool) -> Result<(), String> {
-        let task = self.task(slot);
+    /// R9: the hand-off of object `o` to `s2` by `task`, carried out as the
+    /// runtime does (`wait_streams`, `host_wait`): with pooled events.
+    fn hand_off(&mut self, task: &Task, o: usize, s2: usize, write: bool) -> Result<(), String> {
         let sid2 = self.ids[s2];
         let access = if write { Access::Write } else { Access::Read };
-        let uses = self.bufs[b].get_mut();
+        let uses = self.bufs[o].get_mut();
         let escaped_on = if uses.is_escaped() {
             uses.writer().map(|w| w.stream.index())
         } else {
             None
         };
+        let unknown = uses.is_unknown();
         let d = self.ledger.hand_off(uses, sid2, access, true);
         let capturing = self.ledger.is_capturing(sid2);
         if capturing != self.capturing(s2) {
@@ -564,56 +880,59 @@ impl Sim {
             let why = if capturing {
                 Some(Cause::Capture)
             } else {
-                self.unneeded(b, s, s2, write, escaped_on == Some(s))
+                self.unneeded(o, s, s2, write, escaped_on == Some(s), unknown)
             };
             match why {
                 None => self.stats.needed += 1,
                 Some(c) => *self.stats.unneeded.entry(c).or_default() += 1,
             }
+            if s2 == self.reclaim {
+                self.stats.free_waits[usize::from(why.is_some())] += 1;
+            }
         }
-        self.log
-            .push(format!("  hand-off b{b} -> s{s2} {access:?}: {d:?}"));
+        self.log.push(format!(
+            "  hand-off {} -> s{s2} {access:?}: {d:?}",
+            Self::name(o)
+        ));
         match d {
             Decision::NoWait(_) => {}
             Decision::DeviceWait(set) => {
                 for s in set.iter() {
                     // Read before the driver records the pooled event on `s`.
                     let c = self.ledger.closed_counted(s);
-                    // (The driver records it and `s2` waits on it here.)
-                    let tag = if self.ledger.mark_ordered(&task, sid2, s, c) {
+                    let (e, pooled) = self.hand_off_event(s.index());
+                    // `s2` waits on it on the device.
+                    let tag = if self.ledger.mark_ordered(task, sid2, s, c) {
                         Cause::HandOff
                     } else {
                         self.tag_not_learnt(s2)
                     };
-                    self.oracle.wait_stream(s.index(), s2, Some(tag));
+                    self.oracle.wait_event(e, s2, Some(tag));
+                    if pooled {
+                        self.give_event(e);
+                    }
                 }
             }
             Decision::HostSync(set) => {
                 for s in set.iter() {
-                    // The runtime synchronizes `s` on the host; the ledger
-                    // learns from it only through a counted close.
-                    let closed = self
-                        .ledger
-                        .begin_stream_sync(&task, s)
-                        .map_err(|e| format!("host sync of {s:?}: {e}"))?;
-                    let tag = if closed.counted {
-                        None
-                    } else {
-                        Some(self.tag_not_learnt(s.index()))
-                    };
-                    self.oracle.host_stream(s.index(), tag);
-                    self.ledger.finish_stream_sync(closed);
+                    // The runtime synchronizes a pooled event recorded raw on
+                    // `s`: no ledger fact.
+                    let (e, pooled) = self.hand_off_event(s.index());
+                    self.oracle.host_event(e, Some(Cause::HostWait));
+                    if pooled {
+                        self.give_event(e);
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    fn stamp(&mut self, b: usize, s: usize, write: bool) -> Result<(), String> {
+    fn stamp(&mut self, o: usize, s: usize, write: bool) -> Result<(), String> {
         let access = if write { Access::Write } else { Access::Read };
         let stamped = self
             .ledger
-            .stamp(self.bufs[b].get_mut(), self.ids[s], access);
+            .stamp(self.bufs[o].get_mut(), self.ids[s], access);
         if stamped == self.capturing(s) {
             return Err(format!(
                 "stamp on stream {s} returned {stamped} (capturing: {})",
@@ -628,12 +947,14 @@ impl Sim {
         if !self.borrow_ok(&touches) {
             return Ok(());
         }
-        self.log.push(format!("T{slot} launch on s{s} {touches:?}"));
+        self.log
+            .push(format!("T{slot} launch on s{s} {:?}", Objs(&touches)));
         self.bind(slot, s)?;
         self.moved(&touches, s);
-        for &(b, w) in &touches {
-            self.hand_off(slot, b, s, w)?;
-            self.stamp(b, s, w)?;
+        let task = self.task(slot);
+        for &(o, w) in &touches {
+            self.hand_off(&task, o, s, w)?;
+            self.stamp(o, s, w)?;
         }
         let captured = self.capturing(s);
         self.slots[slot].as_mut().unwrap().pending = Some(Pending::Launch {
@@ -695,25 +1016,31 @@ impl Sim {
             } => {
                 let (s, captured) = (*s, *captured);
                 self.log.push(format!(
-                    "T{slot} submit on s{s} {touches:?} captured={captured}"
+                    "T{slot} submit on s{s} {:?} captured={captured}",
+                    Objs(touches)
                 ));
                 if captured {
+                    let gens: Vec<u32> = touches
+                        .iter()
+                        .map(|&(o, _)| self.gen[self.mem(o).0])
+                        .collect();
                     let cap = self
                         .capture
                         .as_mut()
                         .expect("capture ended under a pending op");
-                    for &(b, w) in touches.iter() {
-                        match cap.graph.iter_mut().find(|g| g.0 == b) {
-                            Some(g) => g.1 |= w,
-                            None => cap.graph.push((b, w)),
+                    for (&(o, w), g) in touches.iter().zip(gens) {
+                        match cap.graph.iter_mut().find(|t| t.0 == o && t.2 == g) {
+                            Some(t) => t.1 |= w,
+                            None => cap.graph.push((o, w, g)),
                         }
                     }
                 } else {
-                    self.oracle.submit(s, touches)?;
+                    let mem = self.mem_touches(touches);
+                    self.oracle.submit(s, &mem)?;
                     self.stats.ops += 1;
                 }
-                for &(b, w) in touches.iter() {
-                    self.stamp(b, s, w)?;
+                for &(o, w) in touches.iter() {
+                    self.stamp(o, s, w)?;
                 }
                 return Ok(());
             }
@@ -857,14 +1184,21 @@ impl Sim {
         Ok(())
     }
 
-    fn end_capture(&mut self) {
+    /// Ends the capture: its graph is kept, or discarded (the body erred or
+    /// panicked: nothing it captured runs). The pre event goes back.
+    fn end_capture(&mut self, keep: bool) {
         let cap = self.capture.take().unwrap();
         self.log.push(format!(
-            "end capture on s{}: graph {:?}",
-            cap.stream, cap.graph
+            "end capture on s{}{}: graph {:?}",
+            cap.stream,
+            if keep { "" } else { " ABANDONED" },
+            cap.graph
         ));
         self.ledger.set_capturing(self.ids[cap.stream], false);
-        if !cap.graph.is_empty() {
+        self.give_event(cap.pre);
+        if !keep {
+            self.stats.abandoned += 1;
+        } else if !cap.graph.is_empty() {
             if self.graphs.len() == 3 {
                 self.graphs.remove(0);
             }
@@ -898,6 +1232,7 @@ impl Sim {
                 task,
                 home,
                 pending: None,
+                submitted: false,
             });
             return Ok(());
         };
@@ -906,24 +1241,35 @@ impl Sim {
         }
         let task = sl.task.clone();
         let home = sl.home;
-        let e = st.b as usize % EVENTS;
+        let h = st.b as usize % HANDLES;
         match st.op {
             0..=23 | 96..=99 => {
                 let s = self.pick(slot, st.a);
-                // 1 to 3 of the program's buffers, each read or written.
+                // 1 to 3 of the program's buffers, each read or written (a
+                // split buffer through one of its views; none once freed).
                 let all = (1u8 << self.nbufs) - 1;
                 let mut mask = st.b % all + 1;
                 if mask == 15 {
                     mask = 7;
                 }
-                let touches = (0..self.nbufs)
+                let touches: Vec<(usize, bool)> = (0..self.nbufs)
                     .filter(|&i| bit(mask, i))
-                    .map(|i| (i, bit(st.c, i)))
+                    .filter_map(|i| match self.state[i] {
+                        BufState::Live => Some((i, bit(st.c, i))),
+                        BufState::Split(k) => {
+                            Some((view(i, usize::from(bit(st.c, 4 + i)) % k), bit(st.c, i)))
+                        }
+                        BufState::Freed => None,
+                    })
                     .collect();
+                if touches.is_empty() {
+                    return Ok(());
+                }
                 self.launch(slot, s, touches)?;
             }
             24..=35 => {
                 let s = self.pick(slot, st.a);
+                let e = self.user_event(h);
                 self.log.push(format!("T{slot} begin record e{e} on s{s}"));
                 self.bind(slot, s)?;
                 let ticket = self
@@ -949,6 +1295,7 @@ impl Sim {
                     45..=49 => WaitKind::Sync,
                     _ => WaitKind::Query(bit(st.c, 0)),
                 };
+                let e = self.user_event(h);
                 self.log.push(format!("T{slot} begin {kind:?} e{e}"));
                 let ticket = self.ledger.begin_wait(&self.events[e]);
                 self.slots[slot].as_mut().unwrap().pending = Some(Pending::Wait {
@@ -990,9 +1337,17 @@ impl Sim {
                     if self.pending_on(self.capture.as_ref().unwrap().stream) {
                         return Ok(());
                     }
-                    self.end_capture();
+                    // The task ends mid-capture (it panicked): the capture
+                    // ends on unwind and its graph is discarded.
+                    self.end_capture(false);
                 }
                 self.log.push(format!("T{slot} finishes"));
+                if self.slots[slot].as_ref().unwrap().submitted {
+                    // The task's last epoch on its stream closes (R2).
+                    let c = self.ledger.close(&task, self.ids[home]);
+                    self.log.push(format!("  closes s{home}: {c:?}"));
+                    self.stats.task_closes += 1;
+                }
                 self.ledger.finish_task(&task);
                 for r in &mut self.raw {
                     if r.is_some_and(|(_, t)| t == task.id().get()) {
@@ -1004,13 +1359,16 @@ impl Sim {
             67..=70 => {
                 // R10: a raw pointer on the task's stream.
                 let b = st.b as usize % self.nbufs;
-                if self.capturing(home) || !self.borrow_ok(&[(b, true)]) {
+                if self.state[b] != BufState::Live
+                    || self.capturing(home)
+                    || !self.borrow_ok(&[(b, true)])
+                {
                     return Ok(());
                 }
                 self.log.push(format!("T{slot} escapes b{b} on s{home}"));
                 self.bind(slot, home)?;
                 self.moved(&[(b, true)], home);
-                self.hand_off(slot, b, home, true)?;
+                self.hand_off(&task, b, home, true)?;
                 self.ledger.escape(self.bufs[b].get_mut(), self.ids[home]);
                 self.raw[b] = Some((home, task.id().get()));
             }
@@ -1029,7 +1387,7 @@ impl Sim {
                 }
                 self.log
                     .push(format!("T{slot} raw launch on s{s} through b{b}'s pointer"));
-                self.oracle.submit(s, &[(b, true)])?;
+                self.oracle.submit(s, &[(b, 0b11, true)])?;
                 self.stats.ops += 1;
             }
             77..=79 => {
@@ -1038,11 +1396,17 @@ impl Sim {
                 }
                 self.log.push(format!("T{slot} begins capture on s{home}"));
                 self.bind(slot, home)?;
+                // What the stream queued before the capture: a pooled event
+                // recorded raw, which hand-offs from it wait on meanwhile.
+                let pre = self.take_event();
+                self.untracked(pre);
+                self.raw_record(pre, home);
                 self.ledger.set_capturing(self.ids[home], true);
                 self.capture = Some(Capture {
                     stream: home,
                     task: task.id().get(),
                     graph: Vec::new(),
+                    pre,
                 });
             }
             80..=82 => {
@@ -1052,34 +1416,45 @@ impl Sim {
                 if cap.task != task.id().get() || self.pending_on(cap.stream) {
                     return Ok(());
                 }
-                self.end_capture();
+                // One in four captures is abandoned (the body erred).
+                self.end_capture(st.c % 4 != 0);
             }
             83..=86 => {
                 if self.graphs.is_empty() {
                     return Ok(());
                 }
                 let g = self.graphs[st.b as usize % self.graphs.len()].clone();
+                // Every object it touches must still be the one captured.
+                if !g
+                    .iter()
+                    .all(|&(o, _, gen)| self.usable(o) && self.gen[self.mem(o).0] == gen)
+                {
+                    return Ok(());
+                }
                 let s = self.pick(slot, st.a);
                 if self.capturing(s) {
                     return Ok(());
                 }
                 self.log.push(format!("T{slot} graph launch:"));
-                self.launch(slot, s, g)?;
+                self.launch(slot, s, g.iter().map(|&(o, w, _)| (o, w)).collect())?;
             }
             87..=90 => {
                 // R11: a host-sync pointer.
                 let b = st.b as usize % self.nbufs;
-                if self.capturing(home) || !self.borrow_ok(&[(b, true)]) {
+                if self.state[b] != BufState::Live
+                    || self.capturing(home)
+                    || !self.borrow_ok(&[(b, true)])
+                {
                     return Ok(());
                 }
                 self.log
                     .push(format!("T{slot} host-sync pointer b{b} on s{home}"));
                 self.bind(slot, home)?;
                 self.moved(&[(b, true)], home);
-                self.hand_off(slot, b, home, true)?;
+                self.hand_off(&task, b, home, true)?;
                 self.stamp(b, home, true)?;
                 // The pointer's use, ordered like an operation on `home`.
-                self.oracle.submit(home, &[(b, true)])?;
+                self.oracle.submit(home, &[(b, 0b11, true)])?;
                 self.stamp(b, home, true)?;
                 let closed = self
                     .ledger
@@ -1091,6 +1466,116 @@ impl Sim {
                     hold: Some(b),
                     driven: None,
                 });
+            }
+            100..=103 => {
+                // A user event is dropped: back to the pool (no borrow left).
+                let Some(e) = self.user[h] else {
+                    return Ok(());
+                };
+                if self.event_busy(e) {
+                    return Ok(());
+                }
+                self.log
+                    .push(format!("user event {h} dropped: e{e} back to the pool"));
+                self.user[h] = None;
+                self.give_event(e);
+            }
+            104..=107 => {
+                // X3: split into views (one in four: a single view).
+                let b = st.b as usize % self.nbufs;
+                if self.state[b] != BufState::Live || !self.borrow_ok(&[(b, true)]) {
+                    return Ok(());
+                }
+                let k = if st.c % 4 == 0 { 1 } else { 2 };
+                self.log.push(format!("T{slot} splits b{b} into {k}"));
+                let uses = self.bufs[b].get_mut().clone();
+                for i in 0..k {
+                    self.bufs[view(b, i)] = BufferStamps::from_uses(uses.clone());
+                }
+                self.ledger.forget_uses(self.bufs[b].get_mut());
+                self.state[b] = BufState::Split(k);
+                // The buffer is borrowed by its views: its raw pointer's
+                // contract ends.
+                self.raw[b] = None;
+                self.stats.splits += 1;
+            }
+            108..=111 => {
+                // One of the split buffers.
+                let split: Vec<usize> = (0..self.nbufs)
+                    .filter(|&b| matches!(self.state[b], BufState::Split(_)))
+                    .collect();
+                let Some(&b) = split.get(st.b as usize % split.len().max(1)) else {
+                    return Ok(());
+                };
+                let BufState::Split(k) = self.state[b] else {
+                    unreachable!()
+                };
+                let views: Vec<(usize, bool)> = (0..k).map(|i| (view(b, i), true)).collect();
+                if !self.borrow_ok(&views) {
+                    return Ok(());
+                }
+                if bit(st.c, 0) {
+                    // Dropped without a rejoin: the buffer's uses stay
+                    // unknown.
+                    self.log.push(format!("b{b}'s views dropped"));
+                    self.stats.dropped_views += 1;
+                } else {
+                    let s = self.pick(slot, st.a);
+                    self.log.push(format!("T{slot} rejoins b{b} on s{s}"));
+                    self.bind(slot, s)?;
+                    for &(v, _) in &views {
+                        self.hand_off(&task, v, s, true)?;
+                    }
+                    if !self.capturing(s) {
+                        // The restamp is a write on `s` (no device work):
+                        // every view's use must be ordered before it.
+                        self.oracle.submit(s, &[(b, 0b11, true)])?;
+                    }
+                    self.stamp(b, s, true)?;
+                    self.stats.rejoins += 1;
+                }
+                self.state[b] = BufState::Live;
+            }
+            112..=114 => {
+                // X4: the buffer is dropped: its uses are handed to the
+                // reclaim stream, which frees it.
+                let b = st.b as usize % self.nbufs;
+                if self.state[b] != BufState::Live || !self.borrow_ok(&[(b, true)]) {
+                    return Ok(());
+                }
+                let r = self.reclaim;
+                self.log.push(format!("b{b} dropped: freed on s{r}"));
+                let reclaimer = self.reclaimer.clone();
+                self.hand_off(&reclaimer, b, r, true)?;
+                self.oracle.submit(r, &[(b, 0b11, true)])?;
+                self.stats.ops += 1;
+                self.stats.frees += 1;
+                self.state[b] = BufState::Freed;
+                self.gen[b] += 1;
+                self.raw[b] = None;
+            }
+            115..=117 => {
+                // A new buffer in a freed one's place, allocated in stream
+                // order (the driver orders the memory's reuse).
+                let freed: Vec<usize> = (0..self.nbufs)
+                    .filter(|&b| self.state[b] == BufState::Freed)
+                    .collect();
+                let Some(&b) = freed.get(st.b as usize % freed.len().max(1)) else {
+                    return Ok(());
+                };
+                let s = self.pick(slot, st.a);
+                if self.capturing(s) {
+                    return Ok(());
+                }
+                self.log.push(format!("T{slot} allocates b{b} on s{s}"));
+                self.bind(slot, s)?;
+                self.bufs[b] = BufferStamps::new();
+                self.oracle.uses[b].clear();
+                self.stamp(b, s, true)?;
+                self.oracle.submit(s, &[(b, 0b11, true)])?;
+                self.stats.ops += 1;
+                self.stats.allocs += 1;
+                self.state[b] = BufState::Live;
             }
             _ => unreachable!(),
         }
@@ -1150,6 +1635,23 @@ fn report(st: &Stats) {
         st.bindings[0], st.bindings[1], st.bindings[2]
     );
     eprintln!(
+        "  pooled events: {} raw records, {} handed to users; splits {} ({} rejoined, \
+         {} dropped); frees {}, allocations {}; captures abandoned {}; task-end closes {}",
+        st.raw_records,
+        st.handouts,
+        st.splits,
+        st.rejoins,
+        st.dropped_views,
+        st.frees,
+        st.allocs,
+        st.abandoned,
+        st.task_closes
+    );
+    eprintln!(
+        "  frees' waits (included below): needed {}, unnecessary {}",
+        st.free_waits[0], st.free_waits[1]
+    );
+    eprintln!(
         "  no wait: clean {}, same stream {}, completed {}, ordered {}, recycled {}",
         st.avoided[0], st.avoided[1], st.avoided[2], st.avoided[3], st.avoided[4]
     );
@@ -1196,39 +1698,34 @@ fn ledger_never_skips_a_wait_the_oracle_needs() {
         ..Config::default()
     };
     let stats = Mutex::new(Stats::default());
+    // Programs run before the first failure (shrinking runs more).
+    let first_failure = Mutex::new(None);
     let mut runner = TestRunner::new(config);
     let result = runner.run(&program(), |prog| {
         let mut sim = Sim::new(&prog);
         match sim.run(&prog) {
             Ok(()) => {
-                let mut st = stats.lock().unwrap();
-                let s = sim.stats;
-                st.cases += s.cases;
-                st.ops += s.ops;
-                st.waits += s.waits;
-                st.needed += s.needed;
-                st.device_waits += s.device_waits;
-                st.host_syncs += s.host_syncs;
-                for i in 0..5 {
-                    st.avoided[i] += s.avoided[i];
-                }
-                for i in 0..3 {
-                    st.bindings[i] += s.bindings[i];
-                }
-                for (c, n) in s.unneeded {
-                    *st.unneeded.entry(c).or_default() += n;
-                }
+                stats.lock().unwrap().add(&sim.stats);
                 Ok(())
             }
-            Err(e) => Err(TestCaseError::fail(format!(
-                "{e}\n--- trace ({} streams) ---\n{}",
-                prog.streams,
-                sim.log.join("\n")
-            ))),
+            Err(e) => {
+                let mut first = first_failure.lock().unwrap();
+                if first.is_none() {
+                    *first = Some(stats.lock().unwrap().cases + 1);
+                }
+                Err(TestCaseError::fail(format!(
+                    "{e}\n--- trace ({} streams) ---\n{}",
+                    prog.streams,
+                    sim.log.join("\n")
+                )))
+            }
         }
     });
     if let Err(e) = result {
-        panic!("{e}");
+        panic!(
+            "{e}\n(first failure: program #{})",
+            first_failure.lock().unwrap().unwrap_or(0)
+        );
     }
     report(&stats.lock().unwrap());
 }
@@ -1241,16 +1738,23 @@ fn ledger_never_skips_a_wait_the_oracle_needs() {
 // A step is `(task, op, a, b, c)`: a task's first step begins it on the first
 // free stream from `a`; a task with an operation in flight takes its next
 // half (`N`); else `op` picks: 0 launch (buffers `b + 1` as a bit mask, bit
-// `i` of `c` writes buffer `i`), 24 record (event `b`), 36 stream wait, 45
-// event sync (event `b`), 56 stream sync, 67 escape (buffer `b`), 71 raw
-// launch. `a` below 200 is the task's own stream, else stream `a % n`.
+// `i` of `c` writes buffer `i`, bit `4 + i` picks the view of a split one),
+// 24 record (event handle `b`), 36 stream wait, 45 event sync, 50 event
+// query (done if bit 0 of `c`), 56 stream sync, 62 task end, 67 escape
+// (buffer `b`), 71 raw launch, 77 capture begin, 80 capture end (abandoned
+// if `c % 4 == 0`), 91 recycle (stream `a`), 100 event handle `b` dropped,
+// 104 split of buffer `b` (one view if `c % 4 == 0`, else two), 108 rejoin
+// (bit 0 of `c` clear) or views dropped (split buffer `b`), 112 free
+// (buffer `b`), 115 allocation (freed buffer `b`). `a` below 200 is the
+// task's own stream, else stream `a % n`.
+// Event handles get events from the pool (a stack, 0 first) on first use.
 
 /// A step as `(task, op, a, b, c)`.
 type Raw = (u8, u8, u8, u8, u8);
 
 const N: Raw = (0, 0, 0, 0, 0);
 
-fn replay(streams: usize, v: &[Raw]) {
+fn replay(streams: usize, v: &[Raw]) -> Sim {
     let prog = Program {
         streams,
         tasks: SLOTS,
@@ -1266,6 +1770,7 @@ fn replay(streams: usize, v: &[Raw]) {
     if let Err(e) = sim.run(&prog) {
         panic!("{e}\n--- trace ---\n{}", sim.log.join("\n"));
     }
+    sim
 }
 
 /// `(task, N)` for `k` steps of `task`: the halves of its operation in flight.
@@ -1412,4 +1917,173 @@ fn replay_a_non_owner_fact_between_a_record_and_its_finish() {
             halves(2, 1).collect(),
         ]),
     );
+}
+
+#[test]
+fn replay_pooled_event_from_a_hand_off_given_to_a_user() {
+    // §8: a user event goes back to the pool covering s0's epoch; a
+    // hand-off records it raw on s2; handed out again, synchronized,
+    // queried and waited on before any record of its new holder, it must
+    // teach nothing about s0.
+    let mut sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 24, 0, 0, 1)], // T0 records event 0 (pooled e0) on s0
+            halves(0, 2).collect(),
+            vec![(0, 100, 0, 0, 0)], // event 0 dropped: e0 back to the pool
+            vec![(2, 0, 0, 1, 2)],   // T2 writes b1 on s2
+            halves(2, 1).collect(),
+            vec![(1, 0, 0, 1, 0)], // T1 reads b1 on s1: e0 recorded raw on s2
+            halves(1, 1).collect(),
+            vec![(1, 45, 0, 0, 0)], // T1 syncs event 0: e0 again, unrecorded
+            halves(1, 2).collect(),
+            vec![(1, 50, 0, 0, 1)], // T1 queries it: done
+            halves(1, 2).collect(),
+            vec![(1, 36, 0, 0, 0)], // s1 waits on it
+            halves(1, 2).collect(),
+            vec![(1, 0, 0, 0, 0)], // T1 reads b0 on s1: must wait for s0
+            halves(1, 1).collect(),
+        ]),
+    );
+    assert_eq!(sim.user[0], Some(0), "the pool handed e0 out again");
+    // No Completed fact about s0, and the read waited for it.
+    assert_eq!(sim.ledger.completed(sim.ids[0]), StreamEpoch(0));
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b0 -> s1 Read: DeviceWait")));
+    assert!(!sim.bufs[0].get_mut().is_unknown());
+}
+
+#[test]
+fn replay_split_dropped_then_a_parent_write_elsewhere() {
+    // X3: views used on s1 and s2 are dropped without a rejoin: the buffer's
+    // next uses wait for every stream, a read keeping it so.
+    let mut sim = replay(
+        4,
+        &program_of(vec![
+            vec![
+                (0, 99, 0, 0, 0),
+                (1, 99, 1, 0, 0),
+                (2, 99, 2, 0, 0),
+                (3, 99, 3, 0, 0),
+            ],
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 104, 0, 0, 1)],  // T0 splits b0 into two views
+            vec![(1, 0, 0, 0, 1)],    // T1 writes view 0 on s1
+            vec![(2, 0, 0, 0, 0x10)], // T2 reads view 1 on s2
+            halves(1, 1).collect(),
+            halves(2, 1).collect(),
+            vec![(0, 108, 0, 0, 1)], // the views are dropped
+            vec![(3, 0, 0, 0, 0)],   // T3 reads b0 on s3: waits for all
+            halves(3, 1).collect(),
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0: still unknown
+            halves(0, 1).collect(),
+            vec![(3, 0, 0, 0, 1)], // T3 writes b0 on s3: known again
+            halves(3, 1).collect(),
+        ]),
+    );
+    assert!(!sim.bufs[0].get_mut().is_unknown());
+    assert_eq!(sim.stats.dropped_views, 1);
+}
+
+#[test]
+fn replay_rejoin() {
+    // X3: views written on s1 and s2 are rejoined on s0: s0 waits for both,
+    // and the buffer's next user waits for s0 alone.
+    let mut sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 104, 0, 0, 1)],  // T0 splits b0 into two views
+            vec![(1, 0, 0, 0, 1)],    // T1 writes view 0 on s1
+            vec![(2, 0, 0, 0, 0x11)], // T2 writes view 1 on s2
+            halves(1, 1).collect(),
+            halves(2, 1).collect(),
+            vec![(0, 108, 0, 0, 0)], // T0 rejoins b0 on s0
+            vec![(0, 0, 0, 0, 0)],   // T0 reads b0 on s0: no wait
+            halves(0, 1).collect(),
+            vec![(1, 0, 0, 0, 0)], // T1 reads b0 on s1: waits for s0 only
+            halves(1, 1).collect(),
+        ]),
+    );
+    assert!(!sim.bufs[0].get_mut().is_unknown());
+    assert_eq!(sim.stats.rejoins, 1);
+    assert!(sim.stats.unneeded.is_empty(), "{:?}", sim.stats.unneeded);
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b0 -> s1 Read: DeviceWait({S0})")));
+}
+
+#[test]
+fn replay_free_after_reads_on_two_streams() {
+    // X4: the reclaim stream waits for the writer and both readers before
+    // the free; a new buffer then takes the slot.
+    let sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(1, 0, 0, 0, 0)], // T1 reads b0 on s1
+            vec![(2, 0, 0, 0, 0)], // T2 reads b0 on s2
+            halves(1, 1).collect(),
+            halves(2, 1).collect(),
+            vec![(0, 112, 0, 0, 0)], // b0 dropped: freed on the reclaim stream
+            vec![(0, 115, 0, 0, 0)], // T0 allocates a new b0 on s0
+            vec![(1, 0, 0, 0, 1)],   // T1 writes it on s1
+            halves(1, 1).collect(),
+        ]),
+    );
+    assert_eq!((sim.stats.frees, sim.stats.allocs), (1, 1));
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b0 -> s3 Write: DeviceWait({S0, S1, S2})")));
+}
+
+#[test]
+fn replay_abandoned_capture() {
+    // R12, §8: a task panics mid-capture: the capture ends (nothing it
+    // captured was stamped or runs), its pre event goes back to the pool
+    // (handed to a user next: no fact), its stream is recycled and taken
+    // over, and the new owner's work is stamped again.
+    let mut sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0), (2, 99, 2, 0, 0)],
+            vec![(0, 0, 0, 1, 2)], // T0 writes b1 on s0
+            halves(0, 1).collect(),
+            vec![(0, 77, 0, 0, 0)], // T0 begins capturing s0 (pre event e0)
+            vec![(0, 0, 0, 0, 1)],  // T0 writes b0 on s0: captured
+            vec![(2, 0, 0, 1, 0)],  // T2 reads b1 on s2: waits on the pre event
+            halves(2, 1).collect(),
+            halves(0, 1).collect(),
+            vec![(0, 62, 0, 0, 0)], // T0 panics: capture abandoned, T0 ends
+            vec![(1, 91, 0, 0, 0)], // the pool recycles s0
+            vec![(1, 45, 0, 1, 0)], // T1 syncs event 1: the old pre event
+            halves(1, 2).collect(),
+            vec![(0, 99, 0, 0, 0)], // T3 begins on s0 (takes it over)
+            vec![(0, 0, 0, 0, 1)],  // it writes b0 on s0: stamped
+            halves(0, 1).collect(),
+            vec![(2, 0, 0, 0, 0)], // T2 reads b0 on s2: must wait for s0
+            halves(2, 1).collect(),
+        ]),
+    );
+    assert_eq!(sim.stats.abandoned, 1);
+    assert!(sim.graphs.is_empty());
+    assert_eq!(sim.user[1], Some(0), "the pre event was handed to the user");
+    let b0 = sim.bufs[0].get_mut().writer().unwrap();
+    assert_eq!(b0.stream, sim.ids[0]);
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b0 -> s2 Read: DeviceWait({S0})")));
 }

@@ -168,10 +168,16 @@ fn wait_streams(
 /// the capture began, the only work of it that runs on the stream.
 fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
     let slot = rt.inner.streams.capture_slot(s).lock();
+    if let Some(pre) = slot.as_ref() {
+        // Synchronized under the lock: once the lock is let go, the capture
+        // may end and its pre event go back to the pool and be recorded on
+        // another stream, and a synchronize then would wait for that
+        // stream instead. The capture's end waits for this (the work before
+        // the capture runs whatever the capture does: no deadlock); the
+        // lock is the pool's, no ledger lock (R14).
+        return rt.driver().event_sync(pre.raw);
+    }
     let (ev, pooled) = match slot.as_ref() {
-        // The event may go back to the pool and be recorded again once the
-        // lock is released: then this waits for that later record, which
-        // is more than needed but still ends.
         Some(pre) => (pre.raw, None),
         None => {
             let ev = rt.take_event()?;
