@@ -177,24 +177,13 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
         // lock is the pool's, no ledger lock (R14).
         return rt.driver().event_sync(pre.raw);
     }
-    let (ev, pooled) = match slot.as_ref() {
-        Some(pre) => (pre.raw, None),
-        None => {
-            let ev = rt.take_event()?;
-            // Untracked record: the event covers nothing (§8).
-            rt.inner.ledger.record_untracked(&ev.coverage);
-            if let Err(e) = rt.driver().record(ev.raw, rt.raw_stream(s)) {
-                rt.give_event(ev);
-                return Err(e);
-            }
-            (ev.raw, Some(ev))
-        }
-    };
+    let ev = rt.take_event()?;
+    // Untracked record: the event covers nothing (§8).
+    rt.inner.ledger.record_untracked(&ev.coverage);
+    let recorded = rt.driver().record(ev.raw, rt.raw_stream(s));
     drop(slot);
-    let r = rt.driver().event_sync(ev);
-    if let Some(ev) = pooled {
-        rt.give_event(ev);
-    }
+    let r = recorded.and_then(|_| rt.driver().event_sync(ev.raw));
+    rt.give_event(ev);
     r
 }
 
