@@ -3,10 +3,15 @@
 //! Random task DAGs from a seed (nested scopes, spawns, joins,
 //! `par_chunks_mut`, shared readers, writers, stream synchronizes, user
 //! events, host-sync and raw pointers, graphs, temporaries dropped while in
-//! use) run on the global runtime: the GPU when there is one. A host model
-//! tracks every buffer's expected value; after every top-level scope each
-//! buffer is copied back and compared. The host backend's race detector
-//! checks every access besides.
+//! use; and what the runtime does behind the borrow rules: pooled events
+//! taken, waited for, synchronized and queried before a record, dropped at
+//! random times; splits rejoined, dropped or leaked, their parent used at
+//! once; temporaries handed to several streams and freed with their work
+//! queued; captures that fail, panic or try a host copy) run on the global
+//! runtime: the GPU when there is one. A host model tracks every buffer's
+//! expected value; after every top-level scope each buffer is copied back
+//! and compared. The host backend's race detector checks every access
+//! besides.
 //!
 //! ```text
 //! cargo run --release -p gpu-scope --example 90-stress -- --tasks 100000 --seed 1
@@ -16,8 +21,9 @@
 //! generator in a loop for a while.)
 //!
 //! It prints progress, then the tasks run, the wrong values (must be 0),
-//! the races (must be 0), the ledger's decisions and the time, and exits
-//! with status 1 if a value was wrong, a race was found or a scope failed.
+//! the races (must be 0), the ledger's decisions and the time, and how many
+//! of the soundness operations above ran, and exits with status 1 if a
+//! value was wrong, a race was found or a scope failed.
 
 #[path = "../crates/gpu-scope/tests/common/dag.rs"]
 mod dag;
@@ -100,6 +106,7 @@ fn stress(rt: &Runtime, args: &Args) -> bool {
     match r {
         Ok(report) => {
             println!("stress: {report}");
+            println!("soundness operations:\n{}", report.soundness_census());
             println!("live after the run: {:?}", rt.live());
             report.ok()
         }

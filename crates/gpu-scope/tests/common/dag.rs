@@ -7,23 +7,52 @@
 //! there is one.
 //!
 //! The generator builds one top-level scope at a time: a tree of tasks
-//! (spawns, nested scopes, joins, `par_chunks_mut`) over a fixed set of
-//! buffers, each task holding some buffers to write (`&mut`, moved to it)
-//! and some to read (`&`, shared by several tasks and written by none while
-//! they are shared), exactly as the borrow rules allow. It simulates every
-//! operation on a host model as it goes, so the expected value of every
-//! element is known; the harness checks them after each top-level scope
-//! (and in the middle, through `to_vec`, `host_sync_ptr` and `sum`). Values
-//! are small integers held in `f32`, kept below [`LIMIT`] in magnitude, so
-//! every result is exact on any device.
+//! (spawns, nested scopes, joins, `par_chunks_mut`, splits) over a fixed set
+//! of buffers and the temporaries tasks allocate, each task holding some
+//! buffers to write (`&mut`, moved to it) and some to read (`&`, shared by
+//! several tasks and written by none while they are shared), exactly as the
+//! borrow rules allow. It simulates every operation on a host model as it
+//! goes, so the expected value of every element is known; the harness
+//! checks them after each top-level scope (and in the middle, through
+//! `to_vec`, `host_sync_ptr` and `sum`). Values are small integers held in
+//! `f32`, kept below [`LIMIT`] in magnitude, so every result is exact on any
+//! device.
+//!
+//! Besides the borrow-checked structure, the programs do what the runtime
+//! does behind it, so that its soundness rules are exercised at random:
+//!
+//! - pooled events: tasks take events of their own from the runtime's pool
+//!   ([`Runtime::event`]), wait for, synchronize and query them before and
+//!   after recording them, hand them to children and drop them at random
+//!   times, so that they go back to the pool and are reused by the
+//!   runtime's hand-offs (and the harness replaces shared events between
+//!   scopes);
+//! - splits ([`Buffer::split_chunks`]): views handed to tasks, then the
+//!   split rejoined, dropped or leaked (`mem::forget`), and the parent used
+//!   again at once, inside tasks and, between top-level scopes, by the
+//!   harness (where nothing but the parent's stamps orders its next use
+//!   after the views' work);
+//! - frees: temporaries allocated inside tasks, handed to children (one
+//!   writer, or readers on several streams) and dropped with their work
+//!   queued; buffers dropped and reallocated between top-level scopes, some
+//!   right after a split that was not rejoined;
+//! - captures that end badly: a body that submits work and then returns an
+//!   error, panics, or tries a host copy (which must fail with
+//!   `Error::Capturing`); the captured work never runs, and the task goes on
+//!   on its stream.
 //!
 //! Same seed, same programs: a failure names its seed and scope.
 
 #![allow(dead_code)] // each user takes the part it needs
 
-use gpu::{BackendKind, Buffer, DeviceSlice, Event, LaunchConfig, Result, Runtime, Scope};
+use gpu::{
+    BackendKind, Buffer, DeviceSlice, Error, Event, LaunchConfig, Result, Runtime, Scope, Split,
+    TaskContext, ViewMut,
+};
 use gpu_kernels as k;
+use std::collections::BTreeMap;
 use std::fmt;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -31,6 +60,13 @@ use std::time::{Duration, Instant};
 /// Largest magnitude of a value: sums over 1024 elements stay below 2^24,
 /// where `f32` holds every integer exactly.
 pub(crate) const LIMIT: f32 = 4096.0;
+
+/// Event slots of a task's own (taken from the pool by the task).
+pub(crate) const LOCAL_EVENTS: usize = 3;
+
+/// The first key of a split's view (buffers and temporaries are keyed by
+/// their index in the model, below this).
+const VIEW_KEYS: usize = 1 << 20;
 
 /// SplitMix64: small, fast, reproducible everywhere.
 #[derive(Clone, Debug)]
@@ -99,9 +135,76 @@ impl Config {
     }
 }
 
-/// One operation of a task. Buffers are named by their index in the
-/// harness's buffer list; a chunk task names its view by its buffer's
-/// index.
+/// How a split ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SplitEnd {
+    /// `rejoin(split)` once the views' tasks joined.
+    Rejoin,
+    /// `drop(split)`: the parent's uses become unknown.
+    Drop,
+    /// `mem::forget(split)`: the same, and a small `Vec` leaks.
+    Forget,
+}
+
+/// What a task does with one of its own events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EvAct {
+    /// `rt.event()` into the slot (the event there, if any, is dropped and
+    /// goes back to the pool).
+    New,
+    /// `record`.
+    Record,
+    /// `wait`; `fresh`: not recorded since it came from the pool.
+    Wait { fresh: bool },
+    /// `synchronize`.
+    Sync { fresh: bool },
+    /// `query`.
+    Query { fresh: bool },
+    /// `drop`: back to the pool.
+    Drop,
+}
+
+/// How a temporary starts.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum TempInit {
+    /// `alloc`, then `fill(v)`.
+    Fill(f32),
+    /// `zeros`.
+    Zeros,
+    /// `from_host(values)`.
+    FromHost(Vec<f32>),
+}
+
+/// What a task does with its temporary after the temporary's scope, before
+/// dropping it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum TempAfter {
+    /// `axpy(a, &tmp, &mut y)`.
+    Axpy { a: f32, y: usize },
+    /// `copy(&tmp, &mut y)` (the runtime's device copy).
+    Copy { y: usize },
+}
+
+/// How a capture ends badly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CaptureEnd {
+    /// The body returns an error.
+    Error,
+    /// The body panics (caught around the `capture` call).
+    Panic,
+    /// The body tries `to_vec(&x)`: it must fail with `Error::Capturing`,
+    /// which the body returns.
+    ToVec(usize),
+    /// The body tries `copy_to_host(&x, ..)`: likewise.
+    CopyToHost(usize),
+    /// The body tries `copy_from_host(&mut y, ..)`: likewise.
+    CopyFromHost(usize),
+}
+
+/// One operation of a task. Buffers are named by their key in the task's
+/// holdings: a buffer's index in the harness's buffer list, a temporary's
+/// index in the model, a chunk task's view by its buffer's index, and a
+/// split's view by a key of its own.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Op {
     /// `fill(b, v)`.
@@ -142,11 +245,15 @@ pub(crate) enum Op {
     EventQuery(usize),
     /// `synchronize()` of the task's stream.
     Sync,
-    /// `spawn`: the child gets `writes` (moved to it) and `reads` (shared;
-    /// read-only for everyone until the scope ends).
+    /// An event of the task's own, in slot `e` (< [`LOCAL_EVENTS`]).
+    Ev { e: usize, act: EvAct },
+    /// `spawn`: the child gets `writes` (moved to it), `reads` (shared;
+    /// read-only for everyone until the scope ends) and the task's own
+    /// events in slots `events` (moved to it, same slots).
     Spawn {
         writes: Vec<usize>,
         reads: Vec<usize>,
+        events: Vec<usize>,
         ops: Vec<Op>,
     },
     /// A nested scope on this task: it gets everything back afterwards.
@@ -166,6 +273,36 @@ pub(crate) enum Op {
         chunk: usize,
         reads: Vec<usize>,
         per_chunk: Vec<Vec<Op>>,
+    },
+    /// `split_chunks(b, chunk)`; a nested scope runs `body` holding the
+    /// views (keys `views`, in order) in place of `b`; then the split ends
+    /// as `end` says, and the task holds `b` again. `used_after`: the
+    /// task's next operation uses `b`.
+    Split {
+        b: usize,
+        chunk: usize,
+        views: Vec<usize>,
+        body: Vec<Op>,
+        end: SplitEnd,
+        used_after: bool,
+    },
+    /// A temporary of `len` elements (key `key`), made as `init`; a nested
+    /// scope runs `body` holding it too (it hands it to children); then
+    /// `after`, and the temporary is dropped, its work maybe still queued.
+    TempScope {
+        key: usize,
+        len: usize,
+        init: TempInit,
+        body: Vec<Op>,
+        after: Option<TempAfter>,
+    },
+    /// A capture whose body submits `ops` and then ends as `end` says: no
+    /// graph, and none of `ops` ever runs. Then, if `check` says so,
+    /// `to_vec` of that buffer, compared.
+    BadCapture {
+        ops: Vec<Op>,
+        end: CaptureEnd,
+        check: Option<(usize, Vec<f32>)>,
     },
 }
 
@@ -190,25 +327,72 @@ impl Op {
             Op::EventSync(_) => "event synchronize",
             Op::EventQuery(_) => "event query",
             Op::Sync => "stream synchronize",
+            Op::Ev { act, .. } => match act {
+                EvAct::New => "own event taken",
+                EvAct::Record => "own event record",
+                EvAct::Wait { fresh: true } => "own event wait before a record",
+                EvAct::Wait { fresh: false } => "own event wait",
+                EvAct::Sync { fresh: true } => "own event synchronize before a record",
+                EvAct::Sync { fresh: false } => "own event synchronize",
+                EvAct::Query { fresh: true } => "own event query before a record",
+                EvAct::Query { fresh: false } => "own event query",
+                EvAct::Drop => "own event dropped",
+            },
             Op::Spawn { .. } => "spawn",
             Op::Scope(_) => "nested scope",
             Op::Join { .. } => "join",
             Op::Chunks { .. } => "par_chunks_mut",
+            Op::Split { end, .. } => match end {
+                SplitEnd::Rejoin => "split rejoined",
+                SplitEnd::Drop => "split dropped",
+                SplitEnd::Forget => "split forgotten",
+            },
+            Op::TempScope { .. } => "temporary handed to tasks",
+            Op::BadCapture { end, .. } => match end {
+                CaptureEnd::Error => "capture returns an error",
+                CaptureEnd::Panic => "capture panics",
+                CaptureEnd::ToVec(_) => "to_vec in a capture",
+                CaptureEnd::CopyToHost(_) => "copy_to_host in a capture",
+                CaptureEnd::CopyFromHost(_) => "copy_from_host in a capture",
+            },
         }
     }
 }
 
 /// Counts the operations of `ops` and everything below them, by kind.
-pub(crate) fn census(ops: &[Op], into: &mut std::collections::BTreeMap<&'static str, usize>) {
+pub(crate) fn census(ops: &[Op], into: &mut BTreeMap<&'static str, usize>) {
     for op in ops {
         *into.entry(op.kind()).or_default() += 1;
         match op {
-            Op::Spawn { ops, .. } | Op::Scope(ops) => census(ops, into),
+            Op::Spawn { ops, events, .. } => {
+                if !events.is_empty() {
+                    *into.entry("own events handed to a child").or_default() += events.len();
+                }
+                census(ops, into)
+            }
+            Op::Scope(ops) => census(ops, into),
             Op::Join { a, b, .. } => {
                 census(a, into);
                 census(b, into);
             }
             Op::Chunks { per_chunk, .. } => per_chunk.iter().for_each(|c| census(c, into)),
+            Op::Split {
+                body,
+                end,
+                used_after,
+                ..
+            } => {
+                if *end != SplitEnd::Rejoin && *used_after {
+                    *into
+                        .entry("split not rejoined, parent used next")
+                        .or_default() += 1;
+                }
+                census(body, into)
+            }
+            Op::TempScope { body, .. } => census(body, into),
+            Op::BadCapture { ops, .. } => {
+                *into.entry("operations captured and discarded").or_default() += ops.len()
+            }
             _ => {}
         }
     }
@@ -219,6 +403,7 @@ pub(crate) fn depth(ops: &[Op]) -> usize {
     ops.iter()
         .map(|op| match op {
             Op::Spawn { ops, .. } | Op::Scope(ops) => 1 + depth(ops),
+            Op::Split { body, .. } | Op::TempScope { body, .. } => 1 + depth(body),
             Op::Join { a, b, .. } => 1 + depth(a).max(depth(b)),
             Op::Chunks { per_chunk, .. } => {
                 1 + per_chunk.iter().map(|c| depth(c)).max().unwrap_or(0)
@@ -229,9 +414,54 @@ pub(crate) fn depth(ops: &[Op]) -> usize {
         .unwrap_or(0)
 }
 
+/// A split the harness makes before a top-level scope and ends after it:
+/// the scope holds the views (keys `views`) in place of buffer `b`. The
+/// buffer is next used by the harness's check right after the split ends
+/// (or, if `realloc`, dropped at once and made again from the model), with
+/// no scope joining the views' tasks into the user: only the parent's
+/// stamps order that use after the views' work.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OuterSplit {
+    pub(crate) b: usize,
+    pub(crate) chunk: usize,
+    pub(crate) views: Vec<usize>,
+    pub(crate) end: SplitEnd,
+    pub(crate) realloc: bool,
+}
+
+/// One top-level scope: the splits around it and its body.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Plan {
+    pub(crate) splits: Vec<OuterSplit>,
+    pub(crate) ops: Vec<Op>,
+}
+
+impl Plan {
+    /// Counts the scope's operations (see [`census`]) and its splits.
+    pub(crate) fn census(&self, into: &mut BTreeMap<&'static str, usize>) {
+        for s in &self.splits {
+            let kind = match s.end {
+                SplitEnd::Rejoin => "top-level split rejoined",
+                SplitEnd::Drop => "top-level split dropped",
+                SplitEnd::Forget => "top-level split forgotten",
+            };
+            *into.entry(kind).or_default() += 1;
+            if s.realloc {
+                *into
+                    .entry("top-level split not rejoined, parent freed")
+                    .or_default() += 1;
+            }
+        }
+        census(&self.ops, into);
+    }
+}
+
 /// A buffer (or part of one) a task holds while the generator plans it.
 #[derive(Clone, Copy, Debug)]
 struct Slot {
+    /// How the task names it (see [`Op`]).
+    key: usize,
+    /// Its model: `model[id][start..start + len]`.
     id: usize,
     start: usize,
     len: usize,
@@ -239,13 +469,30 @@ struct Slot {
     whole: bool,
 }
 
+/// A task's own event slot, as the generator plans it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EvState {
+    Empty,
+    /// Taken from the pool, not recorded since.
+    Fresh,
+    Recorded,
+}
+
+type EvSlots = [EvState; LOCAL_EVENTS];
+
+const NO_EVENTS: EvSlots = [EvState::Empty; LOCAL_EVENTS];
+
 /// The generator and its host model of every buffer.
 #[derive(Debug)]
 pub(crate) struct Generator {
     rng: Rng,
     cfg: Config,
+    /// The buffers (`0..cfg.buffers`), then this scope's temporaries.
     model: Vec<Vec<f32>>,
     scopes: usize,
+    next_view: usize,
+    /// The own events of the task bodies being planned, innermost last.
+    ev: Vec<EvSlots>,
 }
 
 impl Generator {
@@ -263,12 +510,14 @@ impl Generator {
             cfg: cfg.clone(),
             model,
             scopes: 0,
+            next_view: VIEW_KEYS,
+            ev: Vec::new(),
         }
     }
 
     /// Every buffer's expected contents after the scopes generated so far.
     pub(crate) fn model(&self) -> &[Vec<f32>] {
-        &self.model
+        &self.model[..self.cfg.buffers]
     }
 
     /// The generator's own random numbers (for the harness's choices
@@ -277,11 +526,14 @@ impl Generator {
         &mut self.rng
     }
 
-    /// The body of the next top-level scope, which holds every buffer.
-    pub(crate) fn next_scope(&mut self) -> Vec<Op> {
+    /// The next top-level scope: its body holds every buffer, or the views
+    /// of the ones the harness splits around it.
+    pub(crate) fn next_scope(&mut self) -> Plan {
         self.scopes += 1;
+        self.model.truncate(self.cfg.buffers);
         let mut held: Vec<Slot> = (0..self.cfg.buffers)
             .map(|id| Slot {
+                key: id,
                 id,
                 start: 0,
                 len: self.cfg.len,
@@ -289,8 +541,43 @@ impl Generator {
                 whole: true,
             })
             .collect();
-        let budget = self.cfg.scope_tasks / 2 + self.rng.below(self.cfg.scope_tasks + 1);
-        self.body(&mut held, 0, budget)
+        let mut budget = self.cfg.scope_tasks / 2 + self.rng.below(self.cfg.scope_tasks + 1);
+        let mut splits = Vec::new();
+        let mut ops = Vec::new();
+        if self.cfg.len >= 2 && self.rng.chance(30) {
+            for _ in 0..1 + self.rng.below(2) {
+                let i = self.rng.below(held.len());
+                if !held[i].whole {
+                    continue;
+                }
+                let target = held.remove(i);
+                let chunk = target
+                    .len
+                    .div_ceil(2 + self.rng.below(5.min(target.len - 1)));
+                let views = self.views(&target, chunk);
+                held.extend(views.iter().copied());
+                let end = self.split_end(40);
+                splits.push(OuterSplit {
+                    b: target.key,
+                    chunk,
+                    views: views.iter().map(|v| v.key).collect(),
+                    end,
+                    realloc: end != SplitEnd::Rejoin && self.rng.chance(30),
+                });
+            }
+            // Most views go to tasks of their own at once.
+            if self.cfg.max_depth > 1 {
+                let keys: Vec<usize> = splits.iter().flat_map(|s| s.views.clone()).collect();
+                for key in keys {
+                    // (An earlier child may have taken it, or be reading it.)
+                    if held.iter().any(|s| s.key == key && s.write) && self.rng.chance(60) {
+                        ops.push(self.spawn(&mut held, 0, &mut budget, Some((key, true)), false));
+                    }
+                }
+            }
+        }
+        ops.extend(self.body(&mut held, 0, budget, NO_EVENTS));
+        Plan { splits, ops }
     }
 
     fn values(&self, s: &Slot) -> &[f32] {
@@ -305,25 +592,31 @@ impl Generator {
         self.values(s).iter().fold(0.0, |m, v| m.max(v.abs()))
     }
 
-    /// A task body over `held`, with about `budget` tasks below it.
-    fn body(&mut self, held: &mut Vec<Slot>, depth: usize, mut budget: usize) -> Vec<Op> {
+    /// A task body over `held`, with about `budget` tasks below it, starting
+    /// with its own events `ev`.
+    fn body(
+        &mut self,
+        held: &mut Vec<Slot>,
+        depth: usize,
+        mut budget: usize,
+        ev: EvSlots,
+    ) -> Vec<Op> {
+        self.ev.push(ev);
         let mut ops = Vec::new();
         let mut steps = 1 + self.rng.below(6);
         while steps > 0 || (budget > 0 && ops.len() < 64) {
             steps = steps.saturating_sub(1);
             let structural = budget > 0 && depth < self.cfg.max_depth && self.rng.chance(45);
-            let op = if structural {
-                self.structural(held, depth, &mut budget)
-            } else {
-                self.plain(held)
-            };
-            if let Some(op) = op {
+            if structural {
+                self.structural(held, depth, &mut budget, &mut ops);
+            } else if let Some(op) = self.plain(held) {
                 ops.push(op);
             }
             if !structural && budget > 0 && ops.len() >= 64 {
                 break;
             }
         }
+        self.ev.pop();
         ops
     }
 
@@ -337,41 +630,158 @@ impl Generator {
         b
     }
 
-    fn structural(&mut self, held: &mut Vec<Slot>, depth: usize, budget: &mut usize) -> Option<Op> {
-        let w = Self::writable(held);
-        match self.rng.below(10) {
-            // spawn
-            0..=4 => {
-                *budget -= 1;
-                let sub = self.sub_budget(budget);
-                let mut child = Vec::new();
-                let mut writes = Vec::new();
-                let mut reads = Vec::new();
-                for &i in w.iter().rev() {
-                    if self.rng.chance(35) {
-                        let s = held.remove(i);
-                        writes.push(s.id);
-                        child.push(s);
-                    }
+    /// The views of `target` split in chunks of `chunk`, with new keys.
+    fn views(&mut self, target: &Slot, chunk: usize) -> Vec<Slot> {
+        (0..target.len.div_ceil(chunk))
+            .map(|c| {
+                self.next_view += 1;
+                Slot {
+                    key: self.next_view,
+                    id: target.id,
+                    start: target.start + c * chunk,
+                    len: chunk.min(target.len - c * chunk),
+                    write: true,
+                    whole: false,
                 }
-                for s in held.iter_mut() {
-                    if self.rng.chance(20) {
-                        s.write = false;
-                        reads.push(s.id);
-                        child.push(*s);
-                    }
-                }
-                let ops = self.body(&mut child, depth + 1, sub);
-                Some(Op::Spawn { writes, reads, ops })
+            })
+            .collect()
+    }
+
+    /// How a split ends: rejoined `rejoin` times in a hundred, else mostly
+    /// dropped, now and then leaked.
+    fn split_end(&mut self, rejoin: usize) -> SplitEnd {
+        let r = self.rng.below(100);
+        if r < rejoin {
+            SplitEnd::Rejoin
+        } else if r < 88 {
+            SplitEnd::Drop
+        } else {
+            SplitEnd::Forget
+        }
+    }
+
+    /// A spawn from a task holding `held` at `depth`. `must`: a slot the
+    /// child must get (its key, and whether to write it); the child's first
+    /// operation then uses it. `events`: whether the child may get some of
+    /// the task's own events.
+    fn spawn(
+        &mut self,
+        held: &mut Vec<Slot>,
+        depth: usize,
+        budget: &mut usize,
+        must: Option<(usize, bool)>,
+        events: bool,
+    ) -> Op {
+        *budget = budget.saturating_sub(1);
+        let sub = self.sub_budget(budget);
+        let mut child = Vec::new();
+        let mut writes = Vec::new();
+        let mut reads = Vec::new();
+        for i in (0..held.len()).rev() {
+            let key = held[i].key;
+            if !held[i].write || must == Some((key, false)) {
+                continue;
             }
+            if must == Some((key, true)) || self.rng.chance(35) {
+                let s = held.remove(i);
+                writes.push(s.key);
+                child.push(s);
+            }
+        }
+        for s in held.iter_mut() {
+            let forced = must == Some((s.key, false));
+            if forced || self.rng.chance(20) {
+                s.write = false;
+                reads.push(s.key);
+                child.push(*s);
+            }
+        }
+        let mut ev = NO_EVENTS;
+        let mut moved = Vec::new();
+        if events {
+            let mut mine = *self.ev.last().expect("inside a body");
+            for (e, m) in mine.iter_mut().enumerate() {
+                if *m != EvState::Empty && self.rng.chance(30) {
+                    ev[e] = *m;
+                    *m = EvState::Empty;
+                    moved.push(e);
+                }
+            }
+            *self.ev.last_mut().expect("inside a body") = mine;
+        }
+        let mut ops = Vec::new();
+        if let Some((key, write)) = must {
+            let s = *child
+                .iter()
+                .find(|s| s.key == key)
+                .expect("the slot it must get");
+            ops.push(self.touch(&child, &s, write));
+        }
+        ops.extend(self.body(&mut child, depth + 1, sub, ev));
+        Op::Spawn {
+            writes,
+            reads,
+            events: moved,
+            ops,
+        }
+    }
+
+    /// An operation that writes `s` (if `write`) or reads it.
+    fn touch(&mut self, held: &[Slot], s: &Slot, write: bool) -> Op {
+        if write {
+            return self.value_op(s);
+        }
+        let ys: Vec<Slot> = held
+            .iter()
+            .filter(|y| y.write && y.key != s.key && y.len == s.len)
+            .copied()
+            .collect();
+        match self.rng.below(3) {
+            0 if !ys.is_empty() => {
+                let y = ys[self.rng.below(ys.len())];
+                let v = self.values(s).to_vec();
+                self.values_mut(&y).copy_from_slice(&v);
+                Op::Copy {
+                    src: s.key,
+                    dst: y.key,
+                    kernel: self.rng.chance(50),
+                }
+            }
+            1 => Op::Sum {
+                b: s.key,
+                expect: self.values(s).iter().sum(),
+            },
+            _ => Op::Check {
+                b: s.key,
+                expect: self.values(s).to_vec(),
+            },
+        }
+    }
+
+    /// An operation that uses `s` on the task that holds it: written, or
+    /// read and checked.
+    fn use_now(&mut self, held: &[Slot], s: &Slot) -> Op {
+        let write = self.rng.chance(50);
+        self.touch(held, s, write)
+    }
+
+    fn structural(
+        &mut self,
+        held: &mut Vec<Slot>,
+        depth: usize,
+        budget: &mut usize,
+        out: &mut Vec<Op>,
+    ) {
+        match self.rng.below(40) {
+            0..=20 => out.push(self.spawn(held, depth, budget, None, true)),
             // nested scope
-            5 | 6 => {
+            21..=26 => {
                 let sub = self.sub_budget(budget);
                 let mut inner = held.clone();
-                Some(Op::Scope(self.body(&mut inner, depth + 1, sub)))
+                out.push(Op::Scope(self.body(&mut inner, depth + 1, sub, NO_EVENTS)));
             }
             // join
-            7 => {
+            27..=30 => {
                 *budget -= 1;
                 let (sa, sb) = (self.sub_budget(budget), self.sub_budget(budget));
                 let mut a_held = held.clone();
@@ -380,69 +790,280 @@ impl Generator {
                 for i in (0..a_held.len()).rev() {
                     if a_held[i].write && self.rng.chance(40) {
                         let s = a_held.remove(i);
-                        b_writes.push(s.id);
+                        b_writes.push(s.key);
                         b_held.push(s);
                     }
                 }
                 for s in a_held.iter_mut() {
                     if self.rng.chance(25) {
                         s.write = false;
-                        b_reads.push(s.id);
+                        b_reads.push(s.key);
                         b_held.push(*s);
                     }
                 }
-                let a = self.body(&mut a_held, depth + 1, sa);
-                let b = self.body(&mut b_held, depth + 1, sb);
-                Some(Op::Join {
+                let a = self.body(&mut a_held, depth + 1, sa, NO_EVENTS);
+                let b = self.body(&mut b_held, depth + 1, sb, NO_EVENTS);
+                out.push(Op::Join {
                     b_writes,
                     b_reads,
                     a,
                     b,
-                })
+                });
             }
             // par_chunks_mut
-            _ => {
-                let whole: Vec<usize> = w.into_iter().filter(|&i| held[i].whole).collect();
-                if whole.is_empty() {
-                    return None;
+            31..=34 => {
+                if let Some(op) = self.chunks(held, depth, budget) {
+                    out.push(op);
                 }
-                let target = held[whole[self.rng.below(whole.len())]];
-                let pieces = 1 + self.rng.below(8.min(target.len));
-                let chunk = target.len.div_ceil(pieces);
-                let count = target.len.div_ceil(chunk);
-                *budget = budget.saturating_sub(count);
-                let readers: Vec<Slot> = held
-                    .iter()
-                    .filter(|s| s.id != target.id && self.rng.chance(25))
-                    .map(|s| Slot { write: false, ..*s })
-                    .collect();
-                let reads = readers.iter().map(|s| s.id).collect();
-                let mut per_chunk = Vec::new();
-                for c in 0..count {
-                    let start = c * chunk;
-                    let mut h = vec![Slot {
-                        id: target.id,
-                        start,
-                        len: chunk.min(target.len - start),
-                        write: true,
-                        whole: false,
-                    }];
-                    h.extend(readers.iter().copied());
-                    let sub = if *budget > 0 {
-                        self.sub_budget(budget).min(4)
-                    } else {
-                        0
-                    };
-                    per_chunk.push(self.body(&mut h, depth + 1, sub));
+            }
+            35..=36 => self.split(held, depth, budget, out),
+            _ => out.push(self.temp_scope(held, depth, budget)),
+        }
+    }
+
+    fn chunks(&mut self, held: &mut [Slot], depth: usize, budget: &mut usize) -> Option<Op> {
+        let whole: Vec<usize> = Self::writable(held)
+            .into_iter()
+            .filter(|&i| held[i].whole)
+            .collect();
+        if whole.is_empty() {
+            return None;
+        }
+        let target = held[whole[self.rng.below(whole.len())]];
+        let pieces = 1 + self.rng.below(8.min(target.len));
+        let chunk = target.len.div_ceil(pieces);
+        let count = target.len.div_ceil(chunk);
+        *budget = budget.saturating_sub(count);
+        let readers: Vec<Slot> = held
+            .iter()
+            .filter(|s| s.key != target.key && self.rng.chance(25))
+            .map(|s| Slot { write: false, ..*s })
+            .collect();
+        let reads = readers.iter().map(|s| s.key).collect();
+        let mut per_chunk = Vec::new();
+        for c in 0..count {
+            let start = c * chunk;
+            let mut h = vec![Slot {
+                key: target.key,
+                id: target.id,
+                start: target.start + start,
+                len: chunk.min(target.len - start),
+                write: true,
+                whole: false,
+            }];
+            h.extend(readers.iter().copied());
+            let sub = if *budget > 0 {
+                self.sub_budget(budget).min(4)
+            } else {
+                0
+            };
+            per_chunk.push(self.body(&mut h, depth + 1, sub, NO_EVENTS));
+        }
+        Some(Op::Chunks {
+            b: target.key,
+            chunk,
+            reads,
+            per_chunk,
+        })
+    }
+
+    /// A split of a whole buffer the task holds: most views to tasks of
+    /// their own, the rest to the task itself, in a nested scope; then the
+    /// split ends, and the parent is used again at once (mostly).
+    fn split(&mut self, held: &mut Vec<Slot>, depth: usize, budget: &mut usize, out: &mut Vec<Op>) {
+        let whole: Vec<usize> = Self::writable(held)
+            .into_iter()
+            .filter(|&i| held[i].whole)
+            .collect();
+        if whole.is_empty() {
+            return;
+        }
+        let i = whole[self.rng.below(whole.len())];
+        let target = held.remove(i);
+        let chunk = target.len.div_ceil(1 + self.rng.below(6.min(target.len)));
+        let views = self.views(&target, chunk);
+        *budget = budget.saturating_sub(1);
+        let mut sub = self.sub_budget(budget);
+        let mut inner = held.clone();
+        inner.extend(views.iter().copied());
+        let mut body = Vec::new();
+        if depth + 1 < self.cfg.max_depth {
+            for v in &views {
+                // (An earlier child may have taken it.)
+                if inner.iter().any(|s| s.key == v.key && s.write) && self.rng.chance(70) {
+                    body.push(self.spawn(
+                        &mut inner,
+                        depth + 1,
+                        &mut sub,
+                        Some((v.key, true)),
+                        false,
+                    ));
                 }
-                Some(Op::Chunks {
-                    b: target.id,
-                    chunk,
-                    reads,
-                    per_chunk,
-                })
             }
         }
+        body.extend(self.body(&mut inner, depth + 1, sub, NO_EVENTS));
+        // Inside a task the scope's join orders the parent's next use after
+        // the views' work whatever the stamps say; an abandoned split costs
+        // a wait for every stream: rejoin more of these.
+        let end = self.split_end(55);
+        let used_after = self.rng.chance(80);
+        held.push(target);
+        out.push(Op::Split {
+            b: target.key,
+            chunk,
+            views: views.iter().map(|v| v.key).collect(),
+            body,
+            end,
+            used_after,
+        });
+        if used_after {
+            let op = self.use_now(held, &target);
+            out.push(op);
+        }
+    }
+
+    /// A temporary handed to tasks: one writer, or a few readers on streams
+    /// of their own, then the task's own work; after the scope, maybe read
+    /// into a buffer of the task's; then dropped.
+    fn temp_scope(&mut self, held: &mut [Slot], depth: usize, budget: &mut usize) -> Op {
+        *budget = budget.saturating_sub(1);
+        let mut sub = self.sub_budget(budget);
+        let len = if !held.is_empty() && self.rng.chance(50) {
+            held[self.rng.below(held.len())].len
+        } else {
+            self.cfg.len
+        };
+        let key = self.model.len();
+        let init = match self.rng.below(3) {
+            0 => {
+                let v = self.rng.int(-8, 8);
+                self.model.push(vec![v; len]);
+                TempInit::Fill(v)
+            }
+            1 => {
+                self.model.push(vec![0.0; len]);
+                TempInit::Zeros
+            }
+            _ => {
+                let v: Vec<f32> = (0..len)
+                    .map(|i| ((i * 5 + key) % 13) as f32 - 6.0)
+                    .collect();
+                self.model.push(v.clone());
+                TempInit::FromHost(v)
+            }
+        };
+        let tmp = Slot {
+            key,
+            id: key,
+            start: 0,
+            len,
+            write: true,
+            whole: true,
+        };
+        let mut inner = held.to_vec();
+        inner.push(tmp);
+        let mut body = Vec::new();
+        if depth + 1 < self.cfg.max_depth {
+            if self.rng.chance(40) {
+                body.push(self.spawn(&mut inner, depth + 1, &mut sub, Some((key, true)), false));
+            } else {
+                if self.rng.chance(50) {
+                    // Written on this task's stream before the readers.
+                    body.push(self.value_op(&tmp));
+                }
+                for _ in 0..1 + self.rng.below(3) {
+                    body.push(self.spawn(
+                        &mut inner,
+                        depth + 1,
+                        &mut sub,
+                        Some((key, false)),
+                        false,
+                    ));
+                }
+            }
+        }
+        body.extend(self.body(&mut inner, depth + 1, sub, NO_EVENTS));
+        let ys: Vec<Slot> = held
+            .iter()
+            .filter(|s| s.write && s.len == len)
+            .copied()
+            .collect();
+        let after = if !ys.is_empty() && self.rng.chance(70) {
+            let y = ys[self.rng.below(ys.len())];
+            let a: f32 = [-1.0, 1.0, 2.0][self.rng.below(3)];
+            if self.rng.chance(30) || self.max_abs(&y) + a.abs() * self.max_abs(&tmp) > LIMIT {
+                let v = self.values(&tmp).to_vec();
+                self.values_mut(&y).copy_from_slice(&v);
+                Some(TempAfter::Copy { y: y.key })
+            } else {
+                let xv = self.values(&tmp).to_vec();
+                for (yi, xi) in self.values_mut(&y).iter_mut().zip(xv) {
+                    *yi += a * xi;
+                }
+                Some(TempAfter::Axpy { a, y: y.key })
+            }
+        } else {
+            None
+        };
+        Op::TempScope {
+            key,
+            len,
+            init,
+            body,
+            after,
+        }
+    }
+
+    /// A capture that submits a few operations on `held` and ends badly;
+    /// the model is left as it was.
+    fn bad_capture(&mut self, held: &[Slot], y: &Slot) -> Op {
+        let saved: Vec<Vec<f32>> = held.iter().map(|s| self.values(s).to_vec()).collect();
+        let w = Self::writable(held);
+        let mut ops = Vec::new();
+        for _ in 0..1 + self.rng.below(3) {
+            let z = held[w[self.rng.below(w.len())]];
+            let xs: Vec<Slot> = held
+                .iter()
+                .filter(|s| s.key != z.key && s.len == z.len)
+                .copied()
+                .collect();
+            if xs.is_empty() || self.rng.chance(60) {
+                ops.push(self.value_op(&z));
+            } else {
+                let x = xs[self.rng.below(xs.len())];
+                ops.push(if self.rng.chance(50) {
+                    Op::Copy {
+                        src: x.key,
+                        dst: z.key,
+                        kernel: self.rng.chance(50),
+                    }
+                } else {
+                    Op::Axpy {
+                        a: 1.0,
+                        x: x.key,
+                        y: z.key,
+                    }
+                });
+            }
+        }
+        for (s, v) in held.iter().zip(saved) {
+            self.values_mut(s).copy_from_slice(&v);
+        }
+        let any = held[self.rng.below(held.len())].key;
+        let end = match self.rng.below(10) {
+            0..=3 => CaptureEnd::Error,
+            4..=6 => CaptureEnd::Panic,
+            7 => CaptureEnd::ToVec(any),
+            8 => CaptureEnd::CopyToHost(any),
+            _ => CaptureEnd::CopyFromHost(y.key),
+        };
+        let check = if self.rng.chance(30) {
+            let s = held[self.rng.below(held.len())];
+            Some((s.key, self.values(&s).to_vec()))
+        } else {
+            None
+        };
+        Op::BadCapture { ops, end, check }
     }
 
     /// An operation on buffers or events, applied to the model.
@@ -458,7 +1079,7 @@ impl Generator {
             15..=34 => {
                 let xs: Vec<Slot> = held
                     .iter()
-                    .filter(|s| s.id != y.id && s.len == y.len)
+                    .filter(|s| s.key != y.key && s.len == y.len)
                     .copied()
                     .collect();
                 if xs.is_empty() {
@@ -469,8 +1090,8 @@ impl Generator {
                     let v = self.values(&x).to_vec();
                     self.values_mut(&y).copy_from_slice(&v);
                     Op::Copy {
-                        src: x.id,
-                        dst: y.id,
+                        src: x.key,
+                        dst: y.key,
                         kernel: self.rng.chance(50),
                     }
                 } else {
@@ -484,8 +1105,8 @@ impl Generator {
                     }
                     Op::Axpy {
                         a,
-                        x: x.id,
-                        y: y.id,
+                        x: x.key,
+                        y: y.key,
                     }
                 }
             }
@@ -494,30 +1115,30 @@ impl Generator {
                 if !self.add(&y, v) {
                     return Some(self.fill(&y));
                 }
-                Op::Temp { b: y.id, v }
+                Op::Temp { b: y.key, v }
             }
             45..=52 => {
                 let v = self.rng.int(-3, 3);
                 if !self.add(&y, v) {
                     return Some(self.fill(&y));
                 }
-                Op::RawAdd { b: y.id, v }
+                Op::RawAdd { b: y.key, v }
             }
             53..=57 => Op::HostSync {
-                b: y.id,
+                b: y.key,
                 expect: self.values(&y).to_vec(),
             },
             58..=62 => {
                 let x = held[self.rng.below(held.len())];
                 Op::Check {
-                    b: x.id,
+                    b: x.key,
                     expect: self.values(&x).to_vec(),
                 }
             }
             63..=66 => {
                 let x = held[self.rng.below(held.len())];
                 Op::Sum {
-                    b: x.id,
+                    b: x.key,
                     expect: self.values(&x).iter().sum(),
                 }
             }
@@ -526,13 +1147,17 @@ impl Generator {
                 if !self.add(&y, v) {
                     return Some(self.fill(&y));
                 }
-                Op::Graph { b: y.id, v }
+                Op::Graph { b: y.key, v }
             }
+            72 | 73 => self.bad_capture(held, &y),
             _ => self.value_op(&y),
         })
     }
 
     fn sync_op(&mut self) -> Option<Op> {
+        if !self.ev.is_empty() && self.rng.chance(45) {
+            return Some(self.own_event_op());
+        }
         let e = self.cfg.events;
         if e == 0 {
             return Some(Op::Sync);
@@ -544,6 +1169,36 @@ impl Generator {
             8 => Op::EventQuery(self.rng.below(e)),
             _ => Op::Sync,
         })
+    }
+
+    /// An operation on one of the task's own events.
+    fn own_event_op(&mut self) -> Op {
+        let mine = *self.ev.last().expect("inside a body");
+        // Mostly an event the task has, if it has one.
+        let live: Vec<usize> = (0..LOCAL_EVENTS)
+            .filter(|&e| mine[e] != EvState::Empty)
+            .collect();
+        let e = if !live.is_empty() && self.rng.chance(75) {
+            live[self.rng.below(live.len())]
+        } else {
+            self.rng.below(LOCAL_EVENTS)
+        };
+        let st = mine[e];
+        let fresh = st == EvState::Fresh;
+        let (act, next) = match st {
+            EvState::Empty => (EvAct::New, EvState::Fresh),
+            // A fresh event is recorded sooner.
+            _ => match self.rng.below(100) + if fresh { 0 } else { 15 } {
+                0..=34 => (EvAct::Record, EvState::Recorded),
+                35..=59 => (EvAct::Wait { fresh }, st),
+                60..=74 => (EvAct::Sync { fresh }, st),
+                75..=89 => (EvAct::Query { fresh }, st),
+                90..=104 => (EvAct::Drop, EvState::Empty),
+                _ => (EvAct::New, EvState::Fresh),
+            },
+        };
+        self.ev.last_mut().expect("inside a body")[e] = next;
+        Op::Ev { e, act }
     }
 
     /// Adds `v` to the slot in the model, unless it would pass [`LIMIT`].
@@ -558,7 +1213,7 @@ impl Generator {
     fn fill(&mut self, s: &Slot) -> Op {
         let v = self.rng.int(-8, 8);
         self.values_mut(s).fill(v);
-        Op::Fill { b: s.id, v }
+        Op::Fill { b: s.key, v }
     }
 
     fn value_op(&mut self, s: &Slot) -> Op {
@@ -569,7 +1224,7 @@ impl Generator {
                 if !self.add(s, v) {
                     return self.fill(s);
                 }
-                Op::Add { b: s.id, v }
+                Op::Add { b: s.key, v }
             }
             _ => {
                 let a: f32 = [-1.0, 2.0, -2.0, 3.0][self.rng.below(4)];
@@ -577,7 +1232,7 @@ impl Generator {
                     return self.fill(s);
                 }
                 self.values_mut(s).iter_mut().for_each(|x| *x *= a);
-                Op::Scale { b: s.id, a }
+                Op::Scale { b: s.key, a }
             }
         }
     }
@@ -597,7 +1252,7 @@ enum Ref<'a> {
     Read(&'a Dyn<'a>),
 }
 
-/// The buffers a running task holds, by index.
+/// The buffers a running task holds, by key.
 struct Held<'a>(Vec<(usize, Ref<'a>)>);
 
 impl<'a> Held<'a> {
@@ -622,7 +1277,12 @@ impl<'a> Held<'a> {
         self.0
             .iter()
             .position(|(i, _)| *i == id)
-            .unwrap_or_else(|| panic!("generator bug: buffer {id} is not held"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "generator bug: buffer {id} is not held: {:?}",
+                    self.0.iter().map(|x| x.0).collect::<Vec<_>>()
+                )
+            })
     }
 
     /// Gives buffer `id` away (to a child).
@@ -682,6 +1342,15 @@ fn read<'s, 'a>(r: &'s Ref<'a>) -> &'s Dyn<'a> {
     }
 }
 
+/// A task's own events, by slot.
+type Locals = [Option<Event>; LOCAL_EVENTS];
+
+fn own(locals: &Locals, e: usize) -> &Event {
+    locals[e]
+        .as_ref()
+        .unwrap_or_else(|| panic!("generator bug: no event in slot {e}"))
+}
+
 /// Counters the running tasks share.
 #[derive(Debug, Default)]
 struct Stats {
@@ -697,15 +1366,26 @@ impl Stats {
             got.iter().zip(want).filter(|(g, w)| g != w).count() + got.len().abs_diff(want.len());
         if bad > 0 {
             self.wrong.fetch_add(bad, Relaxed);
-            let mut f = self.first_wrong.lock().unwrap_or_else(|p| p.into_inner());
-            if f.is_none() {
-                let i = got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(0);
-                *f = Some(format!(
-                    "{what}: {bad} wrong value(s); first at [{i}]: got {:?}, expected {:?}",
-                    got.get(i),
-                    want.get(i)
-                ));
-            }
+            let i = got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(0);
+            self.note(format!(
+                "{what}: {bad} wrong value(s); first at [{i}]: got {:?}, expected {:?}",
+                got.get(i),
+                want.get(i)
+            ));
+        }
+    }
+
+    /// Counts one wrong outcome (an operation that must fail succeeded, or
+    /// failed otherwise).
+    fn fail(&self, what: String) {
+        self.wrong.fetch_add(1, Relaxed);
+        self.note(what);
+    }
+
+    fn note(&self, what: String) {
+        let mut f = self.first_wrong.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            *f = Some(what);
         }
     }
 }
@@ -718,31 +1398,136 @@ struct Env<'e> {
     scope: usize,
 }
 
-/// Runs one task body (`ops`) holding `held`, spawning into `s`'s scope.
+/// The error a capture body returns on purpose.
+const CAPTURE_ERROR: &str = "the stress test's capture body fails on purpose";
+
+/// The payload of a capture body's panic on purpose.
+struct IntendedPanic;
+
+/// Keeps the panic hook quiet for [`IntendedPanic`]s; any other panic is
+/// reported as before.
+fn quiet_intended_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<IntendedPanic>() {
+                previous(info)
+            }
+        }));
+    });
+}
+
+/// A kernel or device copy on `held` (the operations a capture body
+/// submits), or `None` for any other operation.
+fn kernel_op(c: &TaskContext, op: &Op, held: &mut Held<'_>) -> Option<Result<()>> {
+    Some(match op {
+        Op::Fill { b, v } => k::fill(c, held.w(*b), *v),
+        Op::Add { b, v } => k::add_scalar(c, held.w(*b), *v),
+        Op::Scale { b, a } => k::scale(c, held.w(*b), *a),
+        Op::Axpy { a, x, y } => {
+            let (x, y) = held.pair(*x, *y);
+            k::axpy(c, *a, x, y)
+        }
+        Op::Copy { src, dst, kernel } => {
+            let (x, y) = held.pair(*src, *dst);
+            if *kernel {
+                k::copy(c, x, y)
+            } else {
+                c.copy(x, y)
+            }
+        }
+        _ => return None,
+    })
+}
+
+/// A host copy tried inside a capture: it must fail with
+/// `Error::Capturing`, which the body then returns.
+fn refused(r: Result<()>, env: &Env<'_>, what: &str) -> Result<()> {
+    match r {
+        // Refused only by the synchronize that follows a copy to the host:
+        // the copy itself was submitted into the graph.
+        Err(Error::Capturing { what: refused }) if refused.contains("synchroniz") => {
+            env.stats.fail(format!(
+                "scope {}: {what} inside a capture was submitted, then refused \
+                 when {refused}",
+                env.scope
+            ));
+            Err(Error::Unsupported(CAPTURE_ERROR))
+        }
+        Err(e @ Error::Capturing { .. }) => Err(e),
+        Ok(()) => {
+            env.stats.fail(format!(
+                "scope {}: {what} inside a capture succeeded",
+                env.scope
+            ));
+            Err(Error::Unsupported(CAPTURE_ERROR))
+        }
+        Err(e) => {
+            env.stats.fail(format!(
+                "scope {}: {what} inside a capture failed with {e}, not Error::Capturing",
+                env.scope
+            ));
+            Err(Error::Unsupported(CAPTURE_ERROR))
+        }
+    }
+}
+
+/// Ends a split as `end` says: rejoined on `ctx`'s stream, or abandoned.
+fn end_split(ctx: &TaskContext, split: Split<'_, f32>, end: SplitEnd) -> Result<()> {
+    match end {
+        SplitEnd::Rejoin => ctx.rejoin(split),
+        _ => {
+            abandon(split, end);
+            Ok(())
+        }
+    }
+}
+
+/// Ends a split without a rejoin: dropped, or leaked (a small `Vec` of
+/// stamps). Either way the parent's uses are unknown from now on.
+fn abandon(split: Split<'_, f32>, end: SplitEnd) {
+    if end == SplitEnd::Forget {
+        std::mem::forget(split);
+    } else {
+        drop(split);
+    }
+}
+
+/// Whether a use of a view may still be queued, as far as the ledger knows:
+/// its stream was not recycled since, and its epoch is not known complete.
+fn views_busy(rt: &Runtime, views: &[ViewMut<'_, f32>]) -> bool {
+    let l = rt.ledger();
+    views.iter().any(|v| {
+        let u = v.uses();
+        let w = u.writer();
+        w.iter()
+            .chain(u.readers())
+            .any(|x| l.generation(x.stream) == x.generation && l.completed(x.stream) < x.epoch)
+    })
+}
+
+/// Runs one task body (`ops`) holding `held` and its own events `locals`,
+/// spawning into `s`'s scope.
 fn run_body<'sc>(
     s: &Scope<'_, 'sc>,
     ops: &'sc [Op],
     held: &mut Held<'sc>,
     env: &'sc Env<'sc>,
+    mut locals: Locals,
 ) -> Result<()> {
     for op in ops {
         env.stats.ops.fetch_add(1, Relaxed);
+        if let Some(r) = kernel_op(s, op, held) {
+            r?;
+            continue;
+        }
         match op {
-            Op::Fill { b, v } => k::fill(s, held.w(*b), *v)?,
-            Op::Add { b, v } => k::add_scalar(s, held.w(*b), *v)?,
-            Op::Scale { b, a } => k::scale(s, held.w(*b), *a)?,
-            Op::Axpy { a, x, y } => {
-                let (x, y) = held.pair(*x, *y);
-                k::axpy(s, *a, x, y)?
-            }
-            Op::Copy { src, dst, kernel } => {
-                let (x, y) = held.pair(*src, *dst);
-                if *kernel {
-                    k::copy(s, x, y)?
-                } else {
-                    s.copy(x, y)?
-                }
-            }
+            Op::Fill { .. }
+            | Op::Add { .. }
+            | Op::Scale { .. }
+            | Op::Axpy { .. }
+            | Op::Copy { .. } => unreachable!("run by kernel_op"),
             Op::Temp { b, v } => {
                 let y = held.w(*b);
                 let mut tmp = s.alloc::<f32>(y.len())?;
@@ -813,7 +1598,23 @@ fn run_body<'sc>(
                 env.events[*e].query()?;
             }
             Op::Sync => s.synchronize()?,
-            Op::Spawn { writes, reads, ops } => {
+            Op::Ev { e, act } => match act {
+                // The event there before, if any, goes back to the pool.
+                EvAct::New => locals[*e] = Some(s.runtime().event()?),
+                EvAct::Record => s.record(own(&locals, *e))?,
+                EvAct::Wait { .. } => s.wait(own(&locals, *e))?,
+                EvAct::Sync { .. } => own(&locals, *e).synchronize()?,
+                EvAct::Query { .. } => {
+                    own(&locals, *e).query()?;
+                }
+                EvAct::Drop => locals[*e] = None,
+            },
+            Op::Spawn {
+                writes,
+                reads,
+                events,
+                ops,
+            } => {
                 let mut child = Held(Vec::new());
                 for &id in writes {
                     child.0.push((id, held.take(id)));
@@ -821,14 +1622,18 @@ fn run_body<'sc>(
                 for &id in reads {
                     child.0.push((id, Ref::Read(held.share(id))));
                 }
+                let mut theirs = Locals::default();
+                for &e in events {
+                    theirs[e] = locals[e].take();
+                }
                 s.spawn(move |t| {
                     env.stats.tasks.fetch_add(1, Relaxed);
-                    run_body(t, ops, &mut child, env)
+                    run_body(t, ops, &mut child, env, theirs)
                 });
             }
             Op::Scope(body) => s.scope(|inner| {
                 let mut h = held.reborrow();
-                run_body(inner, body, &mut h, env)
+                run_body(inner, body, &mut h, env, Locals::default())
             })?,
             Op::Join {
                 b_writes,
@@ -848,14 +1653,14 @@ fn run_body<'sc>(
                     |sa| {
                         sa.scope(|x| {
                             let mut h = ha.reborrow();
-                            run_body(x, a, &mut h, env)
+                            run_body(x, a, &mut h, env, Locals::default())
                         })
                     },
                     move |sb| {
                         env.stats.tasks.fetch_add(1, Relaxed);
                         sb.scope(|x| {
                             let mut h = hb.reborrow();
-                            run_body(x, b, &mut h, env)
+                            run_body(x, b, &mut h, env, Locals::default())
                         })
                     },
                 )?;
@@ -881,12 +1686,121 @@ fn run_body<'sc>(
                             for &(id, r) in shared {
                                 h.0.push((id, Ref::Read(r)));
                             }
-                            run_body(x, ops, &mut h, env)
+                            run_body(x, ops, &mut h, env, Locals::default())
                         })
                     })
                 };
                 held.0.push((*b, Ref::Buf(buf)));
                 r?
+            }
+            Op::Split {
+                b,
+                chunk,
+                views,
+                body,
+                end,
+                ..
+            } => {
+                let Ref::Buf(buf) = held.take(*b) else {
+                    panic!("generator bug: a split of a view or a shared buffer")
+                };
+                let r = (|| {
+                    let mut split = buf.split_chunks(*chunk)?;
+                    let r = {
+                        let mut vs = split.views();
+                        s.scope(|inner| {
+                            let mut h = held.reborrow();
+                            for (&key, v) in views.iter().zip(vs.iter_mut()) {
+                                h.0.push((key, Ref::View(v as &mut Dyn<'_>)));
+                            }
+                            run_body(inner, body, &mut h, env, Locals::default())
+                        })
+                    };
+                    end_split(s, split, *end)?;
+                    r
+                })();
+                held.0.push((*b, Ref::Buf(buf)));
+                r?
+            }
+            Op::TempScope {
+                key,
+                len,
+                init,
+                body,
+                after,
+            } => {
+                let mut tmp = match init {
+                    TempInit::Fill(v) => {
+                        let mut t = s.alloc::<f32>(*len)?;
+                        k::fill(s, &mut t, *v)?;
+                        t
+                    }
+                    TempInit::Zeros => s.zeros::<f32>(*len)?,
+                    TempInit::FromHost(v) => s.from_host(v)?,
+                };
+                s.scope(|inner| {
+                    let mut h = held.reborrow();
+                    h.0.push((*key, Ref::Buf(&mut tmp)));
+                    run_body(inner, body, &mut h, env, Locals::default())
+                })?;
+                match after {
+                    Some(TempAfter::Axpy { a, y }) => k::axpy(s, *a, &tmp, held.w(*y))?,
+                    Some(TempAfter::Copy { y }) => s.copy(&tmp, held.w(*y))?,
+                    None => {}
+                }
+                // Freed in stream order, after the readers on the children's
+                // streams and this task's work, which may all be queued (X4).
+                drop(tmp);
+            }
+            Op::BadCapture { ops, end, check } => {
+                let r = catch_unwind(AssertUnwindSafe(|| {
+                    s.capture(|c| {
+                        for op in ops {
+                            kernel_op(c, op, held).expect("generator bug: not a kernel")?;
+                        }
+                        match *end {
+                            CaptureEnd::Error => Err(Error::Unsupported(CAPTURE_ERROR)),
+                            CaptureEnd::Panic => std::panic::panic_any(IntendedPanic),
+                            CaptureEnd::ToVec(x) => {
+                                refused(c.to_vec(held.r(x)).map(drop), env, "to_vec")
+                            }
+                            CaptureEnd::CopyToHost(x) => {
+                                let src = held.r(x);
+                                let mut v = vec![0.0; src.len()];
+                                refused(c.copy_to_host(src, &mut v), env, "copy_to_host")
+                            }
+                            CaptureEnd::CopyFromHost(y) => {
+                                let dst = held.w(y);
+                                let v = vec![1.0; dst.len()];
+                                refused(c.copy_from_host(dst, &v), env, "copy_from_host")
+                            }
+                        }
+                    })
+                }));
+                let what = format!("scope {}: a capture ending as {end:?}", env.scope);
+                match r {
+                    Ok(Ok(_graph)) => env.stats.fail(format!("{what} returned a graph")),
+                    Ok(Err(e)) => match (end, &e) {
+                        (CaptureEnd::Error, Error::Unsupported(m)) if *m == CAPTURE_ERROR => {}
+                        (
+                            CaptureEnd::ToVec(_)
+                            | CaptureEnd::CopyToHost(_)
+                            | CaptureEnd::CopyFromHost(_),
+                            Error::Capturing { .. } | Error::Unsupported(CAPTURE_ERROR),
+                        ) => {}
+                        _ => env.stats.fail(format!("{what} failed with {e}")),
+                    },
+                    Err(p) if *end == CaptureEnd::Panic && p.is::<IntendedPanic>() => {}
+                    Err(p) => resume_unwind(p),
+                }
+                if let Some((x, expect)) = check {
+                    let got = s.to_vec(held.r(*x))?;
+                    env.stats.compare(
+                        &format!("{what}: to_vec of buffer {x} after it"),
+                        &got,
+                        expect,
+                    );
+                }
             }
         }
     }
@@ -902,7 +1816,8 @@ pub(crate) struct Report {
     pub(crate) scopes: usize,
     /// Operations submitted.
     pub(crate) ops: usize,
-    /// Values that differed from the model (must be 0).
+    /// Values that differed from the model, and outcomes that differed
+    /// from the expected (must be 0).
     pub(crate) wrong: usize,
     /// The first wrong value, described.
     pub(crate) first_wrong: Option<String>,
@@ -916,6 +1831,9 @@ pub(crate) struct Report {
     pub(crate) host_syncs: u64,
     /// Stream switches whose wait the ledger's facts avoided.
     pub(crate) waits_avoided: u64,
+    /// Operations of the scopes run, by kind (see [`census`]), and the
+    /// harness's own between scopes.
+    pub(crate) census: BTreeMap<&'static str, usize>,
     /// Wall time.
     pub(crate) elapsed: Duration,
 }
@@ -924,6 +1842,69 @@ impl Report {
     /// Whether every value was right and no race was found.
     pub(crate) fn ok(&self) -> bool {
         self.wrong == 0 && self.races == 0
+    }
+
+    /// How many operations of `kind` ran.
+    pub(crate) fn count(&self, kind: &str) -> usize {
+        self.census.get(kind).copied().unwrap_or(0)
+    }
+}
+
+/// Operations the harness counts itself (besides the generator's kinds).
+pub(crate) mod harness_kinds {
+    /// A parent used (checked, or freed) right after a top-level split that
+    /// was not rejoined, while the ledger did not know all the views' work
+    /// complete: only the parent's stamps order the use after it.
+    pub(crate) const USED_AFTER_SPLIT_BUSY: &str =
+        "top-level split not rejoined, parent used while the views' work may be queued";
+    /// A buffer dropped and made again from the model between scopes.
+    pub(crate) const REALLOC: &str = "buffer dropped and reallocated";
+    /// A shared event dropped (back to the pool) and a new one taken.
+    pub(crate) const EVENT_REPLACED: &str = "shared event replaced";
+}
+
+/// The operations that exercise the runtime's soundness rules (pooled
+/// events, splits, frees, captures that end badly), by kind: the
+/// generator's and the harness's.
+pub(crate) const SOUNDNESS_KINDS: &[&str] = &[
+    "own event taken",
+    "own event record",
+    "own event wait before a record",
+    "own event wait",
+    "own event synchronize before a record",
+    "own event synchronize",
+    "own event query before a record",
+    "own event query",
+    "own event dropped",
+    "own events handed to a child",
+    harness_kinds::EVENT_REPLACED,
+    "split rejoined",
+    "split dropped",
+    "split forgotten",
+    "split not rejoined, parent used next",
+    "top-level split rejoined",
+    "top-level split dropped",
+    "top-level split forgotten",
+    harness_kinds::USED_AFTER_SPLIT_BUSY,
+    "top-level split not rejoined, parent freed",
+    "temporary handed to tasks",
+    harness_kinds::REALLOC,
+    "capture returns an error",
+    "capture panics",
+    "to_vec in a capture",
+    "copy_to_host in a capture",
+    "copy_from_host in a capture",
+    "operations captured and discarded",
+];
+
+impl Report {
+    /// The counts of [`SOUNDNESS_KINDS`], one per line.
+    pub(crate) fn soundness_census(&self) -> String {
+        SOUNDNESS_KINDS
+            .iter()
+            .map(|k| format!("  {:>6}  {k}", self.count(k)))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -967,6 +1948,7 @@ pub(crate) fn run(
     cfg: &Config,
     mut after_scope: impl FnMut(&Report) -> bool,
 ) -> std::result::Result<Report, String> {
+    quiet_intended_panics();
     let start = Instant::now();
     let counters = rt.counters();
     let races_before = rt.races().len();
@@ -985,7 +1967,7 @@ pub(crate) fn run(
         .collect::<Result<Vec<_>>>()
         .map_err(|e| ctx("allocating", 0, e))?;
     drop(setup);
-    let events = (0..cfg.events)
+    let mut events = (0..cfg.events)
         .map(|_| rt.event())
         .collect::<Result<Vec<_>>>()
         .map_err(|e| ctx("taking events", 0, e))?;
@@ -993,34 +1975,103 @@ pub(crate) fn run(
     let mut report = Report::default();
     while report.tasks < cfg.tasks {
         let scope = report.scopes + 1;
-        let ops = gen.next_scope();
+        let plan = gen.next_scope();
+        plan.census(&mut report.census);
         let env = Env {
             events: &events,
             backend: rt.backend(),
             stats: &stats,
             scope,
         };
-        let mut held = Held(
-            bufs.iter_mut()
-                .enumerate()
-                .map(|(i, b)| (i, Ref::Buf(b)))
-                .collect(),
-        );
+        // The buffers split around the scope, and the others.
+        let mut outer = Vec::new();
+        let mut splits = Vec::new();
+        let mut whole = Vec::new();
+        for (i, b) in bufs.iter_mut().enumerate() {
+            match plan.splits.iter().find(|s| s.b == i) {
+                Some(s) => {
+                    outer.push(s);
+                    splits.push(
+                        b.split_chunks(s.chunk)
+                            .map_err(|e| ctx("split_chunks", scope, e))?,
+                    );
+                }
+                None => whole.push((i, Ref::Buf(b))),
+            }
+        }
+        let mut views: Vec<Vec<ViewMut<'_, f32>>> = splits.iter_mut().map(|s| s.views()).collect();
+        let mut held = Held(whole);
+        for (s, vs) in outer.iter().zip(views.iter_mut()) {
+            for (&key, v) in s.views.iter().zip(vs.iter_mut()) {
+                held.0.push((key, Ref::View(v as &mut Dyn<'_>)));
+            }
+        }
         stats.tasks.fetch_add(1, Relaxed);
         gpu::scope_on(rt, |s| {
             let mut h = held.reborrow();
-            run_body(s, &ops, &mut h, &env)
+            run_body(s, &plan.ops, &mut h, &env, Locals::default())
         })
         .map_err(|e| ctx("the scope failed", scope, e))?;
         drop(held);
+        // No scope orders what comes next after the views' tasks: only the
+        // parent's stamps do, once the split ends. So each parent is used
+        // at once: checked (a read) or, if `realloc`, dropped (its free)
+        // and made again from the model.
+        let busy: Vec<bool> = outer
+            .iter()
+            .zip(&views)
+            .map(|(s, vs)| s.end != SplitEnd::Rejoin && views_busy(rt, vs))
+            .collect();
+        drop(views);
+        for (s, split) in outer.iter().zip(splits) {
+            if s.end == SplitEnd::Rejoin {
+                let t = rt.begin_task().map_err(|e| ctx("begin_task", scope, e))?;
+                t.rejoin(split).map_err(|e| ctx("rejoin", scope, e))?;
+            } else {
+                abandon(split, s.end);
+            }
+        }
+        let mut realloc = Vec::new();
+        for (s, busy) in outer.iter().zip(busy) {
+            if busy {
+                *report
+                    .census
+                    .entry(harness_kinds::USED_AFTER_SPLIT_BUSY)
+                    .or_default() += 1;
+            }
+            if s.realloc {
+                realloc.push(s.b);
+            } else {
+                let got = bufs[s.b].to_vec().map_err(|e| ctx("to_vec", scope, e))?;
+                stats.compare(
+                    &format!("scope {scope}: buffer {} right after its split", s.b),
+                    &got,
+                    &gen.model()[s.b],
+                );
+            }
+        }
         // Now and then drop a buffer whose work may still be queued (X4)
         // and start it again from the model.
         if gen.rng().chance(20) {
-            let i = gen.rng().below(bufs.len());
+            realloc.push(gen.rng().below(bufs.len()));
+        }
+        for i in realloc {
             let t = rt.begin_task().map_err(|e| ctx("begin_task", scope, e))?;
             bufs[i] = t
                 .from_host(&gen.model()[i])
                 .map_err(|e| ctx("reallocating", scope, e))?;
+            *report.census.entry(harness_kinds::REALLOC).or_default() += 1;
+        }
+        // Now and then give a shared event back to the pool (where the
+        // runtime's hand-offs take it next) and take another, which covers
+        // nothing until recorded.
+        if !events.is_empty() && gen.rng().chance(25) {
+            let i = gen.rng().below(events.len());
+            events[i] = rt.event().map_err(|e| ctx("taking an event", scope, e))?;
+            *report
+                .census
+                .entry(harness_kinds::EVENT_REPLACED)
+                .or_default() += 1;
         }
         for (i, (b, want)) in bufs.iter().zip(gen.model()).enumerate() {
             let got = b.to_vec().map_err(|e| ctx("to_vec", scope, e))?;
