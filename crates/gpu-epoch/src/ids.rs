@@ -13,6 +13,22 @@ impl StreamId {
     pub fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// The stream at `index` of a ledger (below its
+    /// [`stream_count`](crate::Ledger::stream_count); a ledger asked about
+    /// an index it never handed out panics).
+    ///
+    /// # Panics
+    ///
+    /// If `index` is not below [`MAX_STREAMS`](crate::MAX_STREAMS).
+    #[inline]
+    pub fn from_index(index: usize) -> StreamId {
+        assert!(
+            index < crate::MAX_STREAMS,
+            "stream index {index} out of range"
+        );
+        StreamId(index as u16)
+    }
 }
 
 impl fmt::Debug for StreamId {

@@ -280,6 +280,17 @@ impl Ledger {
         }
     }
 
+    /// R3, §9: `s` is given to a second live task while its holder may still
+    /// submit (the runtime ran out of streams): shared for good, until it is
+    /// recycled, whoever owns it now. Call before the second task stamps
+    /// anything on it.
+    pub fn share(&self, s: StreamId) {
+        let o = self.order(s);
+        let _owner = lock(&o.owner);
+        o.shared.store(true, SeqCst);
+        Self::joined_shared(o);
+    }
+
     /// R1, R2: a task that saw (or made) `s` shared, before its first stamp.
     /// A read-modify-write of the epoch, so that the race with a close (also
     /// a read-modify-write of it, then a read of `shared`) is closed by the

@@ -18,8 +18,13 @@ use std::marker::PhantomData;
 pub struct TaskContext {
     pub(crate) rt: Runtime,
     pub(crate) task: Task,
-    pub(crate) stream: StreamId,
-    pub(crate) raw: RawStream,
+    /// The task's stream, once it has one: bound at the first operation
+    /// that needs it (§9), so a task that never submits GPU work holds none.
+    pub(crate) slot: std::cell::Cell<Option<(StreamId, RawStream)>>,
+    /// Fences the task is ordered after (its spawn's, its joined tasks'),
+    /// waited for on the device when it binds its stream: a task that never
+    /// submits never waits.
+    pub(crate) after: std::cell::RefCell<smallvec::SmallVec<[crate::event::Fence; 1]>>,
     /// While capturing: the memory the captured operations touch (R12).
     pub(crate) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
     /// Whether the task submitted anything on its stream (or handed the
@@ -38,7 +43,7 @@ impl std::fmt::Debug for TaskContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskContext")
             .field("task", &self.task.id())
-            .field("stream", &self.stream)
+            .field("stream", &self.slot.get().map(|(s, _)| s))
             .finish()
     }
 }
@@ -50,18 +55,15 @@ impl Runtime {
     ///
     /// Driver errors from querying or creating a stream.
     pub fn begin_task(&self) -> Result<TaskContext> {
-        let i = &self.inner;
-        let task = i.ledger.begin_task();
-        let (stream, idle) = i.streams.acquire(self.driver(), &i.ledger)?;
-        i.ledger.bind(&task, stream);
+        self.driver().check_sticky()?;
         Ok(TaskContext {
             rt: self.clone(),
-            raw: self.raw_stream(stream),
-            task,
-            stream,
+            task: self.inner.ledger.begin_task(),
+            slot: std::cell::Cell::new(None),
+            after: Default::default(),
             capture_log: std::cell::RefCell::new(None),
             submitted: std::cell::Cell::new(false),
-            pending: std::cell::Cell::new(!idle),
+            pending: std::cell::Cell::new(false),
             raw_used: std::cell::Cell::new(false),
             _not_sync: PhantomData,
         })
@@ -233,9 +235,32 @@ impl TaskContext {
         &self.rt
     }
 
-    /// The ledger's id of this task's stream.
+    /// The ledger's id of this task's stream, binding one first if the task
+    /// has none yet (see [`TaskContext::try_stream_id`]).
+    ///
+    /// # Panics
+    ///
+    /// If no stream can be had (a broken context).
     pub fn stream_id(&self) -> StreamId {
-        self.stream
+        self.try_stream_id()
+            .unwrap_or_else(|e| panic!("binding a stream for the task: {e}"))
+    }
+
+    /// The ledger's id of this task's stream, binding one first if the task
+    /// has none yet: a task takes a stream from the pool at its first
+    /// operation that needs one (§9).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from getting a stream, or from waiting for what the
+    /// task is ordered after.
+    pub fn try_stream_id(&self) -> Result<StreamId> {
+        Ok(self.bound()?.0)
+    }
+
+    /// Whether the task holds a stream yet.
+    pub fn has_stream(&self) -> bool {
+        self.slot.get().is_some()
     }
 
     /// The driver's handle of this task's stream (`CUstream` as an integer
@@ -244,11 +269,20 @@ impl TaskContext {
     /// take buffers' pointers with [`TaskContext::raw_ptr`]. A capture begun
     /// on it directly must end before the task does (the runtime marks the
     /// end of the task's work on this stream).
+    ///
+    /// # Panics
+    ///
+    /// If the task has no stream yet and none can be had (a broken
+    /// context).
     pub fn cu_stream(&self) -> u64 {
+        let (_, raw) = self
+            .bound()
+            .unwrap_or_else(|e| panic!("binding a stream for the task: {e}"));
         // Whatever is submitted on it now counts as this task's work.
         self.submitted.set(true);
+        self.pending.set(true);
         self.raw_used.set(true);
-        self.raw.0
+        raw.0
     }
 
     /// Whether this task has submitted anything on its stream (an
@@ -271,26 +305,103 @@ impl TaskContext {
     /// again (records on it cover nothing, synchronizes teach nothing). It
     /// only ever removes facts; for tests of shared streams (T7, T8), since
     /// no other call submits to another task's stream.
-    pub fn share_stream_of(&self, other: &TaskContext) -> Binding {
-        self.rt.inner.ledger.bind(&self.task, other.stream)
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::try_stream_id`], for `other`.
+    pub fn share_stream_of(&self, other: &TaskContext) -> Result<Binding> {
+        Ok(self.rt.inner.ledger.bind(&self.task, other.bound()?.0))
     }
 
     /// Ends the task: the stream goes back to the pool (R13). Work already
     /// submitted keeps running.
     pub fn finish(self) {}
 
-    /// R3 before every submission on this task's stream.
+    /// R3 before every submission on this task's stream (binding one
+    /// first if the task has none).
     #[inline]
-    pub(crate) fn bind(&self) -> Binding {
+    pub(crate) fn bind(&self) -> Result<Binding> {
+        let (s, _) = self.bound()?;
         self.submitted.set(true);
         self.pending.set(true);
-        self.rt.inner.ledger.bind(&self.task, self.stream)
+        Ok(self.rt.inner.ledger.bind(&self.task, s))
+    }
+
+    /// The task's stream, bound now if it has none.
+    #[inline]
+    pub(crate) fn bound(&self) -> Result<(StreamId, RawStream)> {
+        match self.slot.get() {
+            Some(b) => Ok(b),
+            None => self.bind_stream(),
+        }
+    }
+
+    /// §9: takes a stream from the pool for this task (R3, R13), then waits
+    /// on the device for the fences the task is ordered after.
+    #[cold]
+    fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
+        let i = &self.rt.inner;
+        let (stream, idle) = i.streams.acquire(self.rt.driver(), &i.ledger)?;
+        i.ledger.bind(&self.task, stream);
+        let b = (stream, self.rt.raw_stream(stream));
+        self.slot.set(Some(b));
+        self.pending.set(!idle);
+        let after = std::mem::take(&mut *self.after.borrow_mut());
+        for f in after {
+            self.wait_fence(f)?;
+        }
+        Ok(b)
+    }
+
+    /// The bound stream's ledger id. Only after [`TaskContext::bind`] or
+    /// [`TaskContext::bound`] returned `Ok`.
+    #[inline]
+    pub(crate) fn sid(&self) -> StreamId {
+        self.slot.get().expect("the task's stream is bound").0
+    }
+
+    /// The bound stream's driver handle (as [`TaskContext::sid`]).
+    #[inline]
+    pub(crate) fn raw(&self) -> RawStream {
+        self.slot.get().expect("the task's stream is bound").1
+    }
+
+    /// Orders this task after `fence` (R8): on the device now if the task
+    /// has a stream, else when it binds one. A task that never submits GPU
+    /// work never waits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`]; driver errors from the wait.
+    pub fn after_fence(&self, fence: crate::event::Fence) -> Result<()> {
+        if self.slot.get().is_some() {
+            self.wait_fence(fence)
+        } else {
+            self.rt.check_same(fence.runtime_id(), "the fence")?;
+            self.after.borrow_mut().push(fence);
+            Ok(())
+        }
+    }
+
+    /// Fences that order a new child task after everything this task is
+    /// ordered after and has submitted: a fresh fence on its stream if it
+    /// submitted, else (clones of) the fences it waits for itself.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from recording the fence.
+    pub fn fences_for_child(&self) -> Result<smallvec::SmallVec<[crate::event::Fence; 1]>> {
+        if self.submitted.get() {
+            Ok(smallvec::smallvec![self.fence()?])
+        } else {
+            Ok(self.after.borrow().iter().cloned().collect())
+        }
     }
 
     #[inline]
     pub(crate) fn hand_off(&self, uses: &Uses, access: Access) -> Result<()> {
-        let d = self.rt.decide(uses, self.stream, access, true);
-        wait_streams(&self.rt, &self.task, self.stream, self.raw, d)
+        let d = self.rt.decide(uses, self.sid(), access, true);
+        wait_streams(&self.rt, &self.task, self.sid(), self.raw(), d)
     }
 
     /// R1 + R9 around one submission: hands every touched buffer off to this
@@ -301,7 +412,7 @@ impl TaskContext {
         touches: &mut [Touch<'_>],
         submit: impl FnOnce(&[MemAccess]) -> Result<R>,
     ) -> Result<R> {
-        self.bind();
+        self.bind()?;
         let l = &self.rt.inner.ledger;
         if touches.len() > MAX_TOUCHES {
             return Err(Error::BadKernelArgs {
@@ -313,7 +424,7 @@ impl TaskContext {
         // stream comes before the submission is in, stamping again after it
         // would change nothing. (In the runtime only the stream's task
         // closes it; the ledger allows a second task to share it, R3.)
-        let epoch = l.epoch(self.stream);
+        let epoch = l.epoch(self.sid());
         let mut mem = smallvec::SmallVec::<[MemAccess; 6]>::new();
         for t in touches.iter_mut() {
             mem.push(t.mem);
@@ -321,39 +432,39 @@ impl TaskContext {
                 Stamps::Write(s) => {
                     let u = s.get_mut();
                     self.hand_off(u, Access::Write)?;
-                    l.stamp_write(u, self.stream);
+                    l.stamp_write(u, self.sid());
                 }
                 Stamps::Read(s) => {
                     let d = {
                         let mut u = s.lock();
                         // Decide under the lock; a wait happens without it
                         // (R14), the common no-wait stamps at once.
-                        let d = self.rt.decide(&u, self.stream, Access::Read, true);
+                        let d = self.rt.decide(&u, self.sid(), Access::Read, true);
                         if let Decision::NoWait(_) = d {
-                            l.stamp_read(&mut u, self.stream);
+                            l.stamp_read(&mut u, self.sid());
                             continue;
                         }
                         d
                     };
-                    wait_streams(&self.rt, &self.task, self.stream, self.raw, d)?;
-                    l.stamp_read(&mut s.lock(), self.stream);
+                    wait_streams(&self.rt, &self.task, self.sid(), self.raw(), d)?;
+                    l.stamp_read(&mut s.lock(), self.sid());
                 }
             }
         }
-        let span = self.rt.trace_open(self.raw);
+        let span = self.rt.trace_open(self.raw());
         let r = submit(&mem)?;
-        self.rt.trace_close(span, self.stream, self.raw, name);
+        self.rt.trace_close(span, self.sid(), self.raw(), name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
             log.extend_from_slice(&mem);
         }
-        if l.epoch(self.stream) != epoch {
+        if l.epoch(self.sid()) != epoch {
             for t in touches.iter_mut() {
                 match &mut t.stamps {
                     Stamps::Write(s) => {
-                        l.stamp_write(s.get_mut(), self.stream);
+                        l.stamp_write(s.get_mut(), self.sid());
                     }
                     Stamps::Read(s) => {
-                        l.stamp_read(&mut s.lock(), self.stream);
+                        l.stamp_read(&mut s.lock(), self.sid());
                     }
                 }
             }
@@ -365,7 +476,12 @@ impl TaskContext {
     /// graph: the graph would keep the host pointer past the borrow and use
     /// it at every launch. Checked before anything is submitted.
     pub(crate) fn host_memory_outside_capture(&self, what: &'static str) -> Result<()> {
-        if self.rt.inner.ledger.is_capturing(self.stream) {
+        // A task without a stream is not capturing.
+        if self
+            .slot
+            .get()
+            .is_some_and(|(s, _)| self.rt.inner.ledger.is_capturing(s))
+        {
             return Err(Error::Capturing { what });
         }
         Ok(())
@@ -389,14 +505,14 @@ impl TaskContext {
     ///
     /// [`Error::OutOfMemory`] or a driver error.
     pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
-        self.bind();
+        self.bind()?;
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or(Error::OutOfMemory {
                 requested: usize::MAX,
                 during: "computing an allocation size",
             })?;
-        let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw)?;
+        let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw())?;
         let i = &self.rt.inner;
         i.allocations
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -410,7 +526,7 @@ impl TaskContext {
             _t: PhantomData,
         };
         // The allocation is an operation on this stream: stamp it (R1).
-        i.ledger.stamp_write(b.stamps.get_mut(), self.stream);
+        i.ledger.stamp_write(b.stamps.get_mut(), self.sid());
         Ok(b)
     }
 
@@ -453,7 +569,7 @@ impl TaskContext {
         }
         let ptr = dst.device_ptr();
         let drv = self.rt.driver();
-        let raw = self.raw;
+        let raw = self.bound()?.1;
         self.tracked("memset", &mut [Touch::write(dst)], |_| {
             if bytes % 4 == 0 {
                 drv.memset_u32(ptr, 0, bytes / 4, raw)
@@ -484,7 +600,12 @@ impl TaskContext {
                 got: src.len(),
             });
         }
-        let (ptr, bytes, drv, raw) = (dst.device_ptr(), dst.bytes(), self.rt.driver(), self.raw);
+        let (ptr, bytes, drv, raw) = (
+            dst.device_ptr(),
+            dst.bytes(),
+            self.rt.driver(),
+            self.bound()?.1,
+        );
         self.tracked("htod", &mut [Touch::write(dst)], |_| {
             drv.copy_htod(ptr, src.as_ptr() as *const u8, bytes, raw)
         })
@@ -510,7 +631,12 @@ impl TaskContext {
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
         self.host_memory_outside_capture("copying from host memory")?;
-        let (ptr, bytes, drv, raw) = (dst.device_ptr(), dst.bytes(), self.rt.driver(), self.raw);
+        let (ptr, bytes, drv, raw) = (
+            dst.device_ptr(),
+            dst.bytes(),
+            self.rt.driver(),
+            self.bound()?.1,
+        );
         self.tracked("htod", &mut [Touch::write(dst)], |_| {
             drv.copy_htod(ptr, src as *const u8, bytes, raw)
         })
@@ -535,7 +661,12 @@ impl TaskContext {
     ) -> Result<()> {
         self.check(src, "the source buffer")?;
         self.host_memory_outside_capture("copying to host memory")?;
-        let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
+        let (ptr, bytes, drv, raw) = (
+            src.device_ptr(),
+            src.bytes(),
+            self.rt.driver(),
+            self.bound()?.1,
+        );
         self.tracked("dtoh", &mut [Touch::read(src)], |_| {
             drv.copy_dtoh(dst as *mut u8, ptr, bytes, raw)
         })
@@ -561,7 +692,12 @@ impl TaskContext {
                 got: dst.len(),
             });
         }
-        let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), self.rt.driver(), self.raw);
+        let (ptr, bytes, drv, raw) = (
+            src.device_ptr(),
+            src.bytes(),
+            self.rt.driver(),
+            self.bound()?.1,
+        );
         self.tracked("dtoh", &mut [Touch::read(src)], |_| {
             drv.copy_dtoh(dst.as_mut_ptr() as *mut u8, ptr, bytes, raw)
         })?;
@@ -607,7 +743,7 @@ impl TaskContext {
             dst.device_ptr(),
             src.bytes(),
             self.rt.driver(),
-            self.raw,
+            self.bound()?.1,
         );
         self.tracked("dtod", &mut [Touch::read(src), Touch::write(dst)], |_| {
             drv.copy_dtod(d, s, bytes, raw)
@@ -623,16 +759,16 @@ impl TaskContext {
     ///
     /// [`Error::Capturing`] while capturing; driver errors.
     pub fn synchronize(&self) -> Result<()> {
-        self.bind();
+        self.bind()?;
         let l = &self.rt.inner.ledger;
-        let closed =
-            l.begin_stream_sync(&self.task, self.stream)
-                .map_err(|_| Error::Capturing {
-                    what: "synchronizing the stream",
-                })?;
+        let closed = l
+            .begin_stream_sync(&self.task, self.sid())
+            .map_err(|_| Error::Capturing {
+                what: "synchronizing the stream",
+            })?;
         self.rt
             .driver()
-            .stream_sync(self.raw, self.rt.inner.sync_mode)?;
+            .stream_sync(self.raw(), self.rt.inner.sync_mode)?;
         l.finish_stream_sync(closed);
         self.pending.set(false);
         Ok(())
@@ -646,10 +782,10 @@ impl TaskContext {
     /// not ordered with other tasks' work: order it yourself.
     pub fn raw_ptr<T: DeviceRepr>(&self, buf: &mut (impl DeviceSlice<T> + ?Sized)) -> Result<u64> {
         self.check(buf, "the buffer")?;
-        self.bind();
+        self.bind()?;
         let u = buf.stamps_mut().get_mut();
         self.hand_off(u, Access::Write)?;
-        self.rt.inner.ledger.escape(u, self.stream);
+        self.rt.inner.ledger.escape(u, self.sid());
         Ok(buf.device_ptr())
     }
 
@@ -666,15 +802,15 @@ impl TaskContext {
         buf: &mut (impl DeviceSlice<T> + ?Sized),
     ) -> Result<u64> {
         self.check(buf, "the buffer")?;
-        if self.rt.inner.ledger.is_capturing(self.stream) {
+        self.bind()?;
+        if self.rt.inner.ledger.is_capturing(self.sid()) {
             return Err(Error::Capturing {
                 what: "taking a host-sync pointer",
             });
         }
-        self.bind();
         let u = buf.stamps_mut().get_mut();
         self.hand_off(u, Access::Write)?;
-        self.rt.inner.ledger.stamp_write(u, self.stream);
+        self.rt.inner.ledger.stamp_write(u, self.sid());
         self.synchronize()?;
         Ok(buf.device_ptr())
     }
@@ -691,7 +827,7 @@ impl TaskContext {
     /// waits for every stream), never stale.
     pub fn rejoin<T: DeviceRepr>(&self, mut split: Split<'_, T>) -> Result<()> {
         self.rt.check_same(split.runtime_id(), "the split buffer")?;
-        self.bind();
+        self.bind()?;
         let (parent, views) = split.parts();
         for v in views.iter_mut() {
             self.hand_off(v.get_mut(), Access::Write)?;
@@ -699,7 +835,7 @@ impl TaskContext {
         self.rt
             .inner
             .ledger
-            .stamp_write(parent.get_mut(), self.stream);
+            .stamp_write(parent.get_mut(), self.sid());
         Ok(())
     }
 }
@@ -707,23 +843,30 @@ impl TaskContext {
 impl Drop for TaskContext {
     fn drop(&mut self) {
         let i = &self.rt.inner;
+        let Some((s, _)) = self.slot.get() else {
+            // Never bound a stream: nothing to close or give back (the
+            // fences it would have waited for go back with `after`).
+            i.ledger.finish_task(&self.task);
+            return;
+        };
         if self.submitted.get() {
             // R2 at the task's end: its last epoch closes while the task
             // still owns the stream, so a later hand-off's device wait on
             // this stream learns it (closed_counted), and a synchronize after
             // that wait completes it. Without it, `Buffer::zeros` then
             // `to_vec` left the next writer a needless device wait (§8).
-            i.ledger.close(&self.task, self.stream);
+            i.ledger.close(&self.task, s);
         }
         i.ledger.finish_task(&self.task);
-        let tail = if !self.pending.get() && !self.raw_used.get() {
-            Tail::Idle
-        } else if self.capture_log.borrow().is_some() {
-            // A write now would go into the graph.
+        let tail = if i.ledger.is_shared(s) || self.capture_log.borrow().is_some() {
+            // Another live task may have work on it (§9), or a write now
+            // would go into the graph: ask the driver when it comes back.
             Tail::Unknown
+        } else if !self.pending.get() && !self.raw_used.get() {
+            Tail::Idle
         } else {
-            i.streams.end_of_work(self.rt.driver(), self.stream)
+            i.streams.end_of_work(self.rt.driver(), s)
         };
-        i.streams.release(self.stream, tail);
+        i.streams.release(s, tail, &i.ledger);
     }
 }

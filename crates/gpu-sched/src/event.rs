@@ -1,7 +1,7 @@
 //! User events: record, wait, synchronize, query (R4, R6-R8).
 
 use crate::context::TaskContext;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pool::PooledEvent;
 use crate::runtime::Runtime;
 
@@ -129,11 +129,11 @@ impl TaskContext {
     /// [`Error::WrongDevice`]; driver errors.
     pub fn record(&self, event: &Event) -> Result<()> {
         self.rt.check_same(event.rt.id(), "the event")?;
-        self.bind();
+        self.bind()?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
-        let ticket = l.begin_record(&self.task, &p.coverage, self.stream);
-        if let Err(e) = self.rt.driver().record(p.raw, self.raw) {
+        let ticket = l.begin_record(&self.task, &p.coverage, self.sid());
+        if let Err(e) = self.rt.driver().record(p.raw, self.raw()) {
             l.abort_record(&p.coverage, ticket);
             return Err(e);
         }
@@ -149,17 +149,17 @@ impl TaskContext {
     /// [`Error::WrongDevice`]; driver errors.
     pub fn wait(&self, event: &Event) -> Result<()> {
         self.rt.check_same(event.rt.id(), "the event")?;
-        self.bind();
+        self.bind()?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
         let ticket = l.begin_wait(&p.coverage);
-        if l.is_capturing(self.stream) {
+        if l.is_capturing(self.sid()) {
             // Only orders the graph's operations: no fact (R12).
-            return self.rt.driver().wait_event_in_capture(self.raw, p.raw);
+            return self.rt.driver().wait_event_in_capture(self.raw(), p.raw);
         }
-        self.rt.driver().wait_event(self.raw, p.raw)?;
+        self.rt.driver().wait_event(self.raw(), p.raw)?;
         if event.facts_ok() {
-            l.finish_stream_wait(&self.task, &p.coverage, ticket, self.stream);
+            l.finish_stream_wait(&self.task, &p.coverage, ticket, self.sid());
         }
         Ok(())
     }
@@ -167,11 +167,11 @@ impl TaskContext {
     /// Records a pooled event on this stream for a child or a joiner to wait
     /// on (spawn and join, R8).
     pub(crate) fn record_pooled(&self) -> Result<Box<PooledEvent>> {
-        self.bind();
+        self.bind()?;
         let p = self.rt.take_event()?;
         let l = &self.rt.inner.ledger;
-        let ticket = l.begin_record(&self.task, &p.coverage, self.stream);
-        if let Err(e) = self.rt.driver().record(p.raw, self.raw) {
+        let ticket = l.begin_record(&self.task, &p.coverage, self.sid());
+        if let Err(e) = self.rt.driver().record(p.raw, self.raw()) {
             l.abort_record(&p.coverage, ticket);
             self.rt.give_event(p);
             return Err(e);
@@ -179,43 +179,64 @@ impl TaskContext {
         l.finish_record(&p.coverage, ticket);
         Ok(p)
     }
-
-    /// Waits on a pooled event (R8) and gives it back to the pool.
-    pub(crate) fn wait_pooled(&self, p: Box<PooledEvent>) -> Result<()> {
-        self.bind();
-        let l = &self.rt.inner.ledger;
-        let ticket = l.begin_wait(&p.coverage);
-        let r = self.rt.driver().wait_event(self.raw, p.raw);
-        if r.is_ok() {
-            l.finish_stream_wait(&self.task, &p.coverage, ticket, self.stream);
-        }
-        self.rt.give_event(p);
-        r
-    }
 }
 
-/// R6 on a pooled event, then back to the pool.
-fn sync_and_return(rt: &Runtime, p: Box<PooledEvent>) -> Result<()> {
-    let l = &rt.inner.ledger;
-    let ticket = l.begin_wait(&p.coverage);
-    let r = rt.driver().event_sync(p.raw);
-    if r.is_ok() {
-        l.finish_event_complete(&p.coverage, ticket);
-    }
-    rt.give_event(p);
-    r
-}
-
-/// A recorded point on a task's stream that another task can be ordered
+/// A recorded point on a task's stream that other tasks can be ordered
 /// after: what `spawn` hands a child and a finished child hands its joiner.
+/// Clones share one pooled event, which goes back to the pool once the last
+/// clone is gone: by then every device wait on it was submitted (a wait
+/// captures the record when it is submitted), so it may be recorded again.
+#[derive(Clone)]
 pub struct Fence {
+    inner: std::sync::Arc<FenceEvent>,
+}
+
+/// The pooled event of a fence and its runtime.
+struct FenceEvent {
     rt: Runtime,
-    inner: Option<Box<PooledEvent>>,
+    ev: Option<Box<PooledEvent>>,
+}
+
+impl Drop for FenceEvent {
+    fn drop(&mut self) {
+        if let Some(p) = self.ev.take() {
+            self.rt.give_event(p);
+        }
+    }
 }
 
 impl std::fmt::Debug for Fence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fence").finish_non_exhaustive()
+    }
+}
+
+impl Fence {
+    fn event(&self) -> &PooledEvent {
+        self.inner
+            .ev
+            .as_ref()
+            .expect("a fence's event lives as long as it")
+    }
+
+    /// The id of the fence's runtime.
+    pub(crate) fn runtime_id(&self) -> u64 {
+        self.inner.rt.id()
+    }
+
+    /// Waits on the host for the fence (R6) and consumes it.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors.
+    pub fn synchronize(self) -> Result<()> {
+        let rt = &self.inner.rt;
+        let p = self.event();
+        let l = &rt.inner.ledger;
+        let ticket = l.begin_wait(&p.coverage);
+        rt.driver().event_sync(p.raw)?;
+        l.finish_event_complete(&p.coverage, ticket);
+        Ok(())
     }
 }
 
@@ -227,23 +248,28 @@ impl TaskContext {
     /// Driver errors.
     pub fn fence(&self) -> Result<Fence> {
         Ok(Fence {
-            rt: self.rt.clone(),
-            inner: Some(self.record_pooled()?),
+            inner: std::sync::Arc::new(FenceEvent {
+                rt: self.rt.clone(),
+                ev: Some(self.record_pooled()?),
+            }),
         })
     }
 
     /// Orders this task's stream after `fence` on the device (R8) and
-    /// consumes it.
+    /// consumes it (binding a stream first if the task has none).
     ///
     /// # Errors
     ///
     /// [`Error::WrongDevice`]; driver errors.
-    pub fn wait_fence(&self, mut fence: Fence) -> Result<()> {
-        self.rt.check_same(fence.rt.id(), "the fence")?;
-        match fence.inner.take() {
-            Some(p) => self.wait_pooled(p),
-            None => Err(Error::Unsupported("an empty fence")),
-        }
+    pub fn wait_fence(&self, fence: Fence) -> Result<()> {
+        self.rt.check_same(fence.runtime_id(), "the fence")?;
+        self.bind()?;
+        let p = fence.event();
+        let l = &self.rt.inner.ledger;
+        let ticket = l.begin_wait(&p.coverage);
+        self.rt.driver().wait_event(self.raw(), p.raw)?;
+        l.finish_stream_wait(&self.task, &p.coverage, ticket, self.sid());
+        Ok(())
     }
 
     /// Waits on the host for `fence` (R6) and consumes it.
@@ -255,27 +281,5 @@ impl TaskContext {
         // The fence's own runtime: its event and coverage belong to that
         // ledger and driver, whichever task asks (§8).
         fence.synchronize()
-    }
-}
-
-impl Fence {
-    /// Waits on the host for the fence (R6) and consumes it.
-    ///
-    /// # Errors
-    ///
-    /// Driver errors.
-    pub fn synchronize(mut self) -> Result<()> {
-        match self.inner.take() {
-            Some(p) => sync_and_return(&self.rt, p),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Fence {
-    fn drop(&mut self) {
-        if let Some(p) = self.inner.take() {
-            self.rt.give_event(p);
-        }
     }
 }

@@ -115,12 +115,12 @@ impl TaskContext {
     /// passes its own). On the host backend it is not used.
     pub unsafe fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
         self.rt.check_same(gate.rt.id(), "the gate")?;
-        self.bind();
-        gate.used_on.lock().push(self.raw);
+        self.bind()?;
+        gate.used_on.lock().push(self.raw());
         let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
         match self.rt.backend() {
             BackendKind::Host => self.rt.driver().host_gate(
-                self.raw,
+                self.raw(),
                 gate.host as *const u32,
                 // SAFETY: within the gate's allocation.
                 unsafe { gate.host.add(4) } as *mut u32,

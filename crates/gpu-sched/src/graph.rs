@@ -47,9 +47,9 @@ impl TaskContext {
     /// What `body` returned (the capture is ended and discarded first);
     /// driver errors.
     pub fn capture(&self, body: impl FnOnce(&TaskContext) -> Result<()>) -> Result<Graph> {
-        self.bind();
+        self.bind()?;
         let l = &self.rt.inner.ledger;
-        if l.is_capturing(self.stream) {
+        if l.is_capturing(self.sid()) {
             return Err(Error::Capturing {
                 what: "beginning a nested capture",
             });
@@ -59,19 +59,27 @@ impl TaskContext {
         let pre = self.rt.take_event()?;
         // Recorded below with a raw call: it covers nothing (§8).
         l.record_untracked(&pre.coverage);
-        let slot = self.rt.inner.streams.capture_slot(self.stream);
+        let slot = self.rt.inner.streams.capture_slot(self.sid());
         {
             let mut slot = slot.lock();
+            if self.rt.inner.streams.holders(self.sid()) > 1 {
+                // §9: another live task submits to this stream (the pool ran
+                // out): its work would vanish into this graph.
+                self.rt.give_event(pre);
+                return Err(Error::Unsupported(
+                    "capturing on a stream shared with another live task (more live tasks submit GPU work than the runtime has streams)",
+                ));
+            }
             let begun = self
                 .rt
                 .driver()
-                .record(pre.raw, self.raw)
-                .and_then(|_| self.rt.driver().begin_capture(self.raw));
+                .record(pre.raw, self.raw())
+                .and_then(|_| self.rt.driver().begin_capture(self.raw()));
             if let Err(e) = begun {
                 self.rt.give_event(pre);
                 return Err(e);
             }
-            l.set_capturing(self.stream, true);
+            l.set_capturing(self.sid(), true);
             *slot = Some(pre);
         }
         *self.capture_log.borrow_mut() = Some(Vec::new());
@@ -105,9 +113,9 @@ impl TaskContext {
     /// Ends this task's capture: the ledger's flag, the driver's capture,
     /// the pre-capture event.
     fn end_capture(&self) -> Result<RawGraph> {
-        let mut slot = self.rt.inner.streams.capture_slot(self.stream).lock();
-        self.rt.inner.ledger.set_capturing(self.stream, false);
-        let g = self.rt.driver().end_capture(self.raw);
+        let mut slot = self.rt.inner.streams.capture_slot(self.sid()).lock();
+        self.rt.inner.ledger.set_capturing(self.sid(), false);
+        let g = self.rt.driver().end_capture(self.raw());
         if let Some(pre) = slot.take() {
             self.rt.give_event(pre);
         }
@@ -235,7 +243,7 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         self.ctx.rt.check_same(self.graph.rt.id(), "the graph")?;
         let raw = self.graph.raw;
         ctx.tracked("graph", &mut self.touches, |_| {
-            ctx.rt.driver().graph_launch(raw, ctx.raw)
+            ctx.rt.driver().graph_launch(raw, ctx.raw())
         })
     }
 }

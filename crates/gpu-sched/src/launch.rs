@@ -244,7 +244,7 @@ impl<'c, 'b> Launch<'c, 'b> {
         let ctx = self.ctx;
         let rt = ctx.runtime();
         let k = rt.kernel(self.kernel.module, self.kernel.index)?;
-        let (cfg, args, n, raw) = (self.cfg, self.args, self.nargs, ctx.raw);
+        let (cfg, args, n, raw) = (self.cfg, self.args, self.nargs, ctx.bound()?.1);
         ctx.tracked(def.name, &mut self.touches, |mem| {
             rt.driver().launch(k, cfg, &args[..n], mem, raw)
         })

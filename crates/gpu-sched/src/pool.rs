@@ -6,7 +6,7 @@ use crate::error::Result;
 use gpu_epoch::{EventCoverage, Ledger, StreamId};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
 
@@ -34,6 +34,13 @@ pub(crate) struct StreamPool {
     issued: Box<[AtomicU32]>,
     /// Set if the driver refused a flag write: no more are asked for.
     flags_off: AtomicBool,
+    /// By ledger index: how many live tasks hold the stream (more than one
+    /// only when the pool ran out and streams are shared, §9).
+    holders: Box<[AtomicU32]>,
+    /// The reclaim stream's index (never shared), or `usize::MAX`.
+    reserved: AtomicUsize,
+    /// Where the next search for a stream to share starts.
+    share_next: AtomicUsize,
 }
 
 /// The end-of-work flags: `bytes` of mapped pinned memory, seen by the host
@@ -55,7 +62,57 @@ impl StreamPool {
             flags: OnceLock::new(),
             issued: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
             flags_off: AtomicBool::new(false),
+            holders: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
+            reserved: AtomicUsize::new(usize::MAX),
+            share_next: AtomicUsize::new(0),
         }
+    }
+
+    /// Marks `id` as the reclaim stream, which is never shared.
+    pub(crate) fn reserve(&self, id: StreamId) {
+        self.reserved.store(id.index(), Relaxed);
+    }
+
+    /// How many live tasks hold `id`.
+    pub(crate) fn holders(&self, id: StreamId) -> u32 {
+        self.holders[id.index()].load(Acquire)
+    }
+
+    /// §9: every stream is held and no more can be made: a stream another
+    /// live task holds, shared from now on (R3: the ledger stops counting
+    /// its closes). Never one being captured (the capture would take this
+    /// task's work into its graph) nor the reclaim stream; the capture slot's
+    /// lock orders this with a capture's beginning, which refuses a stream
+    /// with two holders.
+    fn share(&self, ledger: &Ledger) -> Option<StreamId> {
+        let n = ledger.stream_count();
+        let start = self.share_next.fetch_add(1, Relaxed);
+        for k in 0..n {
+            let i = (start + k) % n;
+            if i == self.reserved.load(Relaxed) || self.raw[i].load(Acquire) == 0 {
+                continue;
+            }
+            let id = StreamId::from_index(i);
+            let slot = self.captures[i].lock();
+            if slot.is_some() || ledger.is_capturing(id) {
+                continue;
+            }
+            // Only a held stream (one with no holder is in the free list, or
+            // about to be, and may be recycled); a compare-and-swap, so that
+            // a holder letting go meanwhile is seen.
+            let held = self.holders[i]
+                .fetch_update(AcqRel, Acquire, |h| (h > 0).then_some(h + 1))
+                .is_ok();
+            if !held {
+                continue;
+            }
+            // Shared before this task can stamp anything on it, and before
+            // any holder can give it back (see `release`).
+            ledger.share(id);
+            drop(slot);
+            return Some(id);
+        }
+        None
     }
 
     /// Allocates the end-of-work flags. Without them (not asked for, or the
@@ -188,6 +245,7 @@ impl StreamPool {
             if let Some(i) = found {
                 let (id, _) = free.remove(i).expect("a found index");
                 drop(free);
+                self.holders[id.index()].store(1, Release);
                 ledger.recycle(id);
                 return Ok((id, true));
             }
@@ -210,6 +268,7 @@ impl StreamPool {
             // A query that fails says nothing about this stream: pass it
             // over (a broken context was caught above).
             if let Ok(true) = driver.stream_query(self.raw(id)) {
+                self.holders[id.index()].store(1, Release);
                 ledger.recycle(id);
                 return Ok((id, true));
             }
@@ -217,11 +276,19 @@ impl StreamPool {
         }
         if ledger.stream_count() < ledger.capacity() {
             if let Ok(id) = self.create(driver, ledger) {
+                self.holders[id.index()].store(1, Release);
                 return Ok((id, true));
             }
         }
-        match self.free.lock().pop_front() {
-            Some((id, _)) => Ok((id, false)),
+        if let Some((id, _)) = self.free.lock().pop_front() {
+            self.holders[id.index()].store(1, Release);
+            return Ok((id, false));
+        }
+        // §9: more live tasks want streams than the ledger tracks: share
+        // one rather than fail, as Rayon's depth is bounded only by the
+        // stack.
+        match self.share(ledger) {
+            Some(id) => Ok((id, false)),
             None => Err(gpu_epoch::LedgerError::TooManyStreams {
                 capacity: ledger.capacity(),
             }
@@ -229,9 +296,19 @@ impl StreamPool {
         }
     }
 
-    /// Gives a stream back; its task finished.
-    pub(crate) fn release(&self, id: StreamId, tail: Tail) {
-        self.free.lock().push_back((id, tail));
+    /// Gives a stream back; its task finished. It returns to the free list
+    /// when its last holder lets go.
+    /// A stream that was shared goes back as [`Tail::Unknown`]: another
+    /// holder may have left work after the last holder's end-of-work mark.
+    pub(crate) fn release(&self, id: StreamId, tail: Tail, ledger: &Ledger) {
+        if self.holders[id.index()].fetch_sub(1, AcqRel) == 1 {
+            let tail = if ledger.is_shared(id) {
+                Tail::Unknown
+            } else {
+                tail
+            };
+            self.free.lock().push_back((id, tail));
+        }
     }
 
     /// Every driver handle (for teardown and device-wide synchronizes).

@@ -239,6 +239,7 @@ impl Runtime {
         events.warm(&*driver, opts.warm_events)?;
         let reclaimer = ledger.begin_task();
         let (reclaim_stream, _) = streams.acquire(&*driver, &ledger)?;
+        streams.reserve(reclaim_stream);
         ledger.bind(&reclaimer, reclaim_stream);
         Ok(Runtime {
             inner: Arc::new(RuntimeInner {

@@ -125,7 +125,7 @@ impl<T: DeviceRepr> Staging<T> {
         // SAFETY: the staging memory outlives the copy: `in_flight` makes
         // every later host access and the drop wait for it.
         let staged = unsafe { std::slice::from_raw_parts(self.ptr, dst.len()) };
-        self.in_flight = Some(ctx.raw);
+        self.in_flight = Some(ctx.bound()?.1);
         ctx.copy_from_host(dst, staged)
     }
 
@@ -145,9 +145,14 @@ impl<T: DeviceRepr> Staging<T> {
         ctx.host_memory_outside_capture("copying into staging memory")?;
         self.settle()?;
         ctx.rt.check_same(src.runtime_id(), "the source buffer")?;
-        let (ptr, bytes, drv, raw) = (src.device_ptr(), src.bytes(), ctx.rt.driver(), ctx.raw);
+        let (ptr, bytes, drv, raw) = (
+            src.device_ptr(),
+            src.bytes(),
+            ctx.rt.driver(),
+            ctx.bound()?.1,
+        );
         let dst = self.ptr as *mut u8;
-        self.in_flight = Some(ctx.raw);
+        self.in_flight = Some(ctx.bound()?.1);
         ctx.tracked("dtoh", &mut [crate::context::Touch::read(src)], |_| {
             drv.copy_dtoh(dst, ptr, bytes, raw)
         })

@@ -452,6 +452,9 @@ fn out_of_memory(rt: &Runtime) {
         },
     );
     let t = small.begin_task().unwrap();
+    // The task's stream is bound at its first operation: bind it before
+    // counting, so that the count sees only what the allocation leaves.
+    let _ = t.stream_id();
     let live = small.live();
     let too_much = small.total_memory() * 2;
     let e = error(t.alloc::<u8>(too_much));

@@ -249,6 +249,8 @@ fn t05_stream_taken_over_from_finished_task(rt: &Runtime) {
     };
     let rt3 = same_backend(rt, three_streams.clone());
     let waiter = rt3.begin_task().unwrap();
+    // Streams are bound at a task's first operation: the waiter's now.
+    let _ = waiter.stream_id();
     let first = rt3.begin_task().unwrap();
     let s = first.stream_id();
     let mut a = first.from_host(&[1.0f32; N]).unwrap();
@@ -383,7 +385,7 @@ fn t07_event_recorded_by_another_task(rt: &Runtime) {
     // record itself through the parent's context: the driver record is on
     // the parent's stream either way.
     let mut b = parent.from_host(&[1.0f32; N]).unwrap();
-    assert_eq!(other.share_stream_of(&parent), Binding::Shared);
+    assert_eq!(other.share_stream_of(&parent).unwrap(), Binding::Shared);
     let e2 = rt.event().unwrap();
     parent.record(&e2).unwrap();
     assert_eq!(
@@ -421,7 +423,7 @@ fn t08_event_on_shared_stream(rt: &Runtime) {
         // Another live task submits to the parent's stream (R3; through the
         // ledger: no public call submits to another task's stream).
         let other = rt.begin_task().unwrap();
-        assert_eq!(other.share_stream_of(&parent), Binding::Shared);
+        assert_eq!(other.share_stream_of(&parent).unwrap(), Binding::Shared);
     }
     assert!(
         rt.ledger().is_shared(s),

@@ -316,7 +316,7 @@ fn sound09_the_ledger_is_read_only(rt: &Runtime) {
     let s = parent.stream_id();
     let epoch = rt.ledger().epoch(s);
     assert_eq!(rt.ledger().owner(s), Some(parent.task_id()));
-    assert_eq!(other.share_stream_of(&parent), Binding::Shared);
+    assert_eq!(other.share_stream_of(&parent).unwrap(), Binding::Shared);
     assert!(rt.ledger().is_shared(s));
     let e = rt.event().unwrap();
     parent.record(&e).unwrap();
@@ -340,16 +340,19 @@ fn sound10_failed_stream_creation_leaves_no_slot(rt: &Runtime) {
             ..RuntimeOptions::default()
         },
     );
-    let tasks: Vec<_> = (0..4).map(|_| rt2.begin_task()).collect();
+    let tasks: Vec<_> = (0..4).map(|_| rt2.begin_task().unwrap()).collect();
+    let streams: Vec<_> = tasks.iter().map(|t| t.try_stream_id().unwrap()).collect();
     if rt2.backend() == gpu_sched::BackendKind::Host {
-        assert!(tasks[1].is_ok() && tasks[2].is_err(), "the limit is 3");
+        // The limit is 3 (the reclaim stream and two): the third task shares
+        // a stream rather than fail (§9).
+        assert!(rt2.ledger().is_shared(streams[2]), "{streams:?}");
     }
     assert_eq!(
         rt2.ledger().stream_count(),
         rt2.live().streams,
         "every ledger slot has a driver stream"
     );
-    let newest = tasks.iter().rev().find_map(|t| t.as_ref().ok()).unwrap();
+    let newest = &tasks[1];
     let probe = rt2.gate().unwrap();
     k::gate(newest, &probe, PROBE).unwrap();
     rt2.synchronize().unwrap();

@@ -31,9 +31,10 @@ impl ThreadPoolBuilder {
         ThreadPoolBuilder::default()
     }
 
-    /// The number of worker threads.
+    /// The number of worker threads; 0 means the default (as in Rayon):
+    /// `GPU_THREADS` if set, else the number of CPUs, at least 8.
     pub fn num_threads(mut self, n: usize) -> Self {
-        self.num_threads = Some(n);
+        self.num_threads = (n != 0).then_some(n);
         self
     }
 

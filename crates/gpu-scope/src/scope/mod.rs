@@ -11,6 +11,9 @@ use std::time::Duration;
 #[cfg(test)]
 mod test;
 
+/// The fences a spawned task is ordered after.
+type Fences = smallvec::SmallVec<[Fence; 1]>;
+
 /// A spawned task's body, taken by whoever runs it first: a worker thread,
 /// or the scope's own thread when it reaches the end of the scope first.
 type JobBody = Box<dyn FnOnce() + Send + 'static>;
@@ -108,26 +111,33 @@ impl ScopeState {
         }
     }
 
+    /// `join`'s `a` panicked: its panic is the one re-raised, whichever came
+    /// first (as Rayon's `join` does).
+    fn panicked_first(&self, p: Box<dyn Any + Send>) {
+        *self.panic.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+    }
+
     fn finals(&self) -> Vec<Fence> {
         std::mem::take(&mut *self.finals.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Orders `ctx` after every task of the scope: a device wait on each
-    /// final fence when all went well; a host wait for each when a task
-    /// failed, so the failure surfaces after every sibling's GPU work.
+    /// final fence when all went well (when `ctx` binds a stream, if it has
+    /// none yet: §9); a host wait for each when a task failed, so the
+    /// failure surfaces after every sibling's GPU work.
     fn join_into(&self, ctx: &TaskContext, failed: bool) -> Result<()> {
         let mut first = None;
         for f in self.finals() {
             let r = if failed {
                 f.synchronize()
             } else {
-                ctx.wait_fence(f)
+                ctx.after_fence(f)
             };
             if let Err(e) = r {
                 first.get_or_insert(e);
             }
         }
-        if failed {
+        if failed && ctx.has_stream() {
             if let Err(e) = ctx.synchronize() {
                 first.get_or_insert(e);
             }
@@ -161,7 +171,7 @@ impl ScopeState {
 
 /// A spawned task's life: a stream of its own, ordered after the spawn's
 /// fence; the body; a final fence for the joiner.
-fn run_child<'scope, F>(rt: &Runtime, state: &'scope ScopeState, fence: Option<Fence>, f: F)
+fn run_child<'scope, F>(rt: &Runtime, state: &'scope ScopeState, fences: Fences, f: F)
 where
     F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()>,
 {
@@ -169,8 +179,10 @@ where
         Ok(c) => c,
         Err(e) => return state.fail(e),
     };
-    if let Some(fence) = fence {
-        if let Err(e) = ctx.wait_fence(fence) {
+    // Waited for on the device when the task binds a stream (its first GPU
+    // operation); a task that submits nothing takes no stream (§9).
+    for fence in fences {
+        if let Err(e) = ctx.after_fence(fence) {
             return state.fail(e);
         }
     }
@@ -302,6 +314,41 @@ where
     scope_on(rt, op)
 }
 
+/// [`scope`] whose body need not be `Send` (Rayon's `in_place_scope`): the
+/// body runs on the calling thread, as every `gpu` scope's body does; only
+/// the spawned tasks go to the pool.
+///
+/// ```
+/// # fn main() -> gpu::Result<()> {
+/// let not_send = std::rc::Rc::new(5);
+/// let mut out = 0;
+/// gpu::in_place_scope(|s| {
+///     let v = *not_send;
+///     s.spawn(|_t| {
+///         out = 2 * 21;
+///         Ok(())
+///     });
+///     assert_eq!(v, 5);
+///     Ok(())
+/// })?;
+/// assert_eq!(out, 42);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// As [`scope`].
+pub fn in_place_scope<'scope, OP, R>(op: OP) -> Result<R>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
+{
+    let rt = Runtime::global()?;
+    let ctx = rt.begin_task()?;
+    let r = run_scope(&ctx, op, Join::IfSubmitted);
+    rt.trace_flush();
+    r
+}
+
 /// [`scope`] on a given runtime.
 ///
 /// # Errors
@@ -335,6 +382,20 @@ fn run_scope<'scope, OP, R>(ctx: &TaskContext, op: OP, join: Join) -> Result<R>
 where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
+    run_scope_with(ctx, op, join, false)
+}
+
+/// [`run_scope`]; with `op_panic_wins`, a panic of `op` is re-raised
+/// rather than an earlier one of a task (`join`'s `a` over `b`).
+fn run_scope_with<'scope, OP, R>(
+    ctx: &TaskContext,
+    op: OP,
+    join: Join,
+    op_panic_wins: bool,
+) -> Result<R>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
+{
     let state = ScopeState::default();
     let s = Scope {
         ctx,
@@ -345,6 +406,10 @@ where
         Ok(Ok(r)) => Some(r),
         Ok(Err(e)) => {
             state.fail(e);
+            None
+        }
+        Err(p) if op_panic_wins => {
+            state.panicked_first(p);
             None
         }
         Err(p) => {
@@ -393,22 +458,19 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
-        // A spawner that submitted nothing has nothing to order the child
-        // after: no fence, and no wait in the child.
-        let fence = if self.ctx.has_submitted() {
-            match self.ctx.fence() {
-                Ok(f) => Some(f),
-                Err(e) => return self.state.fail(e),
-            }
-        } else {
-            None
+        // A fence of the spawner's work if it submitted any, else the
+        // fences it is itself ordered after (none for a task that has
+        // nothing to order a child after).
+        let fences = match self.ctx.fences_for_child() {
+            Ok(f) => f,
+            Err(e) => return self.state.fail(e),
         };
         let state = self.state;
         let rt = self.ctx.runtime().clone();
         let body = move || {
             // The task's own panic is caught inside; this catches one from
             // the runtime around it, so the count always drops.
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| run_child(&rt, state, fence, f))) {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| run_child(&rt, state, fences, f))) {
                 state.panicked(p);
             }
             state.job_finished();
@@ -466,7 +528,7 @@ where
     RB: Send,
 {
     let mut rb = None;
-    let ra = run_scope(
+    let ra = run_scope_with(
         ctx,
         |s| {
             let slot = &mut rb;
@@ -477,6 +539,7 @@ where
             a(s)
         },
         join,
+        true,
     )?;
     Ok((ra, rb.ok_or(Error::TaskPanicked)?))
 }
