@@ -572,6 +572,68 @@ fn b8_spawn(c: &mut Criterion) {
     g.finish();
 }
 
+/// A join tree of empty tasks, `depth` levels: `2^depth - 1` joins.
+fn gpu_tree(s: &gpu::Scope<'_, '_>, depth: u32) -> gpu::Result<()> {
+    if depth == 0 {
+        return Ok(());
+    }
+    s.join(|a| gpu_tree(a, depth - 1), |b| gpu_tree(b, depth - 1))?;
+    Ok(())
+}
+
+/// The same tree through Rayon.
+fn rayon_tree(depth: u32) {
+    if depth == 0 {
+        return;
+    }
+    rayon_core::join(|| rayon_tree(depth - 1), || rayon_tree(depth - 1));
+}
+
+/// B10 (§9, §12): task overhead with no GPU work, against Rayon in the same
+/// binary, each from a worker thread of its own pool of the same size: a
+/// depth-16 join tree (65,535 joins) and 100,000 empty spawns in one scope.
+fn b10_rayon(c: &mut Criterion) {
+    let threads = gpu::current_num_threads();
+    let rayon = rayon_core::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    let mut g = c.benchmark_group("B10");
+    g.sample_size(10);
+    g.bench_function("join-tree-gpu", |b| {
+        b.iter(|| gpu::install(|| gpu::join(|a| gpu_tree(a, 15), |b| gpu_tree(b, 15))).unwrap())
+    });
+    g.bench_function("join-tree-rayon", |b| {
+        b.iter(|| rayon.install(|| rayon_tree(16)))
+    });
+    const SPAWNS: usize = 100_000;
+    g.bench_function("spawns-gpu", |b| {
+        b.iter(|| {
+            gpu::install(|| {
+                gpu::scope(|s| {
+                    for _ in 0..SPAWNS {
+                        s.spawn(|_t| Ok(()));
+                    }
+                    Ok(())
+                })
+            })
+            .unwrap()
+        })
+    });
+    g.bench_function("spawns-rayon", |b| {
+        b.iter(|| {
+            rayon.install(|| {
+                rayon_core::scope(|s| {
+                    for _ in 0..SPAWNS {
+                        s.spawn(|_| {});
+                    }
+                })
+            })
+        })
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -581,6 +643,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn
+    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon
 }
 criterion_main!(benches);

@@ -292,6 +292,16 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
     let bare = get(r, "B8/raw-launch").or(get(r, "B8/bare-launch"));
     ratio("B8", get(r, "B8/spawn-join"), bare);
     ratio("B8-wait-all", get(r, "B8/spawn-join-wait-all"), bare);
+    ratio(
+        "B10-join-tree",
+        get(r, "B10/join-tree-gpu"),
+        get(r, "B10/join-tree-rayon"),
+    );
+    ratio(
+        "B10-spawns",
+        get(r, "B10/spawns-gpu"),
+        get(r, "B10/spawns-rayon"),
+    );
     rows.extend(ratios);
 }
 

@@ -17,7 +17,9 @@ use std::marker::PhantomData;
 /// program order.
 pub struct TaskContext {
     pub(crate) rt: Runtime,
-    pub(crate) task: Task,
+    /// The ledger's task, made when first needed (its stream's binding):
+    /// a task that never submits costs the ledger nothing.
+    pub(crate) task: std::cell::OnceCell<Task>,
     /// The task's stream, once it has one: bound at the first operation
     /// that needs it (§9), so a task that never submits GPU work holds none.
     pub(crate) slot: std::cell::Cell<Option<(StreamId, RawStream)>>,
@@ -42,7 +44,7 @@ pub struct TaskContext {
 impl std::fmt::Debug for TaskContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskContext")
-            .field("task", &self.task.id())
+            .field("task", &self.task().id())
             .field("stream", &self.slot.get().map(|(s, _)| s))
             .finish()
     }
@@ -58,7 +60,7 @@ impl Runtime {
         self.driver().check_sticky()?;
         Ok(TaskContext {
             rt: self.clone(),
-            task: self.inner.ledger.begin_task(),
+            task: std::cell::OnceCell::new(),
             slot: std::cell::Cell::new(None),
             after: Default::default(),
             capture_log: std::cell::RefCell::new(None),
@@ -295,9 +297,15 @@ impl TaskContext {
         self.submitted.get()
     }
 
+    /// The ledger's task.
+    #[inline]
+    pub(crate) fn task(&self) -> &Task {
+        self.task.get_or_init(|| self.rt.inner.ledger.begin_task())
+    }
+
     /// The ledger's id of this task.
     pub fn task_id(&self) -> gpu_epoch::TaskId {
-        self.task.id()
+        self.task().id()
     }
 
     /// R3 as if this task submitted to `other`'s stream while `other` is
@@ -310,7 +318,7 @@ impl TaskContext {
     ///
     /// As [`TaskContext::try_stream_id`], for `other`.
     pub fn share_stream_of(&self, other: &TaskContext) -> Result<Binding> {
-        Ok(self.rt.inner.ledger.bind(&self.task, other.bound()?.0))
+        Ok(self.rt.inner.ledger.bind(self.task(), other.bound()?.0))
     }
 
     /// Ends the task: the stream goes back to the pool (R13). Work already
@@ -324,7 +332,7 @@ impl TaskContext {
         let (s, _) = self.bound()?;
         self.submitted.set(true);
         self.pending.set(true);
-        Ok(self.rt.inner.ledger.bind(&self.task, s))
+        Ok(self.rt.inner.ledger.bind(self.task(), s))
     }
 
     /// The task's stream, bound now if it has none.
@@ -342,7 +350,7 @@ impl TaskContext {
     fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
         let i = &self.rt.inner;
         let (stream, idle) = i.streams.acquire(self.rt.driver(), &i.ledger)?;
-        i.ledger.bind(&self.task, stream);
+        i.ledger.bind(self.task(), stream);
         let b = (stream, self.rt.raw_stream(stream));
         self.slot.set(Some(b));
         self.pending.set(!idle);
@@ -401,7 +409,7 @@ impl TaskContext {
     #[inline]
     pub(crate) fn hand_off(&self, uses: &Uses, access: Access) -> Result<()> {
         let d = self.rt.decide(uses, self.sid(), access, true);
-        wait_streams(&self.rt, &self.task, self.sid(), self.raw(), d)
+        wait_streams(&self.rt, self.task(), self.sid(), self.raw(), d)
     }
 
     /// R1 + R9 around one submission: hands every touched buffer off to this
@@ -446,7 +454,7 @@ impl TaskContext {
                         }
                         d
                     };
-                    wait_streams(&self.rt, &self.task, self.sid(), self.raw(), d)?;
+                    wait_streams(&self.rt, self.task(), self.sid(), self.raw(), d)?;
                     l.stamp_read(&mut s.lock(), self.sid());
                 }
             }
@@ -761,11 +769,11 @@ impl TaskContext {
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
         let l = &self.rt.inner.ledger;
-        let closed = l
-            .begin_stream_sync(&self.task, self.sid())
-            .map_err(|_| Error::Capturing {
-                what: "synchronizing the stream",
-            })?;
+        let closed =
+            l.begin_stream_sync(self.task(), self.sid())
+                .map_err(|_| Error::Capturing {
+                    what: "synchronizing the stream",
+                })?;
         self.rt
             .driver()
             .stream_sync(self.raw(), self.rt.inner.sync_mode)?;
@@ -846,7 +854,9 @@ impl Drop for TaskContext {
         let Some((s, _)) = self.slot.get() else {
             // Never bound a stream: nothing to close or give back (the
             // fences it would have waited for go back with `after`).
-            i.ledger.finish_task(&self.task);
+            if let Some(t) = self.task.get() {
+                i.ledger.finish_task(t);
+            }
             return;
         };
         if self.submitted.get() {
@@ -855,9 +865,9 @@ impl Drop for TaskContext {
             // this stream learns it (closed_counted), and a synchronize after
             // that wait completes it. Without it, `Buffer::zeros` then
             // `to_vec` left the next writer a needless device wait (§8).
-            i.ledger.close(&self.task, s);
+            i.ledger.close(self.task(), s);
         }
-        i.ledger.finish_task(&self.task);
+        i.ledger.finish_task(self.task());
         let tail = if i.ledger.is_shared(s) || self.capture_log.borrow().is_some() {
             // Another live task may have work on it (§9), or a write now
             // would go into the graph: ask the driver when it comes back.

@@ -132,7 +132,7 @@ impl TaskContext {
         self.bind()?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
-        let ticket = l.begin_record(&self.task, &p.coverage, self.sid());
+        let ticket = l.begin_record(self.task(), &p.coverage, self.sid());
         if let Err(e) = self.rt.driver().record(p.raw, self.raw()) {
             l.abort_record(&p.coverage, ticket);
             return Err(e);
@@ -159,7 +159,7 @@ impl TaskContext {
         }
         self.rt.driver().wait_event(self.raw(), p.raw)?;
         if event.facts_ok() {
-            l.finish_stream_wait(&self.task, &p.coverage, ticket, self.sid());
+            l.finish_stream_wait(self.task(), &p.coverage, ticket, self.sid());
         }
         Ok(())
     }
@@ -170,7 +170,7 @@ impl TaskContext {
         self.bind()?;
         let p = self.rt.take_event()?;
         let l = &self.rt.inner.ledger;
-        let ticket = l.begin_record(&self.task, &p.coverage, self.sid());
+        let ticket = l.begin_record(self.task(), &p.coverage, self.sid());
         if let Err(e) = self.rt.driver().record(p.raw, self.raw()) {
             l.abort_record(&p.coverage, ticket);
             self.rt.give_event(p);
@@ -268,7 +268,7 @@ impl TaskContext {
         let l = &self.rt.inner.ledger;
         let ticket = l.begin_wait(&p.coverage);
         self.rt.driver().wait_event(self.raw(), p.raw)?;
-        l.finish_stream_wait(&self.task, &p.coverage, ticket, self.sid());
+        l.finish_stream_wait(self.task(), &p.coverage, ticket, self.sid());
         Ok(())
     }
 

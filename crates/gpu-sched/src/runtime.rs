@@ -177,7 +177,29 @@ impl std::fmt::Debug for RuntimeInner {
 /// stream and event pools, and the backend. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Runtime {
-    pub(crate) inner: Arc<RuntimeInner>,
+    pub(crate) inner: RtRef,
+}
+
+/// A handle on a runtime's state: counted, or, for the process-wide runtime
+/// (which is never dropped), a plain reference. Every task holds one, and
+/// a counted clone is a read-modify-write of one cache line that all worker
+/// threads share: with the global runtime a task starts and ends touching
+/// nothing shared (§9, B10).
+#[derive(Clone, Debug)]
+pub(crate) enum RtRef {
+    Static(&'static RuntimeInner),
+    Counted(Arc<RuntimeInner>),
+}
+
+impl std::ops::Deref for RtRef {
+    type Target = RuntimeInner;
+    #[inline]
+    fn deref(&self) -> &RuntimeInner {
+        match self {
+            RtRef::Static(r) => r,
+            RtRef::Counted(a) => a,
+        }
+    }
 }
 
 static NEXT_RUNTIME: AtomicU64 = AtomicU64::new(1);
@@ -193,7 +215,7 @@ impl Runtime {
     pub fn global() -> Result<&'static Runtime> {
         GLOBAL
             .get_or_init(|| {
-                let rt = Runtime::new(RuntimeOptions::default())?;
+                let rt = Runtime::new(RuntimeOptions::default())?.into_static();
                 if let Some(path) = std::env::var_os("GPU_TRACE") {
                     rt.trace_to_file(std::path::Path::new(&path))?;
                 }
@@ -201,6 +223,22 @@ impl Runtime {
             })
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// The runtime, kept for the rest of the process: its handles are plain
+    /// references from then on.
+    fn into_static(self) -> Runtime {
+        match self.inner {
+            RtRef::Counted(a) => match Arc::try_unwrap(a) {
+                Ok(inner) => Runtime {
+                    inner: RtRef::Static(Box::leak(Box::new(inner))),
+                },
+                Err(a) => Runtime {
+                    inner: RtRef::Counted(a),
+                },
+            },
+            s @ RtRef::Static(_) => Runtime { inner: s },
+        }
     }
 
     /// A new runtime.
@@ -242,7 +280,7 @@ impl Runtime {
         streams.reserve(reclaim_stream);
         ledger.bind(&reclaimer, reclaim_stream);
         Ok(Runtime {
-            inner: Arc::new(RuntimeInner {
+            inner: RtRef::Counted(Arc::new(RuntimeInner {
                 id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
                 driver,
                 ledger,
@@ -258,7 +296,7 @@ impl Runtime {
                 reclaim_stream,
                 tracer: Default::default(),
                 pinned_cache: Default::default(),
-            }),
+            })),
         })
     }
 

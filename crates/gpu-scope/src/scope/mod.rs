@@ -45,6 +45,10 @@ struct ScopeState {
     /// `finished`): only then does a finishing job notify, which costs a
     /// system call.
     sleeping: std::sync::atomic::AtomicBool,
+    /// Set by anything that leaves work for the end of the scope (a spawn,
+    /// a final fence, an error, a panic): a scope with none ends with one
+    /// load (a `join` of two tasks with no GPU work, Rayon's common case).
+    touched: std::sync::atomic::AtomicBool,
 }
 
 impl ScopeState {
@@ -97,7 +101,22 @@ impl ScopeState {
         }
     }
 
+    fn touch(&self) {
+        if !self.touched.load(Ordering::Relaxed) {
+            self.touched.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether nothing was left for the end of the scope. Read by the
+    /// scope's thread after every task it ran returned; a task run by
+    /// another thread touched the state before it was counted done, so a
+    /// spawned task (which counts) is seen through `outstanding`.
+    fn untouched(&self) -> bool {
+        !self.touched.load(Ordering::Acquire) && self.outstanding.load(Ordering::Acquire) == 0
+    }
+
     fn fail(&self, e: Error) {
+        self.touch();
         let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
             *g = Some(e);
@@ -105,6 +124,7 @@ impl ScopeState {
     }
 
     fn panicked(&self, p: Box<dyn Any + Send>) {
+        self.touch();
         let mut g = self.panic.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
             *g = Some(p);
@@ -114,7 +134,16 @@ impl ScopeState {
     /// `join`'s `a` panicked: its panic is the one re-raised, whichever came
     /// first (as Rayon's `join` does).
     fn panicked_first(&self, p: Box<dyn Any + Send>) {
+        self.touch();
         *self.panic.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+    }
+
+    fn push_final(&self, f: Fence) {
+        self.touch();
+        self.finals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(f);
     }
 
     fn finals(&self) -> Vec<Fence> {
@@ -201,11 +230,7 @@ where
         return;
     }
     match ctx.fence() {
-        Ok(fin) => state
-            .finals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(fin),
+        Ok(fin) => state.push_final(fin),
         Err(e) => {
             // Without a final fence the joiner cannot order after this
             // task: wait here so nothing is left running.
@@ -475,6 +500,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
             }
             state.job_finished();
         };
+        state.touch();
         state.outstanding.fetch_add(1, Ordering::AcqRel);
         let job = Arc::new(Job {
             body: Mutex::new(Some(erase(Box::new(body)))),
@@ -521,12 +547,130 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     }
 }
 
+/// A value that `rayon_core::join` requires to be `Send` but that never
+/// leaves the calling thread: `join`'s `a` side and its result.
+struct Here<T>(T);
+
+// SAFETY: only used for `rayon_core::join`'s first operand and its result,
+// and only on a worker thread of the pool, where rayon runs that operand on
+// the calling thread and returns its result there (rayon-core's
+// `join_context`: `oper_a` runs inside `in_worker` on the current worker
+// thread; only `oper_b` may be stolen). So the value is never used from
+// another thread.
+unsafe impl<T> Send for Here<T> {}
+
+impl<T> Here<T> {
+    fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+/// `join`'s `b`: a task of its own (a stream only if it submits GPU work),
+/// ordered after `fences`; its final fence goes to the join's state.
+fn run_join_b<'scope, B, RB>(
+    rt: &Runtime,
+    state: &'scope ScopeState,
+    fences: Fences,
+    b: B,
+) -> Result<RB>
+where
+    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB>,
+{
+    let ctx = rt.begin_task()?;
+    for fence in fences {
+        ctx.after_fence(fence)?;
+    }
+    let s = Scope {
+        ctx: &ctx,
+        state,
+        _invariant: std::marker::PhantomData,
+    };
+    let r = b(&s);
+    if ctx.has_submitted() {
+        match ctx.fence() {
+            Ok(fin) => state.push_final(fin),
+            Err(e) => {
+                let _ = ctx.synchronize();
+                state.fail(e);
+            }
+        }
+    }
+    r
+}
+
+/// `join` on a worker thread of the pool: rayon's own `join` (a job on the
+/// stack, `b` run here when no worker steals it), with `b` a task of its
+/// own. Spawns from either side go to one scope, waited for before the
+/// join returns; `a`'s panic wins, then `b`'s, as in Rayon.
+fn join_in_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
+where
+    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
+    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
+    RB: Send,
+{
+    let fences = ctx.fences_for_child()?;
+    let state = ScopeState::default();
+    let st = extend(&state);
+    let rt = ctx.runtime();
+    let a_side = Here(move || {
+        let s = Scope {
+            ctx,
+            state: st,
+            _invariant: std::marker::PhantomData,
+        };
+        Here(catch_unwind(AssertUnwindSafe(|| a(&s))))
+    });
+    let b_side = move || catch_unwind(AssertUnwindSafe(|| run_join_b(rt, st, fences, b)));
+    let (ra, rb) = rayon_core::join(move || (a_side.into_inner())(), b_side);
+    let ra = match ra.into_inner() {
+        Ok(r) => r,
+        Err(p) => {
+            state.panicked_first(p);
+            Err(Error::TaskPanicked)
+        }
+    };
+    let rb = match rb {
+        Ok(r) => r,
+        Err(p) => {
+            state.panicked(p);
+            Err(Error::TaskPanicked)
+        }
+    };
+    let ra = ra.map_err(|e| state.fail(e)).ok();
+    let rb = rb.map_err(|e| state.fail(e)).ok();
+    if state.untouched() {
+        // No spawn, no GPU work to join, no failure (each would have
+        // touched the state): nothing is left to do.
+        return match (ra, rb) {
+            (Some(ra), Some(rb)) => Ok((ra, rb)),
+            _ => Err(Error::TaskPanicked),
+        };
+    }
+    state.wait_all();
+    let failed = state.failed();
+    if failed || join == Join::Always || ctx.has_submitted() {
+        if let Err(e) = state.join_into(ctx, failed) {
+            state.fail(e);
+        }
+    } else {
+        drop(state.finals());
+    }
+    state.finish()?;
+    match (ra, rb) {
+        (Some(ra), Some(rb)) => Ok((ra, rb)),
+        _ => Err(Error::TaskPanicked),
+    }
+}
+
 fn join_in<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
 where
     A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
     RB: Send,
 {
+    if pool::global().current_thread_index().is_some() {
+        return join_in_worker(ctx, a, b, join);
+    }
     let mut rb = None;
     let ra = run_scope_with(
         ctx,
@@ -561,8 +705,13 @@ where
     RA: Send,
     RB: Send,
 {
-    let ctx = Runtime::global()?.begin_task()?;
-    join_in(&ctx, a, b, Join::IfSubmitted)
+    let rt = Runtime::global()?;
+    // On a worker thread of the pool, as Rayon's `join` does from outside
+    // its pool: `a` runs there, `b` waits to be stolen or run after it.
+    pool::install(|| {
+        let ctx = rt.begin_task()?;
+        join_in(&ctx, a, b, Join::IfSubmitted)
+    })
 }
 
 /// Splits `buf` into chunks of `chunk` elements for a parallel map (X3).
