@@ -200,8 +200,13 @@ impl ScopeState {
 
 /// A spawned task's life: a stream of its own, ordered after the spawn's
 /// fence; the body; a final fence for the joiner.
-fn run_child<'scope, F>(rt: &Runtime, state: &'scope ScopeState, fences: Fences, f: F)
-where
+fn run_child<'scope, F>(
+    rt: &Runtime,
+    state: &'scope ScopeState,
+    rayon: Option<&rayon_core::Scope<'scope>>,
+    fences: Fences,
+    f: F,
+) where
     F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()>,
 {
     let ctx = match rt.begin_task() {
@@ -218,6 +223,7 @@ where
     let s = Scope {
         ctx: &ctx,
         state,
+        rayon,
         _invariant: std::marker::PhantomData,
     };
     match catch_unwind(AssertUnwindSafe(|| f(&s))) {
@@ -246,6 +252,9 @@ where
 pub struct Scope<'r, 'scope> {
     ctx: &'r TaskContext,
     state: &'scope ScopeState,
+    /// On a worker thread of the pool: the Rayon scope that spawns go to
+    /// (Rayon's jobs and its wait, which runs them while it waits).
+    rayon: Option<&'r rayon_core::Scope<'scope>>,
     /// Makes `'scope` invariant: a spawned task's borrows must last for the
     /// whole scope, not for a shorter lifetime the compiler could pick.
     _invariant: std::marker::PhantomData<&'scope mut &'scope ()>,
@@ -422,12 +431,29 @@ where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
     let state = ScopeState::default();
-    let s = Scope {
-        ctx,
-        state: extend(&state),
-        _invariant: std::marker::PhantomData,
+    let caught = if pool::global().current_thread_index().is_some() {
+        // On a worker: spawns are jobs of a Rayon scope, whose end runs
+        // the ones no other worker took (Rayon's own "help while you
+        // wait", without the handing over of this scope's own list).
+        rayon_core::in_place_scope(|rs| {
+            let s = Scope {
+                ctx,
+                state: extend(&state),
+                rayon: Some(rs),
+                _invariant: std::marker::PhantomData,
+            };
+            catch_unwind(AssertUnwindSafe(|| op(&s)))
+        })
+    } else {
+        let s = Scope {
+            ctx,
+            state: extend(&state),
+            rayon: None,
+            _invariant: std::marker::PhantomData,
+        };
+        catch_unwind(AssertUnwindSafe(|| op(&s)))
     };
-    let result = match catch_unwind(AssertUnwindSafe(|| op(&s))) {
+    let result = match caught {
         Ok(Ok(r)) => Some(r),
         Ok(Err(e)) => {
             state.fail(e);
@@ -458,9 +484,11 @@ where
 
 /// Widens the state reference to the scope's lifetime.
 fn extend<'scope>(s: &ScopeState) -> &'scope ScopeState {
-    // SAFETY: `run_scope` keeps the state alive until `wait_all` has
-    // returned, which happens only after every job spawned into the scope
-    // (the only holders of `'scope` references) has finished.
+    // SAFETY: the scope's owner keeps the state alive until every job
+    // spawned into the scope (the only holders of `'scope` references) has
+    // finished: `wait_all` has returned, or the Rayon scope the jobs were
+    // spawned into has ended (it returns only after all its jobs), or
+    // `rayon_core::join` has returned (after both sides).
     unsafe { &*(s as *const ScopeState) }
 }
 
@@ -492,10 +520,26 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         };
         let state = self.state;
         let rt = self.ctx.runtime().clone();
+        if let Some(rs) = self.rayon {
+            // A job of the Rayon scope, which runs it (on a worker, or on
+            // the scope's thread while it waits) and waits for it.
+            state.touch();
+            rs.spawn(move |rs| {
+                // The task's own panic is caught inside; this catches one
+                // from the runtime around it.
+                let run = AssertUnwindSafe(|| run_child(&rt, state, Some(rs), fences, f));
+                if let Err(p) = catch_unwind(run) {
+                    state.panicked(p);
+                }
+            });
+            return;
+        }
         let body = move || {
             // The task's own panic is caught inside; this catches one from
             // the runtime around it, so the count always drops.
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| run_child(&rt, state, fences, f))) {
+            if let Err(p) =
+                catch_unwind(AssertUnwindSafe(|| run_child(&rt, state, None, fences, f)))
+            {
                 state.panicked(p);
             }
             state.job_finished();
@@ -583,6 +627,7 @@ where
     let s = Scope {
         ctx: &ctx,
         state,
+        rayon: None,
         _invariant: std::marker::PhantomData,
     };
     let r = b(&s);
@@ -616,6 +661,7 @@ where
         let s = Scope {
             ctx,
             state: st,
+            rayon: None,
             _invariant: std::marker::PhantomData,
         };
         Here(catch_unwind(AssertUnwindSafe(|| a(&s))))
