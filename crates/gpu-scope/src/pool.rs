@@ -22,6 +22,7 @@ static POOL: OnceLock<rayon_core::ThreadPool> = OnceLock::new();
 #[derive(Debug, Default, Clone)]
 pub struct ThreadPoolBuilder {
     num_threads: Option<usize>,
+    stack_size: Option<usize>,
 }
 
 impl ThreadPoolBuilder {
@@ -35,6 +36,14 @@ impl ThreadPoolBuilder {
     /// `GPU_THREADS` if set, else the number of CPUs, at least 8.
     pub fn num_threads(mut self, n: usize) -> Self {
         self.num_threads = (n != 0).then_some(n);
+        self
+    }
+
+    /// The stack size of each worker thread, in bytes (as Rayon's; the
+    /// default is Rust's). Nesting depth is bounded by the stack: a deep
+    /// recursion of `join`s runs on the workers' stacks.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
         self
     }
 
@@ -68,11 +77,13 @@ impl ThreadPoolBuilder {
                         .max(8)
                 })
         });
-        rayon_core::ThreadPoolBuilder::new()
+        let mut b = rayon_core::ThreadPoolBuilder::new()
             .num_threads(n)
-            .thread_name(|i| format!("gpu-worker-{i}"))
-            .build()
-            .expect("creating the gpu worker threads")
+            .thread_name(|i| format!("gpu-worker-{i}"));
+        if let Some(bytes) = self.stack_size {
+            b = b.stack_size(bytes);
+        }
+        b.build().expect("creating the gpu worker threads")
     }
 }
 
