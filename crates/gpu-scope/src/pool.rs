@@ -1,18 +1,29 @@
 //! The worker-thread pool.
 //!
-//! Design note: the pool is rayon-core's thread pool (its sleeping, waking
-//! and injector), with a stream bound per *task* rather than per worker
-//! thread. A task takes a stream from the runtime's recyclable pool when it
-//! starts and gives it back when it finishes (R13), so no stream is ever
-//! used by two live tasks (R3), whichever thread runs what.
+//! Design note (§9): the pool is rayon-core's thread pool, and a task is a
+//! Rayon job plus a [`gpu_sched::TaskContext`]. A task takes a stream from
+//! the runtime's recyclable pool only at its first GPU operation, and gives
+//! it back when it finishes (R13); a task that submits nothing costs no
+//! stream, so a CPU-only Rayon program runs with any nesting. When every
+//! stream is held and the ledger tracks no more, a held stream is shared
+//! (R3: its closes stop counting) rather than fail: depth is bounded by the
+//! stack, as in Rayon.
 //!
-//! `spawn` hands the task to the pool *and* keeps it in its scope's list;
-//! whoever takes it first runs it. A scope that reaches its end runs the
-//! tasks no worker has started yet on its own thread, each still on a
-//! stream of its own (rayon's "help while you wait", applied to the scope's
-//! own tasks): a short task spawned and joined costs no thread wake-up on
-//! the critical path. Rayon's own scopes are not used because they wait for
-//! every job to be run by a worker.
+//! On a worker thread, `join` is `rayon_core::join` (its `b` a task of its
+//! own, run on this thread unless another worker steals it) and a scope's
+//! spawns are jobs of a Rayon scope, whose end runs the jobs no worker took.
+//! From outside the pool, `join` moves to a worker (as Rayon's does), and a
+//! scope runs on the calling thread: `spawn` hands the task to the pool
+//! *and* keeps it in its scope's list, whoever takes it first runs it, and
+//! the scope's end runs the tasks no worker has started yet on its own
+//! thread (a short task spawned and joined costs no thread wake-up on the
+//! critical path).
+//!
+//! Differences from Rayon: tasks return `gpu::Result` and the first error
+//! (or panic) of a scope is reported at its end, after all of the scope's GPU
+//! work finished; there is one global pool (no local `ThreadPool` object:
+//! `ThreadPoolBuilder::build_global`, `install`); no FIFO spawns, broadcast
+//! or yield.
 
 use std::sync::OnceLock;
 
