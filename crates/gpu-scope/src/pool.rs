@@ -64,19 +64,15 @@ impl ThreadPoolBuilder {
     ///
     /// If the global pool already exists (it starts on first use).
     pub fn build_global(self) -> Result<(), String> {
-        let mut built = false;
-        POOL.get_or_init(|| {
-            built = true;
-            self.build()
-        });
-        if built {
-            Ok(())
-        } else {
-            Err("the global gpu pool was already started".into())
+        if POOL.get().is_some() {
+            return Err("the global gpu pool was already started".into());
         }
+        let pool = self.try_build().map_err(|e| e.to_string())?;
+        POOL.set(pool)
+            .map_err(|_| "the global gpu pool was already started".to_string())
     }
 
-    fn build(self) -> rayon_core::ThreadPool {
+    fn try_build(self) -> Result<rayon_core::ThreadPool, rayon_core::ThreadPoolBuildError> {
         let n = self.num_threads.unwrap_or_else(|| {
             std::env::var("GPU_THREADS")
                 .ok()
@@ -94,12 +90,16 @@ impl ThreadPoolBuilder {
         if let Some(bytes) = self.stack_size {
             b = b.stack_size(bytes);
         }
-        b.build().expect("creating the gpu worker threads")
+        b.build()
     }
 }
 
 pub(crate) fn global() -> &'static rayon_core::ThreadPool {
-    POOL.get_or_init(|| ThreadPoolBuilder::new().build())
+    POOL.get_or_init(|| {
+        ThreadPoolBuilder::new()
+            .try_build()
+            .expect("starting the gpu worker threads (the default pool)")
+    })
 }
 
 /// The number of worker threads in the global pool.
