@@ -547,13 +547,7 @@ impl Ledger {
             }
             return Decision::NoWait(reason);
         }
-        if device_wait_possible && !self.is_capturing(s2) {
-            counters.device_waits(waits.len() as u64);
-            Decision::DeviceWait(waits)
-        } else {
-            counters.host_syncs(waits.len() as u64);
-            Decision::HostSync(waits)
-        }
+        self.wait_decision(s2, waits, device_wait_possible)
     }
 
     /// R9 for unknown uses ([`Ledger::forget_uses`]): waits for every stream
@@ -567,10 +561,22 @@ impl Ledger {
                 waits.insert(s);
             }
         }
-        let counters = &self.order(s2).counters;
         if waits.is_empty() {
             return Decision::NoWait(Reason::SameStream);
         }
+        self.wait_decision(s2, waits, device_wait_possible)
+    }
+
+    /// The wait for `waits` on `s2`: on the device where possible, else on
+    /// the host (another context, or `s2` capturing); counted.
+    #[inline]
+    fn wait_decision(
+        &self,
+        s2: StreamId,
+        waits: StreamSet,
+        device_wait_possible: bool,
+    ) -> Decision {
+        let counters = &self.order(s2).counters;
         if device_wait_possible && !self.is_capturing(s2) {
             counters.device_waits(waits.len() as u64);
             Decision::DeviceWait(waits)

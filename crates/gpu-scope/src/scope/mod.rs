@@ -186,6 +186,23 @@ impl ScopeState {
                 .is_some()
     }
 
+    /// The end of a scope whose body returned: waits for every task, orders
+    /// `ctx` after their GPU work (see [`Join`]), then re-raises the first
+    /// panic or returns the first error.
+    fn end(&self, ctx: &TaskContext, join: Join) -> Result<()> {
+        self.wait_all();
+        let failed = self.failed();
+        if failed || join == Join::Always || ctx.has_submitted() {
+            if let Err(e) = self.join_into(ctx, failed) {
+                self.fail(e);
+            }
+        } else {
+            // The fences' events go back to the pool; their records stand.
+            drop(self.finals());
+        }
+        self.finish()
+    }
+
     /// Re-raises the first panic, else returns the first error.
     fn finish(&self) -> Result<()> {
         if let Some(p) = self.panic.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -468,17 +485,7 @@ where
             None
         }
     };
-    state.wait_all();
-    let failed = state.failed();
-    if failed || join == Join::Always || ctx.has_submitted() {
-        if let Err(e) = state.join_into(ctx, failed) {
-            state.fail(e);
-        }
-    } else {
-        // The fences' events go back to the pool; their records stand.
-        drop(state.finals());
-    }
-    state.finish()?;
+    state.end(ctx, join)?;
     result.ok_or(Error::TaskPanicked)
 }
 
@@ -692,16 +699,7 @@ where
             _ => Err(Error::TaskPanicked),
         };
     }
-    state.wait_all();
-    let failed = state.failed();
-    if failed || join == Join::Always || ctx.has_submitted() {
-        if let Err(e) = state.join_into(ctx, failed) {
-            state.fail(e);
-        }
-    } else {
-        drop(state.finals());
-    }
-    state.finish()?;
+    state.end(ctx, join)?;
     match (ra, rb) {
         (Some(ra), Some(rb)) => Ok((ra, rb)),
         _ => Err(Error::TaskPanicked),
