@@ -40,7 +40,7 @@ pub use gpu_sched::{
     Param, Reason, Result, Runtime, RuntimeOptions, Split, Staging, SyncMode, TaskContext, ViewMut,
 };
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
-pub use pool::{current_num_threads, install, ThreadPoolBuilder};
+pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuilder};
 pub use scope::{in_place_scope, join, par_chunks_mut, scope, scope_on, ParChunksMut, Scope};
 
 /// The global runtime's backend.

@@ -19,11 +19,14 @@
 //! thread (a short task spawned and joined costs no thread wake-up on the
 //! critical path).
 //!
+//! A [`ThreadPool`] of its own works as Rayon's: `gpu` calls inside its
+//! `install` run their tasks on its workers (a scope opened outside every
+//! pool spawns into the global one).
+//!
 //! Differences from Rayon: tasks return `gpu::Result` and the first error
 //! (or panic) of a scope is reported at its end, after all of the scope's GPU
-//! work finished; there is one global pool (no local `ThreadPool` object:
-//! `ThreadPoolBuilder::build_global`, `install`); no FIFO spawns, broadcast
-//! or yield.
+//! work finished; no `join_context`, FIFO spawns, broadcast or yield; no
+//! start and exit handlers.
 
 use std::sync::OnceLock;
 
@@ -56,6 +59,19 @@ impl ThreadPoolBuilder {
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
+    }
+
+    /// Builds a pool of its own (Rayon's `ThreadPoolBuilder::build`): `gpu`
+    /// calls made inside [`ThreadPool::install`] run their tasks on its
+    /// workers.
+    ///
+    /// # Errors
+    ///
+    /// If the worker threads cannot be started.
+    pub fn build(self) -> Result<ThreadPool, String> {
+        Ok(ThreadPool {
+            inner: self.try_build().map_err(|e| e.to_string())?,
+        })
     }
 
     /// Builds the global pool.
@@ -102,9 +118,84 @@ pub(crate) fn global() -> &'static rayon_core::ThreadPool {
     })
 }
 
-/// The number of worker threads in the global pool.
+/// Whether this thread is a worker of a Rayon pool (this crate's or a
+/// user's): there `join` is Rayon's own and a scope's spawns are Rayon jobs
+/// of that pool.
+pub(crate) fn on_worker() -> bool {
+    rayon_core::current_thread_index().is_some()
+}
+
+/// The number of worker threads of the pool this thread works for, or of the
+/// global pool from outside every pool (as Rayon's).
 pub fn current_num_threads() -> usize {
-    global().current_num_threads()
+    if on_worker() {
+        rayon_core::current_num_threads()
+    } else {
+        global().current_num_threads()
+    }
+}
+
+/// A pool of worker threads of its own (Rayon's `ThreadPool`): `gpu` calls
+/// made inside [`ThreadPool::install`] (and its `scope` and `join`) run
+/// their tasks on its workers. Every pool's tasks share the runtime's
+/// streams. Dropping it ends its workers once their work is done.
+#[derive(Debug)]
+pub struct ThreadPool {
+    inner: rayon_core::ThreadPool,
+}
+
+impl ThreadPool {
+    /// Runs `op` on a worker of this pool and returns its result.
+    ///
+    /// # Panics
+    ///
+    /// Re-raises a panic of `op`.
+    pub fn install<OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce() -> R + Send,
+        R: Send,
+    {
+        self.inner.install(op)
+    }
+
+    /// [`crate::scope`] on a worker of this pool: its spawns run on this
+    /// pool's workers.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::scope`].
+    pub fn scope<'scope, OP, R>(&self, op: OP) -> crate::Result<R>
+    where
+        OP: FnOnce(&crate::Scope<'_, 'scope>) -> crate::Result<R> + Send,
+        R: Send,
+    {
+        self.install(|| crate::scope(op))
+    }
+
+    /// [`crate::join`] on a worker of this pool.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::join`].
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> crate::Result<(RA, RB)>
+    where
+        A: FnOnce(&crate::Scope<'_, '_>) -> crate::Result<RA> + Send,
+        B: for<'r2, 's2> FnOnce(&crate::Scope<'r2, 's2>) -> crate::Result<RB> + Send,
+        RA: Send,
+        RB: Send,
+    {
+        self.install(|| crate::join(a, b))
+    }
+
+    /// The number of worker threads.
+    pub fn current_num_threads(&self) -> usize {
+        self.inner.current_num_threads()
+    }
+
+    /// This thread's index among the pool's workers, if it is one.
+    pub fn current_thread_index(&self) -> Option<usize> {
+        self.inner.current_thread_index()
+    }
 }
 
 /// Runs `op` on a worker thread of the global pool and returns its result

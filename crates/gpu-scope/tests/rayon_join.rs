@@ -34,6 +34,9 @@
 //!
 //! `sort_in_pool` and `join_counter_overflow` use a local `ThreadPool` in
 //! rayon; they are ported on the global pool (`gpu::install`).
+//!
+//! Since these were ported, `gpu::ThreadPool` (a pool of its own) exists:
+//! the tests that need one are ported in `rayon_local_pool.rs`.
 
 mod rayon_common;
 

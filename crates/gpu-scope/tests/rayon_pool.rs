@@ -31,6 +31,9 @@
 //! global and never dropped), `check_thread_pool_new` (as `build_global`
 //! and `current_num_threads`), `nested_scopes` (ten nested scopes of the
 //! one global pool rather than one scope in each of ten pools).
+//!
+//! Since these were ported, `gpu::ThreadPool` (a pool of its own) exists:
+//! the tests that need one are ported in `rayon_local_pool.rs`.
 
 mod rayon_common;
 

@@ -34,6 +34,9 @@
 //! `linear_stack_growth` runs on a local 1-thread pool in Rayon, where all
 //! tasks run on one thread; here the tasks run on the scope's thread and on
 //! the global pool's workers, and the port measures each thread's stack.
+//!
+//! Since these were ported, `gpu::ThreadPool` (a pool of its own) exists:
+//! the tests that need one are ported in `rayon_local_pool.rs`.
 
 mod rayon_common;
 

@@ -448,7 +448,7 @@ where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
     let state = ScopeState::default();
-    let caught = if pool::global().current_thread_index().is_some() {
+    let caught = if pool::on_worker() {
         // On a worker: spawns are jobs of a Rayon scope, whose end runs
         // the ones no other worker took (Rayon's own "help while you
         // wait", without the handing over of this scope's own list).
@@ -712,7 +712,7 @@ where
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
     RB: Send,
 {
-    if pool::global().current_thread_index().is_some() {
+    if pool::on_worker() {
         return join_in_worker(ctx, a, b, join);
     }
     let mut rb = None;
@@ -752,10 +752,15 @@ where
     let rt = Runtime::global()?;
     // On a worker thread of the pool, as Rayon's `join` does from outside
     // its pool: `a` runs there, `b` waits to be stolen or run after it.
-    pool::install(|| {
+    let run = || {
         let ctx = rt.begin_task()?;
         join_in(&ctx, a, b, Join::IfSubmitted)
-    })
+    };
+    if pool::on_worker() {
+        run()
+    } else {
+        pool::install(run)
+    }
 }
 
 /// Splits `buf` into chunks of `chunk` elements for a parallel map (X3).
