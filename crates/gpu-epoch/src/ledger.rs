@@ -28,6 +28,8 @@ struct StreamOrder {
     capturing: AtomicBool,
     /// Bumped on recycling (R13).
     generation: AtomicU32,
+    /// Retired: no stream behind the slot until `add_stream` reuses it.
+    vacant: AtomicBool,
     /// `waited[t]`: the highest epoch of stream `t` this stream is ordered
     /// after (R8, X1). Written by the owner only.
     waited: Box<[AtomicU64]>,
@@ -47,6 +49,7 @@ impl StreamOrder {
             shared: AtomicBool::new(false),
             capturing: AtomicBool::new(false),
             generation: AtomicU32::new(0),
+            vacant: AtomicBool::new(false),
             waited: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             waited_mask: std::array::from_fn(|_| AtomicU64::new(0)),
             counters: Counters::default(),
@@ -161,6 +164,8 @@ pub struct Ledger {
     /// Whether Completed, Ordered and Recycled facts are used (the
     /// wait-for-everything policy when off).
     facts: AtomicBool,
+    /// Retired slots, reused by `add_stream` before new ones.
+    vacant: Mutex<Vec<u16>>,
 }
 
 impl Default for Ledger {
@@ -187,6 +192,7 @@ impl Ledger {
             len: AtomicUsize::new(0),
             next_task: AtomicU64::new(1),
             facts: AtomicBool::new(true),
+            vacant: Mutex::new(Vec::new()),
         }
     }
 
@@ -219,6 +225,10 @@ impl Ledger {
     ///
     /// [`LedgerError::TooManyStreams`] once every slot is taken.
     pub fn add_stream(&self) -> Result<StreamId, LedgerError> {
+        if let Some(i) = lock(&self.vacant).pop() {
+            self.streams[i as usize].vacant.store(false, Release);
+            return Ok(StreamId(i));
+        }
         let i = self.len.fetch_add(1, AcqRel);
         if i >= self.capacity() {
             self.len.fetch_sub(1, AcqRel);
@@ -329,6 +339,28 @@ impl Ledger {
         o.owner_id.store(0, SeqCst);
         o.shared.store(false, SeqCst);
         Generation(o.generation.fetch_add(1, AcqRel).wrapping_add(1))
+    }
+
+    /// §9: `s` is idle, its tasks finished, and its driver stream goes
+    /// away: recycled (its generation moves on, so every stamp on it is
+    /// covered, and what it was ordered after is done, as it is idle), and
+    /// the slot left vacant for [`Ledger::add_stream`] to reuse for a new
+    /// stream. Its epochs go on from where they were, so no fact about the
+    /// old stream's epochs covers the new one's work.
+    pub fn retire(&self, s: StreamId) {
+        self.recycle(s);
+        self.order(s).vacant.store(true, Release);
+        lock(&self.vacant).push(s.0);
+    }
+
+    /// Whether `s` was retired and not reused.
+    pub fn is_vacant(&self, s: StreamId) -> bool {
+        self.order(s).vacant.load(Acquire)
+    }
+
+    /// How many streams it tracks now, retired slots left out.
+    pub fn live_stream_count(&self) -> usize {
+        self.stream_count() - lock(&self.vacant).len()
     }
 
     /// The generation of `s`.
@@ -557,7 +589,8 @@ impl Ledger {
         let mut waits = StreamSet::new();
         for i in 0..self.stream_count() {
             let s = StreamId(i as u16);
-            if s != s2 {
+            // A retired stream's work is done (it was idle).
+            if s != s2 && !self.is_vacant(s) {
                 waits.insert(s);
             }
         }

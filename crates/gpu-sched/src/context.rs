@@ -132,8 +132,13 @@ fn wait_streams(
                 // before the capture, never record into another task's
                 // graph.
                 let slot = rt.inner.streams.capture_slot(s).lock();
+                // Read under the slot's lock, which a retiring stream's
+                // handle is taken away under (§9): 0 is a stream retired
+                // since the decision, idle, so its work is done.
+                let raw = rt.raw_stream(s);
                 let r = match slot.as_ref() {
                     Some(pre) => rt.driver().wait_event(raw2, pre.raw),
+                    None if raw.0 == 0 => Ok(()),
                     None => {
                         let ev = rt.take_event()?;
                         // A record the ledger does not make: the event
@@ -143,7 +148,7 @@ fn wait_streams(
                         l.record_untracked(&ev.coverage);
                         let r = rt
                             .driver()
-                            .record(ev.raw, rt.raw_stream(s))
+                            .record(ev.raw, raw)
                             .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
                         // The wait captured the record: the event may be
                         // reused now.
@@ -181,10 +186,15 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
         // lock is the pool's, no ledger lock (R14).
         return rt.driver().event_sync(pre.raw);
     }
+    let raw = rt.raw_stream(s);
+    if raw.0 == 0 {
+        // Retired since the decision (§9): idle, its work done.
+        return Ok(());
+    }
     let ev = rt.take_event()?;
     // Untracked record: the event covers nothing (§8).
     rt.inner.ledger.record_untracked(&ev.coverage);
-    let recorded = rt.driver().record(ev.raw, rt.raw_stream(s));
+    let recorded = rt.driver().record(ev.raw, raw);
     drop(slot);
     let r = recorded.and_then(|_| rt.driver().event_sync(ev.raw));
     rt.give_event(ev);
@@ -270,7 +280,9 @@ impl TaskContext {
     /// that take a stream. Work submitted on it directly is not tracked:
     /// take buffers' pointers with [`TaskContext::raw_ptr`]. A capture begun
     /// on it directly must end before the task does (the runtime marks the
-    /// end of the task's work on this stream).
+    /// end of the task's work on this stream). The handle is the task's
+    /// while it lives: once the task ended, the runtime may give the stream
+    /// to another task, or destroy it once idle (§9).
     ///
     /// # Panics
     ///
@@ -877,6 +889,6 @@ impl Drop for TaskContext {
         } else {
             i.streams.end_of_work(self.rt.driver(), s)
         };
-        i.streams.release(s, tail, &i.ledger);
+        i.streams.release(s, tail, self.rt.driver(), &i.ledger);
     }
 }

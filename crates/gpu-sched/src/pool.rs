@@ -41,6 +41,8 @@ pub(crate) struct StreamPool {
     reserved: AtomicUsize,
     /// Where the next search for a stream to share starts.
     share_next: AtomicUsize,
+    /// Free streams kept when the pool trims itself (the warm size).
+    keep: usize,
 }
 
 /// The end-of-work flags: `bytes` of mapped pinned memory, seen by the host
@@ -53,8 +55,9 @@ struct Flags {
 }
 
 impl StreamPool {
-    pub(crate) fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize, keep: usize) -> Self {
         StreamPool {
+            keep: keep.max(1),
             raw: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             created: AtomicUsize::new(0),
             free: Mutex::new(VecDeque::new()),
@@ -274,7 +277,7 @@ impl StreamPool {
             }
             self.free.lock().push_back((id, Tail::Unknown));
         }
-        if ledger.stream_count() < ledger.capacity() {
+        if ledger.live_stream_count() < ledger.capacity() {
             if let Ok(id) = self.create(driver, ledger) {
                 self.holders[id.index()].store(1, Release);
                 return Ok((id, true));
@@ -300,14 +303,77 @@ impl StreamPool {
     /// when its last holder lets go.
     /// A stream that was shared goes back as [`Tail::Unknown`]: another
     /// holder may have left work after the last holder's end-of-work mark.
-    pub(crate) fn release(&self, id: StreamId, tail: Tail, ledger: &Ledger) {
+    pub(crate) fn release(&self, id: StreamId, tail: Tail, driver: &dyn Driver, ledger: &Ledger) {
         if self.holders[id.index()].fetch_sub(1, AcqRel) == 1 {
             let tail = if ledger.is_shared(id) {
                 Tail::Unknown
             } else {
                 tail
             };
-            self.free.lock().push_back((id, tail));
+            let over = {
+                let mut free = self.free.lock();
+                free.push_back((id, tail));
+                free.len() > self.keep
+            };
+            if over {
+                self.trim(driver, ledger);
+            }
+        }
+    }
+
+    /// §9: streams made for a burst of live tasks go away once idle: free
+    /// streams beyond the warm size that are known idle (without a driver
+    /// call) are retired, the oldest first. A stream's handle is taken away
+    /// under its capture slot's lock, which a hand-off holds while it reads
+    /// the handle and records on it, so no hand-off records on a destroyed
+    /// stream (it finds 0: retired, idle, nothing to wait for); the ledger
+    /// slot becomes reusable only after that.
+    ///
+    /// Streams that went back shared (their tail unknown) are asked with a
+    /// driver query, out of the list and outside its lock, as `acquire`
+    /// does: trimming follows a burst, not the hot path.
+    fn trim(&self, driver: &dyn Driver, ledger: &Ledger) {
+        let mut gone = smallvec::SmallVec::<[StreamId; 8]>::new();
+        let mut ask = smallvec::SmallVec::<[StreamId; 8]>::new();
+        {
+            let mut free = self.free.lock();
+            let mut k = 0;
+            while free.len() > self.keep && k < free.len() {
+                let (id, tail) = free[k];
+                let take = id.index() != self.reserved.load(Relaxed)
+                    && match tail {
+                        Tail::Idle => true,
+                        Tail::Written(v) => self.written(driver, id, v),
+                        Tail::Unknown => {
+                            ask.push(id);
+                            true
+                        }
+                    };
+                if take {
+                    free.remove(k);
+                    if !matches!(tail, Tail::Unknown) {
+                        gone.push(id);
+                    }
+                } else {
+                    k += 1;
+                }
+            }
+        }
+        for id in ask {
+            if let Ok(true) = driver.stream_query(self.raw(id)) {
+                gone.push(id);
+            } else {
+                self.free.lock().push_back((id, Tail::Unknown));
+            }
+        }
+        for id in gone {
+            let raw = {
+                let _slot = self.captures[id.index()].lock();
+                RawStream(self.raw[id.index()].swap(0, AcqRel))
+            };
+            ledger.retire(id);
+            self.created.fetch_sub(1, AcqRel);
+            let _ = driver.destroy_stream(raw);
         }
     }
 

@@ -111,9 +111,9 @@ impl LedgerView<'_> {
         self.0.is_capturing(s)
     }
 
-    /// How many streams the ledger tracks.
+    /// How many streams the ledger tracks (retired ones left out).
     pub fn stream_count(&self) -> usize {
-        self.0.stream_count()
+        self.0.live_stream_count()
     }
 
     /// The decision counters.
@@ -268,7 +268,7 @@ impl Runtime {
             BackendChoice::Auto => host(),
         };
         let ledger = Ledger::new(opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS));
-        let streams = StreamPool::new(ledger.capacity());
+        let streams = StreamPool::new(ledger.capacity(), opts.warm_streams);
         if opts.end_flags {
             streams.init_flags(&*driver);
         }

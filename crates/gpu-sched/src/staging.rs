@@ -2,7 +2,6 @@
 
 use crate::buffer::{DeviceRepr, DeviceSlice};
 use crate::context::TaskContext;
-use crate::driver::{RawStream, SyncMode};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use std::sync::atomic::Ordering;
@@ -14,8 +13,13 @@ pub struct Staging<T: DeviceRepr> {
     rt: Runtime,
     ptr: *mut T,
     cap: usize,
-    /// The stream of a copy that may still read or write the memory.
-    in_flight: Option<RawStream>,
+    /// A fence after the last copy that may still read or write the
+    /// memory (a fence, not the stream: the stream may be recycled or
+    /// retired once its task ends).
+    in_flight: Option<crate::event::Fence>,
+    /// A copy may be in flight that nothing tracks (recording its fence
+    /// failed, and so did a synchronize): the memory is never freed.
+    lost: bool,
 }
 
 // SAFETY: the staging memory is owned by this value and only touched by the
@@ -50,6 +54,7 @@ impl<T: DeviceRepr> Staging<T> {
             ptr: ptr as *mut T,
             cap,
             in_flight: None,
+            lost: false,
         })
     }
 
@@ -59,10 +64,30 @@ impl<T: DeviceRepr> Staging<T> {
     }
 
     fn settle(&mut self) -> Result<()> {
-        if let Some(s) = self.in_flight.take() {
-            self.rt.driver().stream_sync(s, self.rt.inner.sync_mode)?;
+        if let Some(f) = self.in_flight.take() {
+            if let Err(e) = f.clone().synchronize() {
+                self.in_flight = Some(f);
+                return Err(e);
+            }
         }
         Ok(())
+    }
+
+    /// After a copy through the memory was submitted on `ctx`'s stream: a
+    /// fence the next host access (and the drop) waits for.
+    fn copied(&mut self, ctx: &TaskContext) -> Result<()> {
+        match ctx.fence() {
+            Ok(f) => {
+                self.in_flight = Some(f);
+                Ok(())
+            }
+            Err(e) => {
+                if ctx.synchronize().is_err() {
+                    self.lost = true;
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The staging memory is pinned by this runtime's driver, and
@@ -123,10 +148,10 @@ impl<T: DeviceRepr> Staging<T> {
         self.check(dst.len())?;
         self.settle()?;
         // SAFETY: the staging memory outlives the copy: `in_flight` makes
-        // every later host access and the drop wait for it.
+        // every later host access and the drop wait for it (`copied`).
         let staged = unsafe { std::slice::from_raw_parts(self.ptr, dst.len()) };
-        self.in_flight = Some(ctx.bound()?.1);
-        ctx.copy_from_host(dst, staged)
+        ctx.copy_from_host(dst, staged)?;
+        self.copied(ctx)
     }
 
     /// Copies `src` into the staging memory asynchronously on `ctx`'s stream
@@ -152,10 +177,10 @@ impl<T: DeviceRepr> Staging<T> {
             ctx.bound()?.1,
         );
         let dst = self.ptr as *mut u8;
-        self.in_flight = Some(ctx.bound()?.1);
         ctx.tracked("dtoh", &mut [crate::context::Touch::read(src)], |_| {
             drv.copy_dtoh(dst, ptr, bytes, raw)
-        })
+        })?;
+        self.copied(ctx)
     }
 
     /// The staging memory's address, once no copy through it is in flight;
@@ -223,8 +248,11 @@ impl<T: DeviceRepr> Staging<T> {
 
 impl<T: DeviceRepr> Drop for Staging<T> {
     fn drop(&mut self) {
-        if let Some(s) = self.in_flight.take() {
-            if self.rt.driver().stream_sync(s, SyncMode::Blocking).is_err() {
+        if self.lost {
+            return;
+        }
+        if let Some(f) = self.in_flight.take() {
+            if f.synchronize().is_err() {
                 // Broken context: the device may still read it; keep it.
                 return;
             }
