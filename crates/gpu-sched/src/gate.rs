@@ -4,8 +4,9 @@
 //! the host backend a blocking operation.
 
 use crate::context::TaskContext;
-use crate::driver::{BackendKind, LaunchConfig, RawStream, SyncMode};
+use crate::driver::{BackendKind, LaunchConfig};
 use crate::error::Result;
+use crate::event::Fence;
 use crate::launch::KernelRef;
 use crate::runtime::Runtime;
 use parking_lot::Mutex;
@@ -17,7 +18,13 @@ pub struct Gate {
     rt: Runtime,
     host: *mut u8,
     dev: u64,
-    used_on: Mutex<Vec<RawStream>>,
+    /// A fence after each operation blocked on the gate: the flags are
+    /// freed only once all of them passed (fences, not streams: a stream
+    /// may be recycled or retired once its task ends, §9).
+    used_by: Mutex<Vec<Fence>>,
+    /// An operation blocked on the gate that no fence follows (recording it
+    /// failed): the flags are never freed.
+    lost: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the flags are only touched through atomics (host) and volatile
@@ -52,7 +59,8 @@ impl Runtime {
             rt: self.clone(),
             host,
             dev,
-            used_on: Mutex::new(Vec::new()),
+            used_by: Mutex::new(Vec::new()),
+            lost: std::sync::atomic::AtomicBool::new(false),
         };
         g.flag(0).store(0, Ordering::SeqCst);
         g.flag(1).store(0, Ordering::SeqCst);
@@ -87,8 +95,15 @@ impl Drop for Gate {
     fn drop(&mut self) {
         // Nothing may still spin on the flags when they are freed.
         self.open();
-        for s in self.used_on.lock().drain(..) {
-            let _ = self.rt.driver().stream_sync(s, SyncMode::Blocking);
+        if self.lost.load(Ordering::SeqCst) {
+            return;
+        }
+        for f in self.used_by.lock().drain(..) {
+            if f.synchronize().is_err() {
+                // Broken context: something may still read the flags; keep
+                // their memory.
+                return;
+            }
         }
         let _ = self.rt.driver().free_host(self.host, GATE_BYTES);
         self.rt
@@ -116,7 +131,6 @@ impl TaskContext {
     pub unsafe fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
         self.rt.check_same(gate.rt.id(), "the gate")?;
         self.bind()?;
-        gate.used_on.lock().push(self.raw());
         let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
         match self.rt.backend() {
             BackendKind::Host => self.rt.driver().host_gate(
@@ -128,8 +142,8 @@ impl TaskContext {
             ),
             // SAFETY: the caller passes a gate kernel (this fn's contract),
             // which touches only the gate's two flags: mapped pinned memory
-            // the gate owns and frees only after synchronizing every stream
-            // it blocked (`used_on`).
+            // the gate owns and frees only after a fence after every
+            // operation blocked on it passed (`used_by`, below).
             BackendKind::Cuda => unsafe {
                 self.launch(kernel, LaunchConfig::linear(1, 1))
                     .raw_ptr(gate.dev)
@@ -137,6 +151,16 @@ impl TaskContext {
                     .arg(ns)
                     .submit()
             },
+        }?;
+        match self.fence() {
+            Ok(f) => {
+                gate.used_by.lock().push(f);
+                Ok(())
+            }
+            Err(e) => {
+                gate.lost.store(true, Ordering::SeqCst);
+                Err(e)
+            }
         }
     }
 }

@@ -43,6 +43,9 @@ pub(crate) struct StreamPool {
     share_next: AtomicUsize,
     /// Free streams kept when the pool trims itself (the warm size).
     keep: usize,
+    /// Held (shared) by whoever uses every stream's handle at once (a
+    /// device-wide synchronize): no stream is destroyed meanwhile.
+    all: parking_lot::RwLock<()>,
 }
 
 /// The end-of-work flags: `bytes` of mapped pinned memory, seen by the host
@@ -58,6 +61,7 @@ impl StreamPool {
     pub(crate) fn new(capacity: usize, keep: usize) -> Self {
         StreamPool {
             keep: keep.max(1),
+            all: parking_lot::RwLock::new(()),
             raw: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             created: AtomicUsize::new(0),
             free: Mutex::new(VecDeque::new()),
@@ -333,6 +337,11 @@ impl StreamPool {
     /// driver query, out of the list and outside its lock, as `acquire`
     /// does: trimming follows a burst, not the hot path.
     fn trim(&self, driver: &dyn Driver, ledger: &Ledger) {
+        // A device-wide synchronize holds every handle: not now (the next
+        // task's end trims again).
+        let Some(_all) = self.all.try_write() else {
+            return;
+        };
         let mut gone = smallvec::SmallVec::<[StreamId; 8]>::new();
         let mut ask = smallvec::SmallVec::<[StreamId; 8]>::new();
         {
@@ -375,6 +384,13 @@ impl StreamPool {
             self.created.fetch_sub(1, AcqRel);
             let _ = driver.destroy_stream(raw);
         }
+    }
+
+    /// Every driver handle, and a guard that keeps them alive (no stream is
+    /// retired while it is held): for device-wide synchronizes.
+    pub(crate) fn all_held(&self) -> (parking_lot::RwLockReadGuard<'_, ()>, Vec<RawStream>) {
+        let g = self.all.read();
+        (g, self.all_raw())
     }
 
     /// Every driver handle (for teardown and device-wide synchronizes).

@@ -380,7 +380,8 @@ impl Runtime {
     /// Driver errors (a sticky error, for one).
     pub fn synchronize(&self) -> Result<()> {
         let mut first = None;
-        for s in self.inner.streams.all_raw() {
+        let (_held, all) = self.inner.streams.all_held();
+        for s in all {
             if let Err(e) = self.driver().stream_sync(s, self.inner.sync_mode) {
                 first.get_or_insert(e);
             }
