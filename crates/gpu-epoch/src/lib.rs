@@ -1,5 +1,8 @@
 //! # gpu-epoch: the epoch ledger
 //!
+//! `§n` and `DESIGN §n` in this crate refer to the design note,
+//! `docs/DESIGN.md` at the repository's root.
+//!
 //! Each stream's work is split into *epochs*. Buffers are stamped with the
 //! epoch of their last use; recording an event or synchronizing a stream
 //! closes the current epoch. Two facts then make a cross-stream wait

@@ -126,7 +126,7 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongDevice`]; driver errors.
+    /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn record(&self, event: &Event) -> Result<()> {
         self.rt.check_same(event.rt.id(), "the event")?;
         self.bind()?;
@@ -146,7 +146,7 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongDevice`]; driver errors.
+    /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn wait(&self, event: &Event) -> Result<()> {
         self.rt.check_same(event.rt.id(), "the event")?;
         self.bind()?;
@@ -260,7 +260,7 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongDevice`]; driver errors.
+    /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn wait_fence(&self, fence: Fence) -> Result<()> {
         self.rt.check_same(fence.runtime_id(), "the fence")?;
         self.bind()?;

@@ -1,5 +1,8 @@
 //! # gpu-sched: the runtime
 //!
+//! `§n` and `DESIGN §n` in this crate refer to the design note,
+//! `docs/DESIGN.md` at the repository's root.
+//!
 //! Backends (CUDA through cudarc; a host backend that runs streams as CPU
 //! threads with a race detector), the stream and event pools, tracked
 //! buffers and operations. Every operation asks the [`gpu_epoch::Ledger`]

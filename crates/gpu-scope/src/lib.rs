@@ -1,5 +1,8 @@
 //! # gpu: Rayon-style task parallelism for GPU work
 //!
+//! (`§n` in this crate's docs refers to the design note, `docs/DESIGN.md` in
+//! the repository.)
+//!
 //! ```
 //! # fn main() -> gpu::Result<()> {
 //! let mut a = gpu::Buffer::from_host(&[1.0f32; 1024])?;
