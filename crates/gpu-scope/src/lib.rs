@@ -20,11 +20,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Tasks run on a pool of worker threads; each task owns a CUDA stream from
-//! a recyclable pool while it runs. Spawning records an event on the
-//! parent's stream that the child's stream waits for, so a child is ordered
-//! after what its parent submitted *before the spawn* only; the end of a
-//! scope orders the parent after every task spawned in it. Buffers carry
+//! Tasks run on a pool of worker threads (Rayon's); a task that submits GPU
+//! work owns a CUDA stream from a recyclable pool from its first operation
+//! until it ends (a task that submits none holds no stream, §9). Spawning
+//! records an event on the parent's stream that the child's stream waits
+//! for, so a child is ordered after what its parent submitted *before the
+//! spawn* only; the end of a scope orders the parent after every task
+//! spawned in it. Buffers carry
 //! stamps, and the epoch ledger (`gpu-epoch`) inserts every cross-stream
 //! wait that correctness needs and none that it does not.
 //!
