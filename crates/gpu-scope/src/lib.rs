@@ -3,21 +3,27 @@
 //! (`§n` in this crate's docs refers to the design note, `docs/DESIGN.md` in
 //! the repository.)
 //!
+//! ## Getting started
+//!
+//! The first program (the README's, which a test keeps the same):
+//!
 //! ```
-//! # fn main() -> gpu::Result<()> {
-//! let mut a = gpu::Buffer::from_host(&[1.0f32; 1024])?;
-//! gpu::scope(|s| {
-//!     let n = a.len();
-//!     s.spawn(|t| {
-//!         // a child task: its own stream, ordered after the parent's work
-//!         // up to this spawn, overlapping what the parent does next.
-//!         let _ = t.stream_id();
+//! use gpu_kernels as k;
+//!
+//! fn main() -> gpu::Result<()> {
+//!     let n = 1 << 20;
+//!     let mut a = gpu::Buffer::from_host(&vec![1.0f32; n])?;
+//!     let mut b = gpu::Buffer::<f32>::zeros(n)?;
+//!     gpu::scope(|s| {
+//!         k::fill(s, &mut b, 2.0)?; // the parent's work, on its stream
+//!         s.spawn(|t| k::scale(t, &mut a, 3.0)); // a child: its own stream
 //!         Ok(())
-//!     });
-//!     assert_eq!(n, 1024);
+//!     })?; // later uses of a and b are ordered after both tasks
+//!     gpu::scope(|s| k::axpy(s, 1.0, &a, &mut b))?; // b += a
+//!     assert!(b.to_vec()?.iter().all(|&x| x == 5.0));
+//!     println!("ran on the {} backend", gpu::backend()?);
 //!     Ok(())
-//! })?;
-//! # Ok(()) }
+//! }
 //! ```
 //!
 //! Tasks run on a pool of worker threads (Rayon's); a task that submits GPU
