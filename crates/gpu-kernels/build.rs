@@ -62,11 +62,16 @@ fn main() {
             }
         }
         None => {
-            println!(
-                "cargo:warning=gpu-kernels: nvcc was not found (NVCC, CUDA_HOME, PATH); \
-                 using the committed PTX in {}",
-                ptx_dir.display()
-            );
+            // Said to this project's own builds only: a crate that depends
+            // on gpu-kernels builds it into its own target directory, and
+            // has nothing to do about the PTX (it is the committed one).
+            if built_in_this_workspace(&out_dir) {
+                println!(
+                    "cargo:warning=gpu-kernels: nvcc was not found (NVCC, CUDA_HOME, PATH); \
+                     using the committed PTX in {}",
+                    ptx_dir.display()
+                );
+            }
             for source in &sources {
                 let committed = committed_ptx(&ptx_dir, source);
                 fs::copy(&committed, ptx_path(&out_dir, source)).unwrap_or_else(|e| {
@@ -198,4 +203,26 @@ fn compile(nvcc: &Path, arch: &str, include_dir: &Path, source: &Path, output: &
             String::from_utf8_lossy(&status.stderr)
         );
     }
+}
+
+/// Whether this build is one of this repository's workspace (its output
+/// under the workspace's `target` or `CARGO_TARGET_DIR`), not of a crate
+/// that depends on gpu-kernels.
+fn built_in_this_workspace(out_dir: &Path) -> bool {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let Some(root) = manifest.parent().and_then(Path::parent) else {
+        return false;
+    };
+    let is_ours = fs::read_to_string(root.join("Cargo.toml"))
+        .map(|t| t.contains("crates/gpu-kernels"))
+        .unwrap_or(false);
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let target = if target.is_absolute() {
+        target
+    } else {
+        root.join(target)
+    };
+    is_ours && out_dir.starts_with(&target)
 }
