@@ -351,9 +351,28 @@ impl TaskContext {
     #[inline]
     pub(crate) fn bound(&self) -> Result<(StreamId, RawStream)> {
         match self.slot.get() {
-            Some(b) => Ok(b),
+            // Fences left by a wait that failed at binding are waited for
+            // before anything else goes on the stream.
+            Some(b) if self.after.borrow().is_empty() => Ok(b),
+            Some(b) => self.wait_after().map(|()| b),
             None => self.bind_stream(),
         }
+    }
+
+    /// Waits on the device for the fences the task is ordered after; on a
+    /// failure, keeps that fence and the ones after it for the next try.
+    #[cold]
+    fn wait_after(&self) -> Result<()> {
+        let mut after = std::mem::take(&mut *self.after.borrow_mut()).into_iter();
+        while let Some(f) = after.next() {
+            if let Err(e) = self.wait_fence(f.clone()) {
+                let mut left = self.after.borrow_mut();
+                left.push(f);
+                left.extend(after);
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// §9: takes a stream from the pool for this task (R3, R13), then waits
@@ -366,10 +385,7 @@ impl TaskContext {
         let b = (stream, self.rt.raw_stream(stream));
         self.slot.set(Some(b));
         self.pending.set(!idle);
-        let after = std::mem::take(&mut *self.after.borrow_mut());
-        for f in after {
-            self.wait_fence(f)?;
-        }
+        self.wait_after()?;
         Ok(b)
     }
 
@@ -600,13 +616,34 @@ impl TaskContext {
         })
     }
 
-    /// Copies `src` from host memory into `dst` (asynchronous; pageable
-    /// `src` is staged by the driver and may be reused on return).
+    /// Copies `src` from host memory into `dst`; `src` may be reused on
+    /// return. From pageable memory the copy is asynchronous (the driver
+    /// stages it); from this runtime's page-locked memory (a [`crate::Staging`]
+    /// buffer's slice), which the device reads while the copy runs, it waits
+    /// for the copy (§8: the host could write the memory under it).
     ///
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] unless the lengths agree; driver errors.
     pub fn copy_from_host<T: DeviceRepr>(
+        &self,
+        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        src: &[T],
+    ) -> Result<()> {
+        let pinned = self
+            .rt
+            .is_pinned(src.as_ptr() as usize, std::mem::size_of_val(src));
+        self.copy_from_host_staged(dst, src)?;
+        if pinned {
+            self.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// [`TaskContext::copy_from_host`] without the wait for page-locked
+    /// memory: for [`crate::Staging`], which keeps a fence of the copy and
+    /// waits for it before the host touches the memory again.
+    pub(crate) fn copy_from_host_staged<T: DeviceRepr>(
         &self,
         dst: &mut (impl DeviceSlice<T> + ?Sized),
         src: &[T],

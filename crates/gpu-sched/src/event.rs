@@ -122,14 +122,28 @@ impl Drop for Event {
 }
 
 impl TaskContext {
-    /// R4: records `event` on this task's stream, closing its epoch.
+    /// §8: a record inside a capture would be a node of the graph, and a
+    /// stream that waits on it would join the capture: that stream's later
+    /// work would go into this task's graph and never run. Refused.
+    fn refuse_in_capture(&self, what: &'static str) -> Result<()> {
+        if self.rt.inner.ledger.is_capturing(self.sid()) {
+            return Err(crate::Error::Capturing { what });
+        }
+        Ok(())
+    }
+
+    /// R4: records `event` on this task's stream, closing its epoch. Not
+    /// while capturing (another stream waiting on it would join the
+    /// capture, §8).
     ///
     /// # Errors
     ///
-    /// [`crate::Error::WrongDevice`]; driver errors.
+    /// [`crate::Error::WrongDevice`]; [`crate::Error::Capturing`]; driver
+    /// errors.
     pub fn record(&self, event: &Event) -> Result<()> {
         self.rt.check_same(event.rt.id(), "the event")?;
         self.bind()?;
+        self.refuse_in_capture("recording an event")?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
         let ticket = l.begin_record(self.task(), &p.coverage, self.sid());
@@ -168,6 +182,7 @@ impl TaskContext {
     /// on (spawn and join, R8).
     pub(crate) fn record_pooled(&self) -> Result<Box<PooledEvent>> {
         self.bind()?;
+        self.refuse_in_capture("recording a fence (a spawn, a join)")?;
         let p = self.rt.take_event()?;
         let l = &self.rt.inner.ledger;
         let ticket = l.begin_record(self.task(), &p.coverage, self.sid());

@@ -162,6 +162,9 @@ pub(crate) struct RuntimeInner {
     pub(crate) tracer: crate::trace::Tracer,
     /// Pinned host blocks kept for reuse: (bytes, address).
     pub(crate) pinned_cache: parking_lot::Mutex<Vec<(usize, usize)>>,
+    /// Pinned host blocks handed out (address, bytes): a safe copy from
+    /// one of them must wait for the device (§8).
+    pub(crate) pinned_live: parking_lot::Mutex<Vec<(usize, usize)>>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -296,6 +299,7 @@ impl Runtime {
                 reclaim_stream,
                 tracer: Default::default(),
                 pinned_cache: Default::default(),
+                pinned_live: Default::default(),
             })),
         })
     }

@@ -150,7 +150,7 @@ impl<T: DeviceRepr> Staging<T> {
         // SAFETY: the staging memory outlives the copy: `in_flight` makes
         // every later host access and the drop wait for it (`copied`).
         let staged = unsafe { std::slice::from_raw_parts(self.ptr, dst.len()) };
-        ctx.copy_from_host(dst, staged)?;
+        ctx.copy_from_host_staged(dst, staged)?;
         self.copied(ctx)
     }
 
@@ -280,12 +280,27 @@ impl Runtime {
                 p
             }
         };
+        self.inner.pinned_live.lock().push((ptr as usize, bytes));
         Ok(ptr)
     }
 
     /// Gives pinned memory back to the cache (up to 1 GiB cached; the rest
     /// is freed). The caller guarantees no copy through it is in flight.
+    /// Whether `[addr, addr + bytes)` overlaps page-locked memory this
+    /// runtime handed out (a [`Staging`] buffer's).
+    pub(crate) fn is_pinned(&self, addr: usize, bytes: usize) -> bool {
+        let live = self.inner.pinned_live.lock();
+        live.iter()
+            .any(|&(p, n)| addr < p + n && p < addr + bytes.max(1))
+    }
+
     pub(crate) fn pinned_give(&self, ptr: *mut u8, bytes: usize) {
+        {
+            let mut live = self.inner.pinned_live.lock();
+            if let Some(i) = live.iter().position(|&(p, _)| p == ptr as usize) {
+                live.swap_remove(i);
+            }
+        }
         let mut c = self.inner.pinned_cache.lock();
         let cached: usize = c.iter().map(|(b, _)| *b).sum();
         if cached + bytes <= 1 << 30 {

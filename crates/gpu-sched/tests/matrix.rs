@@ -580,9 +580,10 @@ fn t10_launch_through_pointer_taken_before(rt: &Runtime) {
 }
 backend_tests!(t10_launch_through_pointer_taken_before => t10_launch_through_pointer_taken_before_host, t10_launch_through_pointer_taken_before_cuda);
 
-/// T11: capture gives no facts (a record on the capturing stream closes
-/// nothing and covers nothing; captured operations do not stamp), and the
-/// graph launch stamps every buffer of the graph on the launch stream.
+/// T11: capture gives no facts (a record on the capturing stream is refused,
+/// §8: a stream waiting on it would join the capture; captured operations
+/// do not stamp), and the graph launch stamps every buffer of the graph on
+/// the launch stream.
 fn t11_capture_gives_no_facts(rt: &Runtime) {
     let parent = rt.begin_task().unwrap();
     let child = rt.begin_task().unwrap();
@@ -594,20 +595,17 @@ fn t11_capture_gives_no_facts(rt: &Runtime) {
     let before = rt.counters();
     let graph = parent
         .capture(|c| {
-            c.record(&in_capture)?;
+            let e = c.record(&in_capture).unwrap_err();
+            assert!(matches!(e, gpu_sched::Error::Capturing { .. }), "{e:?}");
             k::scale(c, &mut a, 2.0)
         })
         .unwrap();
     assert_no_wait(&since(rt, &before));
-    assert_eq!(
-        in_capture.covers(),
-        None,
-        "a record while capturing covers nothing"
-    );
+    assert_eq!(in_capture.covers(), None, "a refused record covers nothing");
     assert_eq!(
         rt.ledger().epoch(s),
         epoch,
-        "a record while capturing closes nothing"
+        "a refused record closes nothing"
     );
     assert_eq!(a.uses().writer(), stamp, "captured operations do not stamp");
     assert!(graph

@@ -218,6 +218,11 @@ struct Shared {
     /// By address: the clock of the stream when its last `write_value` there
     /// ran.
     written: Mutex<HashMap<u64, Clock>>,
+    /// Page-locked host blocks (`alloc_host`), address and bytes: a copy
+    /// from one reads it when it runs, as the device does (CUDA copies from
+    /// pinned memory without staging), where a copy from pageable memory
+    /// is staged at submission.
+    pinned: Mutex<Vec<(usize, usize)>>,
 }
 
 /// The host backend.
@@ -254,6 +259,7 @@ impl HostDriver {
                 memory_limit,
                 stream_limit,
                 written: Mutex::new(HashMap::new()),
+                pinned: Mutex::new(Vec::new()),
             }),
             threads: Mutex::new(Vec::new()),
         }
@@ -720,10 +726,17 @@ impl Driver for HostDriver {
 
     fn alloc_host(&self, bytes: usize, _mapped: bool) -> Result<(*mut u8, u64)> {
         let p = host_alloc(bytes);
+        self.shared.pinned.lock().push((p as usize, bytes.max(1)));
         Ok((p, p as u64))
     }
 
     fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
+        {
+            let mut pinned = self.shared.pinned.lock();
+            if let Some(i) = pinned.iter().position(|&(p, _)| p == ptr as usize) {
+                pinned.swap_remove(i);
+            }
+        }
         // SAFETY: `ptr` came from `alloc_host` with this size and alignment,
         // and the caller guarantees no queued operation still uses it.
         unsafe { std::alloc::dealloc(ptr, Layout::from_size_align_unchecked(bytes.max(1), ALIGN)) };
@@ -731,14 +744,33 @@ impl Driver for HostDriver {
     }
 
     fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
-        // Staged like a pageable copy: the source may be reused on return.
-        // SAFETY: the caller guarantees `src` is valid for `bytes` bytes.
-        let staged: Arc<[u8]> = unsafe { std::slice::from_raw_parts(src, bytes) }.into();
-        let body: Body = Arc::new(move || {
-            // SAFETY: `dst` is a live allocation of at least `bytes` bytes;
-            // the ledger ordered this copy with every other use.
-            unsafe { std::ptr::copy_nonoverlapping(staged.as_ptr(), dst as *mut u8, bytes) }
-        });
+        let addr = src as usize;
+        let pinned = self
+            .shared
+            .pinned
+            .lock()
+            .iter()
+            .any(|&(p, n)| p <= addr && addr + bytes <= p + n);
+        let body: Body = if pinned {
+            // From page-locked memory the copy reads the source when it
+            // runs, as on the device: the caller keeps it unmodified until
+            // then (the contract of the runtime's copies from pinned memory).
+            Arc::new(move || {
+                // SAFETY: `src` stays valid and unmodified until this op ran
+                // (above); `dst` is a live allocation of `bytes` bytes that
+                // the ledger ordered this copy with.
+                unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, dst as *mut u8, bytes) }
+            })
+        } else {
+            // Staged like a pageable copy: the source may be reused on return.
+            // SAFETY: the caller guarantees `src` is valid for `bytes` bytes.
+            let staged: Arc<[u8]> = unsafe { std::slice::from_raw_parts(src, bytes) }.into();
+            Arc::new(move || {
+                // SAFETY: `dst` is a live allocation of at least `bytes`
+                // bytes; the ledger ordered this copy with every other use.
+                unsafe { std::ptr::copy_nonoverlapping(staged.as_ptr(), dst as *mut u8, bytes) }
+            })
+        };
         let acc = vec![MemAccess {
             ptr: dst,
             bytes,

@@ -248,8 +248,23 @@ fn run_child<'scope, F>(
         Ok(Err(e)) => state.fail(e),
         Err(p) => state.panicked(p),
     }
+    hand_over_final(&ctx, state);
+}
+
+/// A task's end: what its joiner must be ordered after goes to the scope's
+/// state. A task that submitted hands a fence of its stream; one that did
+/// not hands the fences it was itself to wait for (its nested scopes'
+/// tasks', §9), which would otherwise go with it.
+fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
     if !ctx.has_submitted() {
-        // Nothing of this task's to order the joiner after.
+        match ctx.fences_for_child() {
+            Ok(fences) => {
+                for f in fences {
+                    state.push_final(f);
+                }
+            }
+            Err(e) => state.fail(e),
+        }
         return;
     }
     match ctx.fence() {
@@ -637,17 +652,14 @@ where
         rayon: None,
         _invariant: std::marker::PhantomData,
     };
-    let r = b(&s);
-    if ctx.has_submitted() {
-        match ctx.fence() {
-            Ok(fin) => state.push_final(fin),
-            Err(e) => {
-                let _ = ctx.synchronize();
-                state.fail(e);
-            }
-        }
+    // A panic of `b` is re-raised only after its final fence is handed
+    // over, so the join's end waits for `b`'s GPU work first.
+    let r = catch_unwind(AssertUnwindSafe(|| b(&s)));
+    hand_over_final(&ctx, state);
+    match r {
+        Ok(r) => r,
+        Err(p) => resume_unwind(p),
     }
-    r
 }
 
 /// `join` on a worker thread of the pool: rayon's own `join` (a job on the
