@@ -1,12 +1,13 @@
 //! The ledger against a plain happens-before oracle (DESIGN §6).
 //!
 //! Random programs (tasks, streams, launches, records and re-records, stream
-//! waits, event syncs and queries, stream syncs, takeovers and recycling,
-//! captures and graph launches, raw pointers) run through the ledger, driven
-//! the way the runtime drives it, and through an oracle of per-stream vector
-//! clocks. Operations are split into the halves the runtime splits them into
-//! (an operation's hand-off and first stamp, then its submission and second
-//! stamp; `begin_*` then the driver call and `finish_*`), and the halves of
+//! waits, event syncs and queries, stream syncs, takeovers, sharing,
+//! recycling, retiring and reusing stream slots, captures and graph launches,
+//! raw pointers) run through the ledger, driven the way the runtime drives
+//! it, and through an oracle of per-stream vector clocks. Operations are
+//! split into the halves the runtime splits them into (an operation's
+//! hand-off and first stamp, then its submission and second stamp;
+//! `begin_*` then the driver call and `finish_*`), and the halves of
 //! different tasks interleave.
 //!
 //! What the runtime does around those operations is in the programs too
@@ -38,6 +39,20 @@
 //!   captured runs or was stamped.
 //! - **Task ends.** A task that submitted to its stream closes its epoch
 //!   there as it ends.
+//! - **Shared streams (§9).** The pool, out of streams, gives a stream a
+//!   live task holds (its home, bound or not yet) to a new task too: it
+//!   calls `share` before the new task binds or stamps anything; both
+//!   tasks' operations then go on it in submission order, interleaved.
+//! - **Retired and reused slots (§9).** The pool retires an idle stream no
+//!   live task holds or bound (`retire`: a host observation that all its
+//!   work is done, like a recycle; the slot is vacant); a stream creation
+//!   (`add_stream`) reuses a vacant slot for a new driver stream, which in
+//!   the oracle is a new stream ordered after nothing, while the ledger's
+//!   slot keeps its epochs, completed value and `waited` row. Stamps of the
+//!   old stream are judged against the old stream's clock (complete on the
+//!   host). Waits the ledger asks for on a vacant slot are skipped, as the
+//!   runtime skips them. (Oracle streams `n + 1..` are reused slots' new
+//!   streams; `Sim::ost` maps a slot to its stream.)
 //!
 //! Property: whenever a buffer use is submitted, every earlier conflicting
 //! use (write after write, read after write, write after read) happens
@@ -71,6 +86,8 @@ const HANDLES: usize = 2;
 const POOL: usize = HANDLES + 2;
 const SLOTS: usize = 4;
 const MAX_STEPS: usize = 200;
+/// Streams a program may create in retired slots (new oracle streams).
+const NEW_STREAMS: usize = 4;
 
 /// Stamped objects: the buffers `0..BUFS`, then two view slots per buffer.
 const OBJS: usize = 3 * BUFS;
@@ -318,7 +335,7 @@ struct Program {
     /// Swarm testing: the kinds of operation this program uses (bit `k`
     /// for [`kind`] `k`; launches always), so that rarer sequences of a
     /// few kinds are dense in some programs.
-    kinds: u16,
+    kinds: u32,
     /// A task picks a stream other than its own when a step's byte is at
     /// least this.
     cross: u8,
@@ -329,7 +346,8 @@ struct Program {
 /// event sync, 4 event query, 5 stream sync, 6 task finish, 7 escape, 8 raw
 /// launch, 9 capture begin or end, 10 graph launch, 11 host-sync pointer, 12
 /// recycle, 13 user event dropped, 14 split, rejoin or views dropped, 15
-/// free or allocation.
+/// free or allocation, 16 a task begins sharing a held stream, 17 retire,
+/// 18 stream creation.
 fn kind(op: u8) -> u32 {
     match op {
         0..=23 | 96..=99 => 0,
@@ -347,12 +365,15 @@ fn kind(op: u8) -> u32 {
         91..=95 => 12,
         100..=103 => 13,
         104..=111 => 14,
-        _ => 15,
+        112..=117 => 15,
+        118..=120 => 16,
+        121..=123 => 17,
+        _ => 18,
     }
 }
 
 /// Operation bytes are below this.
-const OPS: u8 = 118;
+const OPS: u8 = 127;
 
 fn program() -> impl Strategy<Value = Program> {
     let step = (
@@ -367,7 +388,7 @@ fn program() -> impl Strategy<Value = Program> {
         2usize..=5,
         2usize..=SLOTS,
         1usize..=BUFS,
-        prop_oneof![Just(u16::MAX), any::<u16>()],
+        prop_oneof![Just(u32::MAX), any::<u32>()],
         prop_oneof![Just(248u8), 224u8..=255],
         prop::collection::vec(step, 1..=MAX_STEPS),
     )
@@ -506,6 +527,11 @@ struct Stats {
     allocs: u64,
     abandoned: u64,
     task_closes: u64,
+    shares: u64,
+    retires: u64,
+    creates: u64,
+    /// Waits the ledger asked for on a retired (vacant) slot: skipped.
+    vacant_skips: u64,
     /// Waits of frees' hand-offs: needed, unnecessary.
     free_waits: [u64; 2],
 }
@@ -536,6 +562,10 @@ impl Stats {
         self.allocs += s.allocs;
         self.abandoned += s.abandoned;
         self.task_closes += s.task_closes;
+        self.shares += s.shares;
+        self.retires += s.retires;
+        self.creates += s.creates;
+        self.vacant_skips += s.vacant_skips;
         self.free_waits[0] += s.free_waits[0];
         self.free_waits[1] += s.free_waits[1];
     }
@@ -546,7 +576,7 @@ struct Sim {
     n: usize,
     tasks: usize,
     nbufs: usize,
-    kinds: u16,
+    kinds: u32,
     cross: u8,
     ledger: Ledger,
     ids: Vec<StreamId>,
@@ -576,6 +606,13 @@ struct Sim {
     graphs: Vec<Vec<GraphTouch>>,
     // A raw pointer taken on (stream, by task) that is still valid.
     raw: Vec<Option<(usize, u64)>>,
+    /// The oracle's stream behind each slot: the slot's own index until the
+    /// slot is retired and reused, then a new one from `n + 1` on.
+    ost: Vec<usize>,
+    /// The next new oracle stream.
+    next_ost: usize,
+    /// Retired slots (no driver stream behind them) not reused yet.
+    vacant: Vec<bool>,
     oracle: Oracle,
     stats: Stats,
     log: Vec<String>,
@@ -622,7 +659,10 @@ impl Sim {
             capture: None,
             graphs: Vec::new(),
             raw: vec![None; BUFS],
-            oracle: Oracle::new(n + 1),
+            oracle: Oracle::new(n + 1 + NEW_STREAMS),
+            ost: (0..=n).collect(),
+            next_ost: n + 1,
+            vacant: vec![false; n + 1],
             stats: Stats::default(),
             log: Vec::new(),
         }
@@ -696,7 +736,11 @@ impl Sim {
         if x < self.cross {
             self.slots[slot].as_ref().unwrap().home
         } else {
-            x as usize % self.n
+            // A retired slot has no stream: the next one that has.
+            (0..self.n)
+                .map(|i| (x as usize + i) % self.n)
+                .find(|&s| !self.vacant[s])
+                .expect("a task's home is never retired")
         }
     }
 
@@ -772,7 +816,7 @@ impl Sim {
     /// A driver record of `e` on `s` the ledger does not see.
     fn raw_record(&mut self, e: usize, s: usize) {
         self.ev_driver[e] += 1;
-        self.oracle.record(e, s, Some(Cause::Pooled));
+        self.oracle.record(e, self.ost[s], Some(Cause::Pooled));
         self.stats.raw_records += 1;
     }
 
@@ -829,6 +873,8 @@ impl Sim {
         unknown: bool,
     ) -> Option<Cause> {
         let (b, m) = self.mem(o);
+        // The driver streams behind the slots now.
+        let (s, s2) = (self.ost[s], self.ost[s2]);
         let mut cause = None;
         for u in self.oracle.uses[b]
             .iter()
@@ -876,6 +922,14 @@ impl Sim {
             if s == s2 {
                 return Err(format!("hand-off to {s2} waits for its own stream"));
             }
+            if self.ledger.is_vacant(self.ids[s]) != self.vacant[s] {
+                return Err(format!("vacancy of slot {s} differs"));
+            }
+            if self.vacant[s] {
+                // The runtime skips it: the retired stream's work is done.
+                self.stats.vacant_skips += 1;
+                continue;
+            }
             self.stats.waits += 1;
             let why = if capturing {
                 Some(Cause::Capture)
@@ -897,7 +951,9 @@ impl Sim {
         match d {
             Decision::NoWait(_) => {}
             Decision::DeviceWait(set) => {
-                for s in set.iter() {
+                // Not on a retired slot (the runtime skips those).
+                let live: Vec<StreamId> = set.iter().filter(|s| !self.vacant[s.index()]).collect();
+                for s in live {
                     // Read before the driver records the pooled event on `s`.
                     let c = self.ledger.closed_counted(s);
                     let (e, pooled) = self.hand_off_event(s.index());
@@ -907,14 +963,16 @@ impl Sim {
                     } else {
                         self.tag_not_learnt(s2)
                     };
-                    self.oracle.wait_event(e, s2, Some(tag));
+                    self.oracle.wait_event(e, self.ost[s2], Some(tag));
                     if pooled {
                         self.give_event(e);
                     }
                 }
             }
             Decision::HostSync(set) => {
-                for s in set.iter() {
+                // Not on a retired slot (the runtime skips those).
+                let live: Vec<StreamId> = set.iter().filter(|s| !self.vacant[s.index()]).collect();
+                for s in live {
                     // The runtime synchronizes a pooled event recorded raw on
                     // `s`: no ledger fact.
                     let (e, pooled) = self.hand_off_event(s.index());
@@ -1036,7 +1094,7 @@ impl Sim {
                     }
                 } else {
                     let mem = self.mem_touches(touches);
-                    self.oracle.submit(s, &mem)?;
+                    self.oracle.submit(self.ost[s], &mem)?;
                     self.stats.ops += 1;
                 }
                 for &(o, w) in touches.iter() {
@@ -1064,7 +1122,7 @@ impl Sim {
                     self.oracle.event[e] = None;
                 } else {
                     let tag = self.record_tag(s, ticket);
-                    self.oracle.record(e, s, tag);
+                    self.oracle.record(e, self.ost[s], tag);
                 }
             }
             Pending::Record {
@@ -1146,7 +1204,7 @@ impl Sim {
                 if let Some(c) = seen {
                     let tag = self.wait_tag(e, &p, kept);
                     match kind {
-                        WaitKind::Stream(s2) => self.oracle.clock[s2].merge(&c, tag),
+                        WaitKind::Stream(s2) => self.oracle.clock[self.ost[s2]].merge(&c, tag),
                         _ => self.oracle.host.merge(&c, tag),
                     }
                 }
@@ -1158,7 +1216,7 @@ impl Sim {
                 ..
             } => {
                 self.log.push(format!("T{slot} driver sync s{s}"));
-                *driven = Some(self.oracle.clock[*s].clone());
+                *driven = Some(self.oracle.clock[self.ost[*s]].clone());
             }
             Pending::StreamSync {
                 s,
@@ -1211,8 +1269,14 @@ impl Sim {
         if self.kinds & (1 << kind(st.op)) == 0 {
             st.op %= 24; // a launch instead
         }
-        if kind(st.op) == 12 {
-            return self.recycle(st.a as usize % self.n);
+        match kind(st.op) {
+            12 => return self.recycle(st.a as usize % self.n),
+            17 => return self.retire(st.a as usize % self.n),
+            18 => return self.create(),
+            _ => {}
+        }
+        if kind(st.op) == 16 && self.slots[slot].is_none() {
+            return self.share_start(slot, st.a as usize);
         }
         let Some(sl) = &self.slots[slot] else {
             // The pool hands out a stream with no live owner, if any (then
@@ -1220,11 +1284,20 @@ impl Sim {
             // (With none free, one step in four starts a task anyway.)
             let free = (0..self.n)
                 .map(|i| (st.a as usize + i) % self.n)
-                .find(|&s| !self.owner[s].as_ref().is_some_and(Task::is_live) && !self.shared[s]);
+                .find(|&s| {
+                    !self.owner[s].as_ref().is_some_and(Task::is_live)
+                        && !self.shared[s]
+                        && !self.vacant[s]
+                });
             if free.is_none() && st.b % 4 != 0 {
                 return Ok(());
             }
-            let home = free.unwrap_or(st.a as usize % self.n);
+            let home = free.unwrap_or_else(|| {
+                (0..self.n)
+                    .map(|i| (st.a as usize + i) % self.n)
+                    .find(|&s| !self.vacant[s])
+                    .expect("a slot is never retired alone")
+            });
             let task = self.ledger.begin_task();
             self.log
                 .push(format!("T{slot} begins ({:?}), home s{home}", task.id()));
@@ -1238,6 +1311,9 @@ impl Sim {
         };
         if sl.pending.is_some() {
             return self.advance(slot);
+        }
+        if kind(st.op) == 16 {
+            st.op %= 24; // a task that began already: a launch
         }
         let task = sl.task.clone();
         let home = sl.home;
@@ -1387,7 +1463,7 @@ impl Sim {
                 }
                 self.log
                     .push(format!("T{slot} raw launch on s{s} through b{b}'s pointer"));
-                self.oracle.submit(s, &[(b, 0b11, true)])?;
+                self.oracle.submit(self.ost[s], &[(b, 0b11, true)])?;
                 self.stats.ops += 1;
             }
             77..=79 => {
@@ -1454,7 +1530,7 @@ impl Sim {
                 self.hand_off(&task, b, home, true)?;
                 self.stamp(b, home, true)?;
                 // The pointer's use, ordered like an operation on `home`.
-                self.oracle.submit(home, &[(b, 0b11, true)])?;
+                self.oracle.submit(self.ost[home], &[(b, 0b11, true)])?;
                 self.stamp(b, home, true)?;
                 let closed = self
                     .ledger
@@ -1529,7 +1605,7 @@ impl Sim {
                     if !self.capturing(s) {
                         // The restamp is a write on `s` (no device work):
                         // every view's use must be ordered before it.
-                        self.oracle.submit(s, &[(b, 0b11, true)])?;
+                        self.oracle.submit(self.ost[s], &[(b, 0b11, true)])?;
                     }
                     self.stamp(b, s, true)?;
                     self.stats.rejoins += 1;
@@ -1547,7 +1623,7 @@ impl Sim {
                 self.log.push(format!("b{b} dropped: freed on s{r}"));
                 let reclaimer = self.reclaimer.clone();
                 self.hand_off(&reclaimer, b, r, true)?;
-                self.oracle.submit(r, &[(b, 0b11, true)])?;
+                self.oracle.submit(self.ost[r], &[(b, 0b11, true)])?;
                 self.stats.ops += 1;
                 self.stats.frees += 1;
                 self.state[b] = BufState::Freed;
@@ -1572,7 +1648,7 @@ impl Sim {
                 self.bufs[b] = BufferStamps::new();
                 self.oracle.uses[b].clear();
                 self.stamp(b, s, true)?;
-                self.oracle.submit(s, &[(b, 0b11, true)])?;
+                self.oracle.submit(self.ost[s], &[(b, 0b11, true)])?;
                 self.stats.ops += 1;
                 self.stats.allocs += 1;
                 self.state[b] = BufState::Live;
@@ -1585,15 +1661,112 @@ impl Sim {
     /// R13: the pool finds `s` idle (a host observation) and recycles it,
     /// if every task that bound it finished.
     fn recycle(&mut self, s: usize) -> Result<(), String> {
-        if self.capturing(s) || self.pending_on(s) || self.bound[s].iter().any(Task::is_live) {
+        if self.vacant[s]
+            || self.capturing(s)
+            || self.pending_on(s)
+            || self.bound[s].iter().any(Task::is_live)
+        {
             return Ok(());
         }
         self.log.push(format!("pool recycles s{s}"));
-        self.oracle.host_stream(s, Some(Cause::Recycle));
+        self.oracle.host_stream(self.ost[s], Some(Cause::Recycle));
         self.ledger.recycle(self.ids[s]);
         self.bound[s].clear();
         self.owner[s] = None;
         self.shared[s] = false;
+        Ok(())
+    }
+
+    /// §9: the pool is out of streams: it gives `slot`'s new task a stream
+    /// a live task holds (the first from `a`), shared for good from now on
+    /// (`share`, before the new task binds or stamps anything). Both tasks'
+    /// operations then go on it in submission order.
+    fn share_start(&mut self, slot: usize, a: usize) -> Result<(), String> {
+        let Some(home) = (0..self.n)
+            .map(|i| (a + i) % self.n)
+            .find(|&s| self.slots.iter().flatten().any(|sl| sl.home == s))
+        else {
+            return Ok(());
+        };
+        self.ledger.share(self.ids[home]);
+        self.shared[home] = true;
+        if !self.ledger.is_shared(self.ids[home]) {
+            return Err(format!("share of s{home} did not make it shared"));
+        }
+        let task = self.ledger.begin_task();
+        self.log.push(format!(
+            "T{slot} begins ({:?}), shares s{home} (pool out of streams)",
+            task.id()
+        ));
+        self.slots[slot] = Some(Slot {
+            task,
+            home,
+            pending: None,
+            submitted: false,
+        });
+        self.stats.shares += 1;
+        Ok(())
+    }
+
+    /// §9: the pool finds `s` idle (a host observation), held by no live
+    /// task and bound by none, and retires it: its driver stream goes away
+    /// and the slot is vacant until `add_stream` reuses it. One task stream
+    /// at least is kept.
+    fn retire(&mut self, s: usize) -> Result<(), String> {
+        if self.vacant[s]
+            || self.capturing(s)
+            || self.pending_on(s)
+            || self.bound[s].iter().any(Task::is_live)
+            || self.slots.iter().flatten().any(|sl| sl.home == s)
+            || self.raw.iter().any(|r| r.is_some_and(|(rs, _)| rs == s))
+            || (0..self.n).filter(|&x| !self.vacant[x]).count() < 2
+        {
+            return Ok(());
+        }
+        self.log
+            .push(format!("pool retires s{s} (oracle stream {})", self.ost[s]));
+        self.oracle.host_stream(self.ost[s], Some(Cause::Recycle));
+        self.ledger.retire(self.ids[s]);
+        if !self.ledger.is_vacant(self.ids[s]) {
+            return Err(format!("retired s{s} is not vacant"));
+        }
+        self.bound[s].clear();
+        self.owner[s] = None;
+        self.shared[s] = false;
+        self.vacant[s] = true;
+        self.stats.retires += 1;
+        Ok(())
+    }
+
+    /// §9: the pool creates a stream: `add_stream` reuses a vacant slot
+    /// (the ledger is full otherwise), and a new driver stream is behind it:
+    /// a new oracle stream, ordered after nothing. The slot keeps its
+    /// epochs, completed value and `waited` row.
+    fn create(&mut self) -> Result<(), String> {
+        if !self.vacant.contains(&true) {
+            return match self.ledger.add_stream() {
+                Ok(id) => Err(format!("add_stream found room in a full ledger: {id:?}")),
+                Err(_) => Ok(()),
+            };
+        }
+        if self.next_ost == self.oracle.host.0.len() {
+            return Ok(()); // no oracle stream left: the slot stays vacant
+        }
+        let id = self.ledger.add_stream().map_err(|e| e.to_string())?;
+        let Some(s) = (0..self.n).find(|&s| self.ids[s] == id && self.vacant[s]) else {
+            return Err(format!("add_stream gave {id:?}, not a vacant slot"));
+        };
+        if self.ledger.is_vacant(id) {
+            return Err(format!("reused slot {s} is still vacant"));
+        }
+        self.ost[s] = self.next_ost;
+        self.next_ost += 1;
+        self.vacant[s] = false;
+        self.log.push(format!(
+            "pool creates a stream: slot s{s} reused (oracle stream {})",
+            self.ost[s]
+        ));
+        self.stats.creates += 1;
         Ok(())
     }
 
@@ -1646,6 +1819,11 @@ fn report(st: &Stats) {
         st.allocs,
         st.abandoned,
         st.task_closes
+    );
+    eprintln!(
+        "  stream pool: shared with a second task {}, retired {}, created in a retired slot {}; \
+         waits on a vacant slot skipped {}",
+        st.shares, st.retires, st.creates, st.vacant_skips
     );
     eprintln!(
         "  frees' waits (included below): needed {}, unnecessary {}",
@@ -1745,8 +1923,11 @@ fn ledger_never_skips_a_wait_the_oracle_needs() {
 // if `c % 4 == 0`), 91 recycle (stream `a`), 100 event handle `b` dropped,
 // 104 split of buffer `b` (one view if `c % 4 == 0`, else two), 108 rejoin
 // (bit 0 of `c` clear) or views dropped (split buffer `b`), 112 free
-// (buffer `b`), 115 allocation (freed buffer `b`). `a` below 200 is the
-// task's own stream, else stream `a % n`.
+// (buffer `b`), 115 allocation (freed buffer `b`), 121 retire (stream
+// `a`), 124 stream creation (a vacant slot reused). A task's first step with
+// op 118 begins it sharing the first stream from `a` a live task holds
+// (`share`). `a` below 200 is the task's own stream, else stream `a % n`
+// (the next one not vacant).
 // Event handles get events from the pool (a stack, 0 first) on first use.
 
 /// A step as `(task, op, a, b, c)`.
@@ -1759,7 +1940,7 @@ fn replay(streams: usize, v: &[Raw]) -> Sim {
         streams,
         tasks: SLOTS,
         bufs: BUFS,
-        kinds: u16::MAX,
+        kinds: u32::MAX,
         cross: 200,
         steps: v
             .iter()
@@ -2086,4 +2267,92 @@ fn replay_abandoned_capture() {
         .log
         .iter()
         .any(|l| l.contains("hand-off b0 -> s2 Read: DeviceWait({S0})")));
+}
+
+#[test]
+fn replay_shared_stream_then_a_needed_wait() {
+    // §9: the pool gives s0, held by T0 (which submitted nothing yet), to
+    // T1 too: `share` before T1 binds. T1's write is stamped, T0 records an
+    // event on s0, then T1's write is submitted (after the record in stream
+    // order): the record's close must not count, so a wait on the event
+    // orders nothing about the write, and T2's read still waits for s0.
+    let sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0)],  // T0 begins on s0
+            vec![(1, 118, 0, 0, 0)], // T1 begins sharing s0 (`share`)
+            vec![(2, 99, 2, 0, 0)],  // T2 begins on s2
+            vec![(1, 0, 0, 1, 2)],   // T1 writes b1 on s0: bound, stamped
+            vec![(0, 24, 0, 0, 1)],  // T0 records event 0 on s0
+            halves(0, 2).collect(),
+            halves(1, 1).collect(), // T1's write is submitted
+            vec![(2, 36, 0, 0, 0)], // s2 waits on event 0
+            halves(2, 2).collect(),
+            vec![(2, 0, 0, 1, 0)], // T2 reads b1 on s2: must wait for s0
+            halves(2, 1).collect(),
+        ]),
+    );
+    assert_eq!(sim.stats.shares, 1);
+    assert_eq!(sim.stats.bindings[Binding::Shared as usize], 2);
+    assert!(sim.ledger.is_shared(sim.ids[0]));
+    assert_eq!(sim.stats.needed, 1);
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b1 -> s2 Read: DeviceWait({S0})")));
+}
+
+#[test]
+fn replay_retire_reuse_then_a_hand_off_from_an_old_stamp() {
+    // §9: s0 is synchronized (a Completed fact), its task ends and the pool
+    // retires it; an escaped buffer's wait on the vacant slot is skipped;
+    // the slot is reused for a new stream. Stamps from the old stream need
+    // no wait, on the new stream of the same slot or elsewhere; the new
+    // stream's work, at later epochs of the slot, still does.
+    let mut sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0)], // T0 begins on s0
+            vec![(0, 0, 0, 0, 1)],  // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 67, 0, 2, 0)], // T0 escapes b2 on s0
+            vec![(0, 71, 0, 0, 0)], // raw work through the pointer
+            vec![(0, 56, 0, 0, 0)], // T0 syncs s0
+            halves(0, 2).collect(),
+            vec![(0, 62, 0, 0, 0)],  // T0 ends
+            vec![(1, 121, 0, 0, 0)], // the pool retires s0
+            vec![(1, 99, 1, 0, 0)],  // T1 begins on s1
+            vec![(1, 0, 0, 3, 0)],   // T1 reads b2 on s1: s0 vacant, skipped
+            halves(1, 1).collect(),
+            vec![(2, 124, 0, 0, 0)], // the pool creates a stream: slot s0
+            vec![(2, 99, 0, 0, 0)],  // T2 begins on the new s0
+            vec![(2, 0, 0, 0, 0)],   // T2 reads b0 (old s0's write) on s0
+            halves(2, 1).collect(),
+            vec![(2, 0, 0, 1, 2)], // T2 writes b1 on the new s0
+            halves(2, 1).collect(),
+            vec![(1, 0, 0, 0, 0)], // T1 reads b0 on s1: no wait
+            halves(1, 1).collect(),
+            vec![(1, 0, 0, 1, 0)], // T1 reads b1 on s1: waits for s0
+            halves(1, 1).collect(),
+        ]),
+    );
+    assert_eq!((sim.stats.retires, sim.stats.creates), (1, 1));
+    assert_eq!(sim.stats.vacant_skips, 1);
+    assert_eq!(sim.ost[0], 4, "slot s0 has a new oracle stream");
+    assert!(!sim.ledger.is_vacant(sim.ids[0]));
+    assert!(sim.ledger.completed(sim.ids[0]) > StreamEpoch(0));
+    let b1 = sim.bufs[1].get_mut().writer().unwrap();
+    assert!(b1.epoch > sim.ledger.completed(sim.ids[0]));
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b2 -> s1 Read: DeviceWait({S0})")));
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b0 -> s1 Read: NoWait(")));
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b1 -> s1 Read: DeviceWait({S0})")));
 }
