@@ -338,13 +338,14 @@ impl TaskContext {
     pub fn finish(self) {}
 
     /// R3 before every submission on this task's stream (binding one
-    /// first if the task has none).
+    /// first if the task has none); the stream, for the submission.
     #[inline]
-    pub(crate) fn bind(&self) -> Result<Binding> {
-        let (s, _) = self.bound()?;
+    pub(crate) fn bind(&self) -> Result<(StreamId, RawStream)> {
+        let b = self.bound()?;
         self.submitted.set(true);
         self.pending.set(true);
-        Ok(self.rt.inner.ledger.bind(self.task(), s))
+        self.rt.inner.ledger.bind(self.task(), b.0);
+        Ok(b)
     }
 
     /// The task's stream, bound now if it has none.
@@ -436,8 +437,9 @@ impl TaskContext {
 
     #[inline]
     pub(crate) fn hand_off(&self, uses: &Uses, access: Access) -> Result<()> {
-        let d = self.rt.decide(uses, self.sid(), access, true);
-        wait_streams(&self.rt, self.task(), self.sid(), self.raw(), d)
+        let (s, raw) = (self.sid(), self.raw());
+        let d = self.rt.decide(uses, s, access, true);
+        wait_streams(&self.rt, self.task(), s, raw, d)
     }
 
     /// R1 + R9 around one submission: hands every touched buffer off to this
@@ -448,7 +450,7 @@ impl TaskContext {
         touches: &mut [Touch<'_>],
         submit: impl FnOnce(&[MemAccess]) -> Result<R>,
     ) -> Result<R> {
-        self.bind()?;
+        let (sid, raw) = self.bind()?;
         let l = &self.rt.inner.ledger;
         if touches.len() > MAX_TOUCHES {
             return Err(Error::BadKernelArgs {
@@ -460,7 +462,7 @@ impl TaskContext {
         // stream comes before the submission is in, stamping again after it
         // would change nothing. (In the runtime only the stream's task
         // closes it; the ledger allows a second task to share it, R3.)
-        let epoch = l.epoch(self.sid());
+        let epoch = l.epoch(sid);
         let mut mem = smallvec::SmallVec::<[MemAccess; 6]>::new();
         for t in touches.iter_mut() {
             mem.push(t.mem);
@@ -468,39 +470,39 @@ impl TaskContext {
                 Stamps::Write(s) => {
                     let u = s.get_mut();
                     self.hand_off(u, Access::Write)?;
-                    l.stamp_write(u, self.sid());
+                    l.stamp_write(u, sid);
                 }
                 Stamps::Read(s) => {
                     let d = {
                         let mut u = s.lock();
                         // Decide under the lock; a wait happens without it
                         // (R14), the common no-wait stamps at once.
-                        let d = self.rt.decide(&u, self.sid(), Access::Read, true);
+                        let d = self.rt.decide(&u, sid, Access::Read, true);
                         if let Decision::NoWait(_) = d {
-                            l.stamp_read(&mut u, self.sid());
+                            l.stamp_read(&mut u, sid);
                             continue;
                         }
                         d
                     };
-                    wait_streams(&self.rt, self.task(), self.sid(), self.raw(), d)?;
-                    l.stamp_read(&mut s.lock(), self.sid());
+                    wait_streams(&self.rt, self.task(), sid, raw, d)?;
+                    l.stamp_read(&mut s.lock(), sid);
                 }
             }
         }
-        let span = self.rt.trace_open(self.raw());
+        let span = self.rt.trace_open(raw);
         let r = submit(&mem)?;
-        self.rt.trace_close(span, self.sid(), self.raw(), name);
+        self.rt.trace_close(span, sid, raw, name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
             log.extend_from_slice(&mem);
         }
-        if l.epoch(self.sid()) != epoch {
+        if l.epoch(sid) != epoch {
             for t in touches.iter_mut() {
                 match &mut t.stamps {
                     Stamps::Write(s) => {
-                        l.stamp_write(s.get_mut(), self.sid());
+                        l.stamp_write(s.get_mut(), sid);
                     }
                     Stamps::Read(s) => {
-                        l.stamp_read(&mut s.lock(), self.sid());
+                        l.stamp_read(&mut s.lock(), sid);
                     }
                 }
             }

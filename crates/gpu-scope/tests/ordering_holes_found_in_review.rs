@@ -43,6 +43,23 @@ fn open_later<'s>(
     });
 }
 
+/// The panic reached the caller, and only once `what` (which records
+/// `done` behind gate `g`) had finished on the device.
+#[track_caller]
+fn assert_panicked_after<R>(
+    caught: std::thread::Result<R>,
+    done: &gpu::Event,
+    g: &gpu::Gate,
+    what: &str,
+) {
+    assert!(caught.is_err(), "the panic reaches the caller");
+    assert!(
+        done.query().unwrap(),
+        "the panic arrived while {what} was still queued"
+    );
+    assert!(!g.timed_out());
+}
+
 #[test]
 fn a_panic_in_joins_b_arrives_after_bs_gpu_work() {
     let rt = gpu::runtime().unwrap();
@@ -65,12 +82,7 @@ fn a_panic_in_joins_b_arrives_after_bs_gpu_work() {
             )
         }))
     });
-    assert!(caught.is_err(), "the panic reaches the caller");
-    assert!(
-        done.query().unwrap(),
-        "the panic arrived while b's gated work was still queued"
-    );
-    assert!(!g.timed_out());
+    assert_panicked_after(caught, &done, &g, "b's gated work");
 }
 
 #[test]
@@ -107,12 +119,7 @@ fn a_task_without_gpu_work_hands_over_its_nested_tasks_fences() {
             })
         }))
     });
-    assert!(caught.is_err(), "the panic reaches the caller");
-    assert!(
-        done.query().unwrap(),
-        "the scope ended while its grandchild's gated work was still queued"
-    );
-    assert!(!g.timed_out());
+    assert_panicked_after(caught, &done, &g, "the grandchild's gated work");
 }
 
 #[test]

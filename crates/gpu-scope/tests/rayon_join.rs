@@ -76,20 +76,6 @@ fn exclusive() -> RwLockWriteGuard<'static, ()> {
 
 // ----- quicksort ---------------------------------------------------------
 
-/// Rayon's `partition`: Lomuto, the last element as the pivot.
-fn partition<T: PartialOrd + Send>(v: &mut [T]) -> usize {
-    let pivot = v.len() - 1;
-    let mut i = 0;
-    for j in 0..pivot {
-        if v[j] <= v[pivot] {
-            v.swap(i, j);
-            i += 1;
-        }
-    }
-    v.swap(i, pivot);
-    i
-}
-
 /// Rayon's `quick_sort` through `gpu::join`, down to one element. With
 /// `gpu_above = Some(c)`, each task whose part is longer than `c`
 /// elements first does a tiny GPU operation.

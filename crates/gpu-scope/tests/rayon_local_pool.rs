@@ -3,19 +3,14 @@
 //! pool's `install` (and its `scope` and `join`) run their tasks on that
 //! pool's workers, with or without GPU work.
 
+mod rayon_common;
+
 use gpu::{ThreadPool, ThreadPoolBuilder};
+use rayon_common::{partition, random_data, tiny_gpu_op};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn pool(n: usize) -> ThreadPool {
     ThreadPoolBuilder::new().num_threads(n).build().unwrap()
-}
-
-/// A tiny GPU operation on the global runtime (a stream for the task).
-fn tiny_gpu_op(t: &gpu::TaskContext) -> gpu::Result<()> {
-    let mut b = t.zeros::<f32>(4)?;
-    gpu_kernels::fill(t, &mut b, 1.0)?;
-    assert_eq!(t.to_vec(&b)?, vec![1.0; 4]);
-    Ok(())
 }
 
 /// Port of rayon-core `thread_pool/test.rs`: `check_thread_pool_new`, and
@@ -46,37 +41,13 @@ fn quick_sort(s: &gpu::Scope<'_, '_>, v: &mut [u32], gpu_op: bool) -> gpu::Resul
     Ok(())
 }
 
-fn partition(v: &mut [u32]) -> usize {
-    let pivot = v.len() - 1;
-    let mut i = 0;
-    for j in 0..pivot {
-        if v[j] <= v[pivot] {
-            v.swap(i, j);
-            i += 1;
-        }
-    }
-    v.swap(i, pivot);
-    i
-}
-
-fn random(n: usize, mut seed: u64) -> Vec<u32> {
-    (0..n)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed as u32
-        })
-        .collect()
-}
-
 /// Port of rayon-core `join/test.rs`: `sort_in_pool`, on a pool of its own,
 /// CPU-only and with a tiny GPU operation in each large task.
 #[test]
 fn sort_in_pool() {
     let p = pool(4);
     for gpu_op in [false, true] {
-        let mut v = random(if gpu_op { 1 << 14 } else { 1 << 18 }, 0x9e37_79b9);
+        let mut v = random_data(if gpu_op { 1 << 14 } else { 1 << 18 });
         let mut want = v.clone();
         want.sort_unstable();
         p.install(|| gpu::join(|a| quick_sort(a, &mut v, gpu_op), |_b| Ok(())))

@@ -408,7 +408,14 @@ pub fn in_place_scope<'scope, OP, R>(op: OP) -> Result<R>
 where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
-    let rt = Runtime::global()?;
+    top_level_scope(Runtime::global()?, op)
+}
+
+/// A scope of a task of its own on `rt`, its body on this thread.
+fn top_level_scope<'scope, OP, R>(rt: &Runtime, op: OP) -> Result<R>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
+{
     let ctx = rt.begin_task()?;
     let r = run_scope(&ctx, op, Join::IfSubmitted);
     rt.trace_flush();
@@ -425,10 +432,7 @@ where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R> + Send,
     R: Send,
 {
-    let ctx = rt.begin_task()?;
-    let r = run_scope(&ctx, op, Join::IfSubmitted);
-    rt.trace_flush();
-    r
+    top_level_scope(rt, op)
 }
 
 /// Whether a scope's task waits on the device for its tasks' final fences.

@@ -56,6 +56,20 @@ impl XorShift {
     }
 }
 
+/// Rayon's `partition`: Lomuto, the last element as the pivot.
+pub(crate) fn partition<T: PartialOrd + Send>(v: &mut [T]) -> usize {
+    let pivot = v.len() - 1;
+    let mut i = 0;
+    for j in 0..pivot {
+        if v[j] <= v[pivot] {
+            v.swap(i, j);
+            i += 1;
+        }
+    }
+    v.swap(i, pivot);
+    i
+}
+
 /// `n` seeded random `u32`s.
 pub(crate) fn random_data(n: usize) -> Vec<u32> {
     let mut rng = XorShift::seeded();
