@@ -489,9 +489,10 @@ impl TaskContext {
                 }
             }
         }
-        let span = self.rt.trace_open(raw);
+        let tracer = &self.rt.inner.tracer;
+        let span = tracer.open(self.rt.driver(), raw);
         let r = submit(&mem)?;
-        self.rt.trace_close(span, sid, raw, name);
+        tracer.close(self.rt.driver(), span, sid, raw, name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
             log.extend_from_slice(&mem);
         }
@@ -546,8 +547,9 @@ impl TaskContext {
         self.bind()?;
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
-            .ok_or(Error::OutOfMemory {
-                requested: usize::MAX,
+            .ok_or(Error::TooLarge {
+                elements: len,
+                element_bytes: std::mem::size_of::<T>(),
                 during: "computing an allocation size",
             })?;
         let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw())?;

@@ -80,6 +80,25 @@ pub enum Error {
     /// The backend cannot do this.
     #[error("not supported by this backend: {0}")]
     Unsupported(&'static str),
+    /// A file could not be created or written.
+    #[error("I/O error while {during}: {source}")]
+    Io {
+        /// What the runtime was doing.
+        during: &'static str,
+        /// The cause.
+        #[source]
+        source: std::sync::Arc<std::io::Error>,
+    },
+    /// A size in bytes does not fit in the address space.
+    #[error("{elements} elements of {element_bytes} bytes overflow the address space while {during}; ask for fewer")]
+    TooLarge {
+        /// Elements asked for.
+        elements: usize,
+        /// Bytes per element.
+        element_bytes: usize,
+        /// What the runtime was doing.
+        during: &'static str,
+    },
     /// A task panicked (the payload is re-raised by `scope`; this is what
     /// other waiters see).
     #[error("a task panicked")]

@@ -403,6 +403,50 @@ impl Runtime {
         self.inner.driver.clear_races()
     }
 
+    /// Starts tracing every tracked operation (see [`crate::trace`]).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors creating or recording the origin event.
+    pub fn trace_start(&self) -> Result<()> {
+        let raw = self.raw_stream(self.inner.reclaim_stream);
+        self.inner.tracer.start(self.driver(), raw)
+    }
+
+    /// Writes completed spans to `path` (Chrome trace format, appended as
+    /// they complete) from now on, and starts tracing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the file cannot be created or written; driver
+    /// errors.
+    pub fn trace_to_file(&self, path: &std::path::Path) -> Result<()> {
+        let io = |source| Error::Io {
+            during: "creating the trace file",
+            source: Arc::new(source),
+        };
+        let f = std::fs::File::create(path).map_err(io)?;
+        self.inner.tracer.set_file(f).map_err(io)?;
+        self.trace_start()
+    }
+
+    /// Turns traced operations that completed into spans (and appends them
+    /// to the trace file, if any). Never blocks.
+    pub fn trace_flush(&self) {
+        self.inner.tracer.flush(self.driver());
+    }
+
+    /// Stops tracing: waits for the traced work, and returns every span
+    /// since [`Runtime::trace_start`], by start time.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from the wait.
+    pub fn trace_stop(&self) -> Result<Vec<crate::trace::Span>> {
+        self.synchronize()?;
+        Ok(self.inner.tracer.stop(self.driver()))
+    }
+
     /// Whether two handles are the same runtime.
     pub fn same(&self, other: &Runtime) -> bool {
         self.inner.id == other.inner.id
@@ -434,7 +478,8 @@ impl Runtime {
     }
 
     /// The `index`-th kernel of `m`, loading the module on first use. The
-    /// common path is one uncontended read lock and a short scan.
+    /// common path takes no lock: a scan of the filled `OnceLock` slots, in
+    /// load order, for `m`'s address.
     #[inline]
     pub(crate) fn kernel(&self, m: &'static Module, index: usize) -> Result<RawKernel> {
         let key = m as *const Module as usize;

@@ -44,8 +44,9 @@ impl<T: DeviceRepr> Staging<T> {
         let bytes = cap
             .checked_mul(std::mem::size_of::<T>())
             .filter(|&b| b <= isize::MAX as usize)
-            .ok_or(Error::OutOfMemory {
-                requested: usize::MAX,
+            .ok_or(Error::TooLarge {
+                elements: cap,
+                element_bytes: std::mem::size_of::<T>(),
                 during: "computing a staging size",
             })?;
         let ptr = rt.pinned_take(bytes.max(1))?;

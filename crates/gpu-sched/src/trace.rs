@@ -8,9 +8,8 @@
 //! switches it on for the global runtime and appends completed spans to that
 //! file at the end of each top-level scope and at `Runtime::trace_stop`.
 
-use crate::driver::{RawEvent, RawStream};
+use crate::driver::{Driver, RawEvent, RawStream};
 use crate::error::Result;
-use crate::runtime::Runtime;
 use gpu_epoch::StreamId;
 use parking_lot::Mutex;
 use std::io::Write;
@@ -65,86 +64,64 @@ impl Tracer {
     pub(crate) fn on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
     }
-}
 
-impl Runtime {
-    fn timing_event(&self, st: &mut TraceState) -> Result<RawEvent> {
+    fn timing_event(d: &dyn Driver, st: &mut TraceState) -> Result<RawEvent> {
         match st.spare.pop() {
             Some(e) => Ok(e),
-            None => self.driver().create_event(true),
+            None => d.create_event(true),
         }
     }
 
     /// Starts tracing (see [`Span`]): the origin is now, on `origin_stream`.
-    pub(crate) fn trace_begin(&self, origin_stream: RawStream) -> Result<()> {
-        let tr = &self.inner.tracer;
-        let mut st = tr.state.lock();
+    pub(crate) fn start(&self, d: &dyn Driver, origin_stream: RawStream) -> Result<()> {
+        let mut st = self.state.lock();
         if st.origin.is_none() {
-            let o = self.timing_event(&mut st)?;
-            self.driver().record(o, origin_stream)?;
+            let o = Self::timing_event(d, &mut st)?;
+            d.record(o, origin_stream)?;
             // Until it has happened, work on other streams could start
             // before the origin and get a negative start.
-            self.driver().event_sync(o)?;
+            d.event_sync(o)?;
             st.origin = Some(o);
         }
-        tr.on.store(true, Ordering::Relaxed);
+        self.on.store(true, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Starts tracing every tracked operation.
-    ///
-    /// # Errors
-    ///
-    /// Driver errors creating or recording the origin event.
-    pub fn trace_start(&self) -> Result<()> {
-        let raw = self.raw_stream(self.inner.reclaim_stream);
-        self.trace_begin(raw)
+    /// From now on, completed spans are appended to `f` (Chrome trace JSON
+    /// array format, whose closing bracket is optional).
+    pub(crate) fn set_file(&self, mut f: std::fs::File) -> std::io::Result<()> {
+        writeln!(f, "[")?;
+        self.state.lock().file = Some(f);
+        Ok(())
     }
 
-    /// Writes completed spans to `path` (Chrome trace format, appended as
-    /// they complete) from now on.
-    ///
-    /// # Errors
-    ///
-    /// The file cannot be created; driver errors.
-    pub fn trace_to_file(&self, path: &std::path::Path) -> Result<()> {
-        let f = std::fs::File::create(path)
-            .map_err(|_| crate::Error::Unsupported("creating the trace file"))?;
-        let mut f = f;
-        let _ = writeln!(f, "[");
-        self.inner.tracer.state.lock().file = Some(f);
-        self.trace_start()
-    }
-
-    /// Brackets one operation on `s` when tracing: returns the start event.
+    /// Brackets one operation on `raw` when tracing: returns the start event.
     #[inline]
-    pub(crate) fn trace_open(&self, raw: RawStream) -> Option<RawEvent> {
-        if !self.inner.tracer.on() {
+    pub(crate) fn open(&self, d: &dyn Driver, raw: RawStream) -> Option<RawEvent> {
+        if !self.on() {
             return None;
         }
-        let mut st = self.inner.tracer.state.lock();
-        let e = self.timing_event(&mut st).ok()?;
-        drop(st);
-        self.driver().record(e, raw).ok()?;
+        let e = Self::timing_event(d, &mut self.state.lock()).ok()?;
+        d.record(e, raw).ok()?;
         Some(e)
     }
 
+    /// Ends the bracket [`Tracer::open`] began: a pending span.
     #[inline]
-    pub(crate) fn trace_close(
+    pub(crate) fn close(
         &self,
+        d: &dyn Driver,
         start: Option<RawEvent>,
         stream: StreamId,
         raw: RawStream,
         name: &'static str,
     ) {
         let Some(start) = start else { return };
-        let mut st = self.inner.tracer.state.lock();
-        let Ok(end) = self.timing_event(&mut st) else {
+        let Ok(end) = Self::timing_event(d, &mut self.state.lock()) else {
             return;
         };
-        drop(st);
-        if self.driver().record(end, raw).is_ok() {
-            self.inner.tracer.state.lock().pending.push(Pending {
+        if d.record(end, raw).is_ok() {
+            self.state.lock().pending.push(Pending {
                 stream,
                 name,
                 start,
@@ -155,71 +132,45 @@ impl Runtime {
 
     /// Turns pending spans whose events completed into spans (and appends
     /// them to the trace file, if any). Never blocks.
-    pub fn trace_flush(&self) {
-        if !self.inner.tracer.on() {
+    pub(crate) fn flush(&self, d: &dyn Driver) {
+        if !self.on() {
             return;
         }
-        let mut st = self.inner.tracer.state.lock();
+        let mut st = self.state.lock();
         let Some(origin) = st.origin else { return };
-        let pending = std::mem::take(&mut st.pending);
-        let mut keep = Vec::new();
         let mut new = Vec::new();
-        for p in pending {
-            let done = matches!(self.driver().event_query(p.end), Ok(true));
-            let times = done
-                .then(|| {
-                    Some((
-                        self.driver().event_elapsed_ms(origin, p.start).ok()?,
-                        self.driver().event_elapsed_ms(p.start, p.end).ok()?,
-                    ))
-                })
-                .flatten();
-            match times {
-                Some((a, d)) => {
-                    new.push(Span {
-                        stream: p.stream,
-                        name: p.name,
-                        start_us: a as f64 * 1e3,
-                        dur_us: d as f64 * 1e3,
-                    });
-                    st.spare.push(p.start);
-                    st.spare.push(p.end);
-                }
-                None if done => {
-                    st.spare.push(p.start);
-                    st.spare.push(p.end);
-                }
-                None => keep.push(p),
+        for p in std::mem::take(&mut st.pending) {
+            if !matches!(d.event_query(p.end), Ok(true)) {
+                st.pending.push(p);
+                continue;
             }
+            if let (Ok(a), Ok(dur)) = (
+                d.event_elapsed_ms(origin, p.start),
+                d.event_elapsed_ms(p.start, p.end),
+            ) {
+                new.push(Span {
+                    stream: p.stream,
+                    name: p.name,
+                    start_us: a as f64 * 1e3,
+                    dur_us: dur as f64 * 1e3,
+                });
+            }
+            st.spare.extend([p.start, p.end]);
         }
-        st.pending = keep;
         if let Some(f) = st.file.as_mut() {
             for s in &new {
-                let _ = writeln!(
-                    f,
-                    "{{\"name\": \"{}\", \"ph\": \"X\", \"ts\": {:.3}, \"dur\": {:.3}, \"pid\": 1, \"tid\": {}}},",
-                    s.name,
-                    s.start_us,
-                    s.dur_us,
-                    s.stream.index()
-                );
+                let _ = writeln!(f, "{},", s.chrome_json());
             }
         }
         st.done.extend(new);
     }
 
-    /// Stops tracing: waits for the traced work, and returns every span
-    /// since [`Runtime::trace_start`].
-    ///
-    /// # Errors
-    ///
-    /// Driver errors from the wait.
-    pub fn trace_stop(&self) -> Result<Vec<Span>> {
-        self.synchronize()?;
-        self.trace_flush();
-        let tr = &self.inner.tracer;
-        tr.on.store(false, Ordering::Relaxed);
-        let mut st = tr.state.lock();
+    /// Stops tracing (the caller waited for the traced work) and returns
+    /// every span since [`Tracer::start`], by start time.
+    pub(crate) fn stop(&self, d: &dyn Driver) -> Vec<Span> {
+        self.flush(d);
+        self.on.store(false, Ordering::Relaxed);
+        let mut st = self.state.lock();
         if let Some(o) = st.origin.take() {
             st.spare.push(o);
         }
@@ -228,25 +179,27 @@ impl Runtime {
         }
         let mut spans = std::mem::take(&mut st.done);
         spans.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
-        Ok(spans)
+        spans
+    }
+}
+
+impl Span {
+    /// One Chrome trace event ("X": a complete span; `tid` is the stream).
+    fn chrome_json(&self) -> String {
+        format!(
+            "{{\"name\": \"{}\", \"ph\": \"X\", \"ts\": {:.3}, \"dur\": {:.3}, \"pid\": 1, \"tid\": {}}}",
+            self.name,
+            self.start_us,
+            self.dur_us,
+            self.stream.index()
+        )
     }
 }
 
 /// The spans as a Chrome trace (JSON array format; open it in Perfetto).
 pub fn chrome_trace(spans: &[Span]) -> String {
-    let mut s = String::from("[\n");
-    for (i, sp) in spans.iter().enumerate() {
-        s.push_str(&format!(
-            "{{\"name\": \"{}\", \"ph\": \"X\", \"ts\": {:.3}, \"dur\": {:.3}, \"pid\": 1, \"tid\": {}}}{}\n",
-            sp.name,
-            sp.start_us,
-            sp.dur_us,
-            sp.stream.index(),
-            if i + 1 < spans.len() { "," } else { "" }
-        ));
-    }
-    s.push_str("]\n");
-    s
+    let events: Vec<String> = spans.iter().map(Span::chrome_json).collect();
+    format!("[\n{}\n]\n", events.join(",\n"))
 }
 
 /// The spans drawn as an SVG timeline: one lane per stream, time across.

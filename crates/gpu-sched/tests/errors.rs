@@ -497,8 +497,9 @@ fn out_of_memory(rt: &Runtime) {
     assert!(
         matches!(
             e,
-            Error::OutOfMemory {
-                requested: usize::MAX,
+            Error::TooLarge {
+                elements: usize::MAX,
+                element_bytes: 8,
                 ..
             }
         ),

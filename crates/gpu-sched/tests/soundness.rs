@@ -234,12 +234,12 @@ backend_tests!(sound05_capture_refuses_host_memory => sound05_capture_refuses_ho
 fn sound06_sizes_are_checked(rt: &Runtime) {
     let huge = usize::MAX / 4 + 2;
     let e = Staging::<f64>::new(rt, huge).unwrap_err();
-    assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+    assert!(matches!(e, Error::TooLarge { .. }), "{e:?}");
     let e = Staging::<u8>::new(rt, usize::MAX).unwrap_err();
-    assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+    assert!(matches!(e, Error::TooLarge { .. }), "{e:?}");
     let t = rt.begin_task().unwrap();
     let e = t.alloc::<f64>(huge).unwrap_err();
-    assert!(matches!(e, Error::OutOfMemory { .. }), "{e:?}");
+    assert!(matches!(e, Error::TooLarge { .. }), "{e:?}");
     let mut s = Staging::<f64>::new(rt, 4).unwrap();
     assert_eq!(s.as_slice().unwrap().len(), 4);
     assert_eq!(rt.live().allocations, 0);
