@@ -1,6 +1,6 @@
 //! Event coverage (R4, R6-R8, X1).
 
-use crate::primitive::{fence, spin_wait, AtomicU32, AtomicU64, AtomicUsize};
+use crate::primitive::{fence, AtomicU32, AtomicU64, AtomicUsize, Backoff};
 use crate::{StreamEpoch, StreamId};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -119,7 +119,7 @@ impl EventCoverage {
     /// sections are a few stores long and hold no driver call).
     #[inline]
     pub(crate) fn write(&self) -> Writer<'_> {
-        let mut spins = 0u32;
+        let backoff = Backoff::new();
         loop {
             let s = self.seq.load(Relaxed);
             if s & 1 == 0
@@ -132,19 +132,19 @@ impl EventCoverage {
                 fence(Release);
                 return Writer { ev: self, seq: s };
             }
-            spin_wait(&mut spins);
+            backoff.snooze();
         }
     }
 
     /// Runs `f` (which only loads) on a consistent state: again if a writer
     /// came in between.
     pub(crate) fn read<R>(&self, f: impl Fn(&Self) -> R) -> R {
-        let mut spins = 0u32;
+        let backoff = Backoff::new();
         loop {
             if let Some(r) = self.try_read(&f) {
                 return r;
             }
-            spin_wait(&mut spins);
+            backoff.snooze();
         }
     }
 
