@@ -688,7 +688,7 @@ impl Ledger {
     /// count (so waits in flight on it give no fact), then closes `s`. Submit
     /// the driver record, then call [`Ledger::finish_record`].
     pub fn begin_record(&self, task: &Task, event: &EventCoverage, s: StreamId) -> RecordTicket {
-        let (records, alone) = EventCoverage::begin(&event.write());
+        let (records, alone) = event.write().begin();
         RecordTicket {
             closed: self.close(task, s),
             records,
@@ -705,16 +705,10 @@ impl Ledger {
     pub fn finish_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let closed = ticket.closed;
         let w = event.write();
-        EventCoverage::end(&w);
-        if !closed.counted || !ticket.alone || w.state().records_now() != ticket.records {
-            return;
+        w.end();
+        if closed.counted && ticket.alone && w.records_now() == ticket.records {
+            w.cover(closed.stream, closed.epoch, self.waited_row(closed.stream));
         }
-        EventCoverage::cover(
-            &w,
-            closed.stream,
-            closed.epoch,
-            self.waited_row(closed.stream),
-        );
     }
 
     /// R4: the driver record after [`Ledger::begin_record`] failed: the
@@ -723,7 +717,7 @@ impl Ledger {
     /// keeps the event covering nothing for good, which is safe.
     pub fn abort_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let _ = ticket;
-        EventCoverage::end(&event.write());
+        event.write().end();
     }
 
     /// §8: `event` was (or is about to be) recorded by a driver call the
@@ -731,8 +725,8 @@ impl Ledger {
     /// covers nothing from now on, and waits in flight on it give no fact.
     pub fn record_untracked(&self, event: &EventCoverage) {
         let w = event.write();
-        let _ = EventCoverage::begin(&w);
-        EventCoverage::end(&w);
+        let _ = w.begin();
+        w.end();
     }
 
     /// R6, R7, R8, first half: read what `event` covers before a driver wait,

@@ -24,6 +24,7 @@ mod event;
 mod ids;
 mod ledger;
 mod primitive;
+mod seqlock;
 mod set;
 mod stamp;
 mod task;
