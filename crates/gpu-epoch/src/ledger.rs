@@ -153,9 +153,12 @@ impl std::error::Error for LedgerError {}
 /// The epoch ledger of one device: stream orders, task ownership and the
 /// decisions made from them. Shared by every thread using the device.
 ///
-/// The ledger decides, the runtime acts: no method blocks or calls a driver,
-/// and calls that bracket a driver call come in `begin_*`/`finish_*` pairs
-/// so that no lock is held across it (R14).
+/// The ledger decides, the runtime acts: no method blocks or calls a driver
+/// itself. The record, wait and synchronize protocols are written once, as
+/// functions that take the driver call as a closure and make it with no
+/// ledger lock held (R14): [`Ledger::record`], [`Ledger::event_complete`],
+/// [`Ledger::stream_wait`], [`Ledger::stream_sync`]. Their
+/// `begin_*`/`finish_*` halves stay public for models that interleave them.
 #[derive(Debug)]
 pub struct Ledger {
     streams: Box<[CachePadded<StreamOrder>]>,
@@ -720,6 +723,30 @@ impl Ledger {
         event.write().end();
     }
 
+    /// R4, R14: `task` records `event` on `s`: [`Ledger::begin_record`], then
+    /// `driver_record` (the driver's record, with no ledger lock held), then
+    /// [`Ledger::finish_record`], or [`Ledger::abort_record`] if it failed.
+    /// Returns the epoch the record closed.
+    ///
+    /// # Errors
+    ///
+    /// `driver_record`'s error.
+    pub fn record<E>(
+        &self,
+        task: &Task,
+        event: &EventCoverage,
+        s: StreamId,
+        driver_record: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Closed, E> {
+        let ticket = self.begin_record(task, event, s);
+        if let Err(e) = driver_record() {
+            self.abort_record(event, ticket);
+            return Err(e);
+        }
+        self.finish_record(event, ticket);
+        Ok(ticket.closed)
+    }
+
     /// §8: `event` was (or is about to be) recorded by a driver call the
     /// ledger does not see (a hand-off's pooled event, a raw handle): it
     /// covers nothing from now on, and waits in flight on it give no fact.
@@ -771,6 +798,25 @@ impl Ledger {
         true
     }
 
+    /// R6, R7, R14: the host waits for `event`: [`Ledger::begin_wait`], then
+    /// `driver_wait` (a driver synchronize or query, with no ledger lock
+    /// held), which says whether the event is complete (a query: whether it
+    /// was done; `false` also keeps the ledger from learning), then
+    /// [`Ledger::finish_event_complete`] if it is. Returns whether the
+    /// Completed facts were kept.
+    ///
+    /// # Errors
+    ///
+    /// `driver_wait`'s error.
+    pub fn event_complete<E>(
+        &self,
+        event: &EventCoverage,
+        driver_wait: impl FnOnce() -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        let ticket = self.begin_wait(event);
+        Ok(driver_wait()? && self.finish_event_complete(event, ticket))
+    }
+
     /// R8, X1: `task`'s stream `s2` waited on `event` on the device. If `task`
     /// owns `s2` (unshared, not capturing) and the event was not re-recorded
     /// since `ticket`, `s2` is ordered after the source and after the source
@@ -803,6 +849,28 @@ impl Ledger {
             }
         }
         true
+    }
+
+    /// R8, R14: `task`'s stream `s2` waits on the device for `event`:
+    /// [`Ledger::begin_wait`], then `driver_wait` (the driver's stream wait,
+    /// with no ledger lock held), which says whether the ledger may learn
+    /// from it (`false`: a wait captured into a graph, or on an event
+    /// recorded where the ledger did not see), then
+    /// [`Ledger::finish_stream_wait`] if so. Returns whether the Ordered
+    /// facts were kept.
+    ///
+    /// # Errors
+    ///
+    /// `driver_wait`'s error.
+    pub fn stream_wait<E>(
+        &self,
+        task: &Task,
+        event: &EventCoverage,
+        s2: StreamId,
+        driver_wait: impl FnOnce() -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        let ticket = self.begin_wait(event);
+        Ok(driver_wait()? && self.finish_stream_wait(task, event, ticket, s2))
     }
 
     /// The entries of `s`'s `waited` row that are not 0, as
@@ -848,6 +916,28 @@ impl Ledger {
         for (t, w) in self.waited_row(closed.stream) {
             self.mark_completed(t, StreamEpoch(w));
         }
+    }
+
+    /// R5, R14: `task` synchronizes `s`: [`Ledger::begin_stream_sync`], then
+    /// `driver_sync` (the driver's synchronize, with no ledger lock held),
+    /// then [`Ledger::finish_stream_sync`] if it succeeded. Returns the
+    /// epoch the synchronize closed.
+    ///
+    /// # Errors
+    ///
+    /// The outer [`LedgerError::SyncWhileCapturing`] if `s` is capturing
+    /// (`driver_sync` is not called); the inner `driver_sync`'s error.
+    pub fn stream_sync<E>(
+        &self,
+        task: &Task,
+        s: StreamId,
+        driver_sync: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Result<Closed, E>, LedgerError> {
+        let closed = self.begin_stream_sync(task, s)?;
+        Ok(driver_sync().map(|()| {
+            self.finish_stream_sync(closed);
+            closed
+        }))
     }
 
     // ----- counters -------------------------------------------------------
