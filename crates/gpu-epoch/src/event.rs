@@ -20,21 +20,18 @@ const TABLE: usize = 8;
 /// of the record (X1); `records` changes on every record, so a wait or a
 /// query that spans a re-record gives no fact (R6, R14).
 ///
-/// A [`SeqLock`] guards it: writers (the two halves of a record) take it
+/// A sequence lock guards it: writers (the two halves of a record) take it
 /// with one compare-and-swap and let go with a plain store; readers (waits,
 /// synchronizes, queries) take no lock at all: they read, then check that no
 /// writer came in between, and read again if one did. So a wait costs the
 /// ledger a few loads, and a record two read-modify-writes of this state.
 /// A wait that overlaps a write gives no fact rather than read again.
-///
-/// ## Memory ordering
-///
-/// Every field but `lock` is read and written `Relaxed`: in write sections,
-/// or between [`SeqLock::optimistic_read`] and [`SeqLock::validate_read`],
-/// whose orderings (`seqlock.rs`) make what a validated read saw the result
-/// of whole write sections.
 #[derive(Debug)]
 pub struct EventCoverage {
+    /// Guards the fields below, all read and written `Relaxed`: in write
+    /// sections, or between [`SeqLock::optimistic_read`] and
+    /// [`SeqLock::validate_read`], whose orderings (`seqlock.rs`) make what
+    /// a validated read saw the result of whole write sections.
     lock: SeqLock,
     /// Records begun.
     records: AtomicU64,
