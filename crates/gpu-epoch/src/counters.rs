@@ -30,7 +30,9 @@ impl Reason {
 }
 
 /// Per-stream counters, written by the stream's users (relaxed increments
-/// on a cache line of their own) and summed when read.
+/// on a cache line of their own) and summed when read. `Relaxed`
+/// throughout: counts order nothing, and a reader that needs exact counts
+/// (a test) joined the threads that counted.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     avoided: [AtomicU64; 5],

@@ -1,9 +1,10 @@
 //! Event coverage (R4, R6-R8, X1).
 
-use crate::primitive::{fence, spin_wait, AtomicU32, AtomicU64, AtomicUsize};
+use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Backoff};
+use crate::seqlock::{SeqLock, SeqLockWriteGuard};
 use crate::{StreamEpoch, StreamId};
 use smallvec::SmallVec;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::Relaxed;
 
 /// How many entries an event's ordered table holds: one per stream.
 #[cfg(not(loom))]
@@ -27,9 +28,11 @@ const TABLE: usize = 8;
 /// A wait that overlaps a write gives no fact rather than read again.
 #[derive(Debug)]
 pub struct EventCoverage {
-    /// Even while nobody writes; odd while a writer does. Each write section
-    /// adds 2.
-    seq: AtomicU64,
+    /// Guards the fields below, all read and written `Relaxed`: in write
+    /// sections, or between [`SeqLock::optimistic_read`] and
+    /// [`SeqLock::validate_read`], whose orderings (`seqlock.rs`) make what
+    /// a validated read saw the result of whole write sections.
+    lock: SeqLock,
     /// Records begun.
     records: AtomicU64,
     /// Records begun and not yet finished (or aborted).
@@ -45,7 +48,7 @@ pub struct EventCoverage {
 impl Default for EventCoverage {
     fn default() -> Self {
         EventCoverage {
-            seq: AtomicU64::new(0),
+            lock: SeqLock::new(),
             records: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
             source: AtomicU64::new(0),
@@ -82,19 +85,14 @@ pub(crate) type Table = SmallVec<[u64; 8]>;
 /// A write section of an [`EventCoverage`]; ends on drop.
 pub(crate) struct Writer<'a> {
     ev: &'a EventCoverage,
-    seq: u64,
+    _lock: SeqLockWriteGuard<'a>,
 }
 
-impl Drop for Writer<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        self.ev.seq.store(self.seq + 2, Release);
-    }
-}
+impl std::ops::Deref for Writer<'_> {
+    type Target = EventCoverage;
 
-impl Writer<'_> {
     #[inline]
-    pub(crate) fn state(&self) -> &EventCoverage {
+    fn deref(&self) -> &EventCoverage {
         self.ev
     }
 }
@@ -115,36 +113,24 @@ impl EventCoverage {
         self.read(|e| e.records.load(Relaxed))
     }
 
-    /// Opens a write section: waits for a writer that holds it (write
-    /// sections are a few stores long and hold no driver call).
+    /// Opens a write section (see [`SeqLock::write`]).
     #[inline]
     pub(crate) fn write(&self) -> Writer<'_> {
-        let mut spins = 0u32;
-        loop {
-            let s = self.seq.load(Relaxed);
-            if s & 1 == 0
-                && self
-                    .seq
-                    .compare_exchange_weak(s, s + 1, Acquire, Relaxed)
-                    .is_ok()
-            {
-                // Readers that see a store below also see the odd count.
-                fence(Release);
-                return Writer { ev: self, seq: s };
-            }
-            spin_wait(&mut spins);
+        Writer {
+            ev: self,
+            _lock: self.lock.write(),
         }
     }
 
     /// Runs `f` (which only loads) on a consistent state: again if a writer
     /// came in between.
     pub(crate) fn read<R>(&self, f: impl Fn(&Self) -> R) -> R {
-        let mut spins = 0u32;
+        let backoff = Backoff::new();
         loop {
             if let Some(r) = self.try_read(&f) {
                 return r;
             }
-            spin_wait(&mut spins);
+            backoff.snooze();
         }
     }
 
@@ -154,13 +140,9 @@ impl EventCoverage {
     /// event overlaps a few loads.
     #[inline]
     pub(crate) fn try_read<R>(&self, f: impl Fn(&Self) -> R) -> Option<R> {
-        let s1 = self.seq.load(Acquire);
-        if s1 & 1 != 0 {
-            return None;
-        }
+        let stamp = self.lock.optimistic_read()?;
         let r = f(self);
-        fence(Acquire);
-        (self.seq.load(Relaxed) == s1).then_some(r)
+        self.lock.validate_read(stamp).then_some(r)
     }
 
     /// The source as stored (inside [`Self::read`] or a write section).
@@ -186,47 +168,45 @@ impl EventCoverage {
         let n = self.len.load(Relaxed).min(TABLE);
         self.table[..n].iter().map(|w| w.load(Relaxed)).collect()
     }
+}
 
-    /// In a write section: a record begins. Covers nothing until it
-    /// finishes; returns the record count and whether no other record was in
-    /// flight.
+impl Writer<'_> {
+    /// A record begins. Covers nothing until it finishes; returns the record
+    /// count and whether no other record was in flight.
     #[inline]
-    pub(crate) fn begin(w: &Writer<'_>) -> (u64, bool) {
-        let e = w.state();
-        let records = e.records.load(Relaxed) + 1;
-        e.records.store(records, Relaxed);
-        let in_flight = e.in_flight.load(Relaxed);
-        e.in_flight.store(in_flight + 1, Relaxed);
-        e.source.store(0, Relaxed);
-        e.len.store(0, Relaxed);
+    pub(crate) fn begin(&self) -> (u64, bool) {
+        let records = self.records.load(Relaxed) + 1;
+        self.records.store(records, Relaxed);
+        let in_flight = self.in_flight.load(Relaxed);
+        self.in_flight.store(in_flight + 1, Relaxed);
+        self.source.store(0, Relaxed);
+        self.len.store(0, Relaxed);
         (records, in_flight == 0)
     }
 
-    /// In a write section: a record finished or was abandoned.
+    /// A record finished or was abandoned.
     #[inline]
-    pub(crate) fn end(w: &Writer<'_>) {
-        let e = w.state();
-        let n = e.in_flight.load(Relaxed);
-        e.in_flight.store(n.saturating_sub(1), Relaxed);
+    pub(crate) fn end(&self) {
+        let n = self.in_flight.load(Relaxed);
+        self.in_flight.store(n.saturating_sub(1), Relaxed);
     }
 
-    /// In a write section: the event covers `(s, epoch)` and `table`'s
-    /// entries (`(stream, epoch)` pairs), as many as fit.
+    /// The event covers `(s, epoch)` and `table`'s entries (`(stream, epoch)`
+    /// pairs), as many as fit.
     #[inline]
     pub(crate) fn cover(
-        w: &Writer<'_>,
+        &self,
         s: StreamId,
         epoch: StreamEpoch,
         table: impl Iterator<Item = (StreamId, u64)>,
     ) {
-        let e = w.state();
-        e.source.store(pack(s, epoch.0), Relaxed);
+        self.source.store(pack(s, epoch.0), Relaxed);
         let mut n = 0;
-        for ((t, v), slot) in table.zip(e.table.iter()) {
+        for ((t, v), slot) in table.zip(self.table.iter()) {
             slot.store(pack(t, v), Relaxed);
             n += 1;
         }
-        e.len.store(n, Relaxed);
+        self.len.store(n, Relaxed);
     }
 }
 

@@ -7,33 +7,72 @@ use crate::set::{StreamSet, MAX_STREAMS};
 use crate::stamp::{Access, Use, Uses};
 use crate::{Generation, StreamEpoch, StreamId, Task, TaskId};
 use crossbeam_utils::CachePadded;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// What the ledger knows of one stream (DESIGN §3 "stream order").
+///
+/// ## Memory ordering
+///
+/// No access is `SeqCst`: no decision needs one total order over two
+/// atomics. The race that did (a close against a task joining the stream,
+/// R1/R2) is closed by both sides' read-modify-writes of `epoch`, which need
+/// only acquire/release (README, "How the R1/R2 race is closed"); loom,
+/// which models `SeqCst` as acquire/release anyway, checks these orderings.
+/// A task reads what it stored itself (its id, its capture) in program
+/// order; `owner`'s mutex orders the cold-path stores of `owner_id` and
+/// `shared`. Each field says who touches it, how, and what that pairs with.
 #[derive(Debug)]
 struct StreamOrder {
-    /// The epoch new work is stamped with; starts at 1.
+    /// The epoch new work is stamped with; starts at 1. RMWs `AcqRel` by
+    /// `close` (+1) and `joined_shared` (+0): the later of two acquires the
+    /// earlier (R1/R2). Loads `Acquire` (`current_use`, `epoch`, a capturing
+    /// `close`), pairing with those RMWs.
     epoch: AtomicU64,
-    /// The highest epoch whose close counted (R2); 0: none.
+    /// The highest epoch whose close counted (R2); 0: none. Stored `Release`
+    /// by `close` (the unshared owner's only); loaded `Acquire` by
+    /// `closed_counted`: the work it covers was submitted before the pooled
+    /// record that follows the load.
     closed_counted: AtomicU64,
-    /// Every epoch <= this is known finished.
+    /// Every epoch <= this is known finished. `fetch_max` `AcqRel` by
+    /// `mark_completed`; loaded `Acquire` by `covered` and `completed`: a use
+    /// of the fact comes after the host wait that taught it.
     completed: AtomicU64,
-    /// The owner's id (0: none); the fast path of [`Ledger::bind`].
+    /// The owner's id (0: none); the fast path of [`Ledger::bind`]. Stored
+    /// `Release` under `owner` (a take-over, `recycle`); loaded `Acquire` by
+    /// `bind`, `owner`, `close` and `may_learn`, which compare it with their
+    /// own task's id, stored by that task.
     owner_id: AtomicU64,
     /// The owner, to tell a finished one from a live one.
     owner: Mutex<Option<Task>>,
     /// Sticky: used by two live tasks; no close counts again until recycled.
+    /// Stored under `owner`, `Release`: `true` by `bind_slow` and `share`,
+    /// each followed by `joined_shared`'s RMW, through which a later `close`
+    /// sees it; `false` by `recycle`, with no task on the stream. Loaded
+    /// `Relaxed` under `owner` and by `bind`'s fast path (with `owner_id`),
+    /// `Acquire` by `close` (after its RMW), `may_learn` and `is_shared`.
     shared: AtomicBool,
-    /// Being captured into a graph (R12).
+    /// Being captured into a graph (R12). Stored `Release` by
+    /// `set_capturing` (by the stream's own task); loaded `Acquire` by
+    /// `is_capturing`, `close` and `may_learn`.
     capturing: AtomicBool,
-    /// Bumped on recycling (R13).
+    /// Bumped on recycling (R13): `fetch_add` `AcqRel` by `recycle`; loaded
+    /// `Acquire` by `covered` and `generation`, `Relaxed` by `current_use`
+    /// (the stamping task bound the stream after the recycle, through
+    /// `owner`'s mutex).
     generation: AtomicU32,
     /// Retired: no stream behind the slot until `add_stream` reuses it.
+    /// Stored `Release` by `retire` and `add_stream`, loaded `Acquire` by
+    /// `is_vacant`; the ledger's `vacant` list (a mutex) hands slots over.
     vacant: AtomicBool,
     /// `waited[t]`: the highest epoch of stream `t` this stream is ordered
-    /// after (R8, X1). Written by the owner only.
+    /// after (R8, X1). Written by the owner only (`raise`: a `Relaxed` load
+    /// of its own store, then a `Release` store); loaded `Acquire` by
+    /// `covered`, `waited` and `waited_row`: a use of the fact comes after the
+    /// device wait that taught it was submitted.
     waited: Box<[AtomicU64]>,
-    /// Which entries of `waited` are not 0: a bit per stream.
+    /// Which entries of `waited` are not 0: a bit per stream. `fetch_or`
+    /// `Release` by `raise` before the entry's store; loaded `Acquire` by
+    /// `waited_row`.
     waited_mask: [AtomicU64; MAX_STREAMS / 64],
     counters: Counters,
 }
@@ -153,16 +192,23 @@ impl std::error::Error for LedgerError {}
 /// The epoch ledger of one device: stream orders, task ownership and the
 /// decisions made from them. Shared by every thread using the device.
 ///
-/// The ledger decides, the runtime acts: no method blocks or calls a driver,
-/// and calls that bracket a driver call come in `begin_*`/`finish_*` pairs
-/// so that no lock is held across it (R14).
+/// The ledger decides, the runtime acts: no method blocks or calls a driver
+/// itself. The record, wait and synchronize protocols are written once, as
+/// functions that take the driver call as a closure and make it with no
+/// ledger lock held (R14): [`Ledger::record`], [`Ledger::event_complete`],
+/// [`Ledger::stream_wait`], [`Ledger::stream_sync`]. Their
+/// `begin_*`/`finish_*` halves stay public for models that interleave them.
 #[derive(Debug)]
 pub struct Ledger {
     streams: Box<[CachePadded<StreamOrder>]>,
+    /// Slots handed out: `fetch_add`/`fetch_sub` `AcqRel` by `add_stream`,
+    /// loaded `Acquire` by `stream_count` (the slots exist from the start).
     len: AtomicUsize,
+    /// The next task id: `fetch_add` `Relaxed` (ids need only be unique).
     next_task: AtomicU64,
     /// Whether Completed, Ordered and Recycled facts are used (the
-    /// wait-for-everything policy when off).
+    /// wait-for-everything policy when off). `Relaxed`: a setting, changed
+    /// while no task runs.
     facts: AtomicBool,
     /// Retired slots, reused by `add_stream` before new ones.
     vacant: Mutex<Vec<u16>>,
@@ -269,7 +315,8 @@ impl Ledger {
     #[cold]
     fn bind_slow(&self, task: &Task, o: &StreamOrder) -> Binding {
         let mut owner = lock(&o.owner);
-        if o.shared.load(SeqCst) {
+        // Relaxed: every store of `shared` holds `owner`, as this does.
+        if o.shared.load(Relaxed) {
             Self::joined_shared(o);
             return Binding::Shared;
         }
@@ -277,14 +324,15 @@ impl Ledger {
             Some(t) if t.id() == task.id() => Binding::Owned,
             Some(t) if t.is_live() => {
                 // Before this task stamps anything with the stream's epoch, so
-                // that a close racing with its operation sees `shared` (R1, R2).
-                o.shared.store(true, SeqCst);
+                // that a close racing with its operation sees `shared` (R1, R2)
+                // through `joined_shared`'s release RMW.
+                o.shared.store(true, Release);
                 Self::joined_shared(o);
                 Binding::Shared
             }
             _ => {
                 *owner = Some(task.clone());
-                o.owner_id.store(task.id().0, SeqCst);
+                o.owner_id.store(task.id().0, Release);
                 Binding::TookOver
             }
         }
@@ -297,7 +345,7 @@ impl Ledger {
     pub fn share(&self, s: StreamId) {
         let o = self.order(s);
         let _owner = lock(&o.owner);
-        o.shared.store(true, SeqCst);
+        o.shared.store(true, Release);
         Self::joined_shared(o);
     }
 
@@ -307,10 +355,10 @@ impl Ledger {
     /// epoch's modification order alone, not by `SeqCst`'s total order: a
     /// close after this in that order acquires it and sees `shared`; a close
     /// before it is seen by this task's stamps, which read the epoch later.
-    /// (loom, which models `SeqCst` accesses as acquire/release, checks it.)
+    /// (loom checks it.)
     #[cold]
     fn joined_shared(o: &StreamOrder) {
-        o.epoch.fetch_add(0, SeqCst);
+        o.epoch.fetch_add(0, AcqRel);
     }
 
     /// The owner of `s`, if any (it may have finished).
@@ -336,8 +384,10 @@ impl Ledger {
         let o = self.order(s);
         let mut owner = lock(&o.owner);
         *owner = None;
-        o.owner_id.store(0, SeqCst);
-        o.shared.store(false, SeqCst);
+        // Release: no task runs on the stream (the precondition); the next
+        // binder takes `owner`'s mutex and sees both.
+        o.owner_id.store(0, Release);
+        o.shared.store(false, Release);
         Generation(o.generation.fetch_add(1, AcqRel).wrapping_add(1))
     }
 
@@ -371,7 +421,7 @@ impl Ledger {
     /// The epoch new work on `s` is stamped with.
     #[inline]
     pub fn epoch(&self, s: StreamId) -> StreamEpoch {
-        StreamEpoch(self.order(s).epoch.load(SeqCst))
+        StreamEpoch(self.order(s).epoch.load(Acquire))
     }
 
     /// Every epoch of `s` up to this is known finished.
@@ -389,7 +439,7 @@ impl Ledger {
     /// Marks `s` capturing (or not). While capturing, stamps are not taken,
     /// closes count nothing and waits give no fact.
     pub fn set_capturing(&self, s: StreamId, capturing: bool) {
-        self.order(s).capturing.store(capturing, SeqCst);
+        self.order(s).capturing.store(capturing, Release);
     }
 
     /// Whether `s` is capturing.
@@ -405,7 +455,9 @@ impl Ledger {
         let o = self.order(s);
         Use {
             stream: s,
-            epoch: StreamEpoch(o.epoch.load(SeqCst)),
+            // Coherence with this task's bind (its RMW, or the mutex) is all a
+            // stamp needs (README, "How the R1/R2 race is closed").
+            epoch: StreamEpoch(o.epoch.load(Acquire)),
             generation: Generation(o.generation.load(Relaxed)),
         }
     }
@@ -625,7 +677,7 @@ impl Ledger {
     /// [`Ledger::mark_ordered`].
     #[inline]
     pub fn closed_counted(&self, s: StreamId) -> StreamEpoch {
-        StreamEpoch(self.order(s).closed_counted.load(SeqCst))
+        StreamEpoch(self.order(s).closed_counted.load(Acquire))
     }
 
     /// The Ordered fact from a device wait on `s2` for everything `s` had
@@ -649,9 +701,11 @@ impl Ledger {
     #[inline]
     fn may_learn(&self, task: &Task, s: StreamId) -> bool {
         let o = self.order(s);
-        o.owner_id.load(SeqCst) == task.id().0
-            && !o.shared.load(SeqCst)
-            && !o.capturing.load(SeqCst)
+        // Acquire: `task`'s own id and capture it reads in program order; a
+        // stale `shared` leaves the owner the row's only writer all the same.
+        o.owner_id.load(Acquire) == task.id().0
+            && !o.shared.load(Acquire)
+            && !o.capturing.load(Acquire)
     }
 
     // ----- closing, records, waits, syncs (R2, R4-R8) -----------------------
@@ -661,18 +715,21 @@ impl Ledger {
     #[inline]
     pub fn close(&self, task: &Task, s: StreamId) -> Closed {
         let o = self.order(s);
-        if o.capturing.load(SeqCst) {
+        // Acquire: the task that began a capture reads it in program order;
+        // one begun by a task that joined the stream is stamped past any
+        // epoch whose close counts (R1/R2).
+        if o.capturing.load(Acquire) {
             return Closed {
                 stream: s,
-                epoch: StreamEpoch(o.epoch.load(SeqCst) - 1),
+                epoch: StreamEpoch(o.epoch.load(Acquire) - 1),
                 counted: false,
             };
         }
-        let e = o.epoch.fetch_add(1, SeqCst);
+        let e = o.epoch.fetch_add(1, AcqRel);
         // After the increment: a task that made `s` shared did so before it
-        // read the epoch for its stamp, so either it read `e + 1` or we see
-        // `shared` here.
-        let counted = o.owner_id.load(SeqCst) == task.id().0 && !o.shared.load(SeqCst);
+        // read the epoch for its stamp, so either it read `e + 1` or this
+        // RMW acquired its `joined_shared` and we see `shared` here.
+        let counted = o.owner_id.load(Acquire) == task.id().0 && !o.shared.load(Acquire);
         if counted {
             // Only the unshared owner counts, and closes grow: one writer.
             o.closed_counted.store(e, Release);
@@ -688,7 +745,7 @@ impl Ledger {
     /// count (so waits in flight on it give no fact), then closes `s`. Submit
     /// the driver record, then call [`Ledger::finish_record`].
     pub fn begin_record(&self, task: &Task, event: &EventCoverage, s: StreamId) -> RecordTicket {
-        let (records, alone) = EventCoverage::begin(&event.write());
+        let (records, alone) = event.write().begin();
         RecordTicket {
             closed: self.close(task, s),
             records,
@@ -705,16 +762,10 @@ impl Ledger {
     pub fn finish_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let closed = ticket.closed;
         let w = event.write();
-        EventCoverage::end(&w);
-        if !closed.counted || !ticket.alone || w.state().records_now() != ticket.records {
-            return;
+        w.end();
+        if closed.counted && ticket.alone && w.records_now() == ticket.records {
+            w.cover(closed.stream, closed.epoch, self.waited_row(closed.stream));
         }
-        EventCoverage::cover(
-            &w,
-            closed.stream,
-            closed.epoch,
-            self.waited_row(closed.stream),
-        );
     }
 
     /// R4: the driver record after [`Ledger::begin_record`] failed: the
@@ -723,7 +774,31 @@ impl Ledger {
     /// keeps the event covering nothing for good, which is safe.
     pub fn abort_record(&self, event: &EventCoverage, ticket: RecordTicket) {
         let _ = ticket;
-        EventCoverage::end(&event.write());
+        event.write().end();
+    }
+
+    /// R4, R14: `task` records `event` on `s`: [`Ledger::begin_record`], then
+    /// `driver_record` (the driver's record, with no ledger lock held), then
+    /// [`Ledger::finish_record`], or [`Ledger::abort_record`] if it failed.
+    /// Returns the epoch the record closed.
+    ///
+    /// # Errors
+    ///
+    /// `driver_record`'s error.
+    pub fn record<E>(
+        &self,
+        task: &Task,
+        event: &EventCoverage,
+        s: StreamId,
+        driver_record: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Closed, E> {
+        let ticket = self.begin_record(task, event, s);
+        if let Err(e) = driver_record() {
+            self.abort_record(event, ticket);
+            return Err(e);
+        }
+        self.finish_record(event, ticket);
+        Ok(ticket.closed)
     }
 
     /// §8: `event` was (or is about to be) recorded by a driver call the
@@ -731,8 +806,8 @@ impl Ledger {
     /// covers nothing from now on, and waits in flight on it give no fact.
     pub fn record_untracked(&self, event: &EventCoverage) {
         let w = event.write();
-        let _ = EventCoverage::begin(&w);
-        EventCoverage::end(&w);
+        let _ = w.begin();
+        w.end();
     }
 
     /// R6, R7, R8, first half: read what `event` covers before a driver wait,
@@ -777,6 +852,25 @@ impl Ledger {
         true
     }
 
+    /// R6, R7, R14: the host waits for `event`: [`Ledger::begin_wait`], then
+    /// `driver_wait` (a driver synchronize or query, with no ledger lock
+    /// held), which says whether the event is complete (a query: whether it
+    /// was done; `false` also keeps the ledger from learning), then
+    /// [`Ledger::finish_event_complete`] if it is. Returns whether the
+    /// Completed facts were kept.
+    ///
+    /// # Errors
+    ///
+    /// `driver_wait`'s error.
+    pub fn event_complete<E>(
+        &self,
+        event: &EventCoverage,
+        driver_wait: impl FnOnce() -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        let ticket = self.begin_wait(event);
+        Ok(driver_wait()? && self.finish_event_complete(event, ticket))
+    }
+
     /// R8, X1: `task`'s stream `s2` waited on `event` on the device. If `task`
     /// owns `s2` (unshared, not capturing) and the event was not re-recorded
     /// since `ticket`, `s2` is ordered after the source and after the source
@@ -809,6 +903,28 @@ impl Ledger {
             }
         }
         true
+    }
+
+    /// R8, R14: `task`'s stream `s2` waits on the device for `event`:
+    /// [`Ledger::begin_wait`], then `driver_wait` (the driver's stream wait,
+    /// with no ledger lock held), which says whether the ledger may learn
+    /// from it (`false`: a wait captured into a graph, or on an event
+    /// recorded where the ledger did not see), then
+    /// [`Ledger::finish_stream_wait`] if so. Returns whether the Ordered
+    /// facts were kept.
+    ///
+    /// # Errors
+    ///
+    /// `driver_wait`'s error.
+    pub fn stream_wait<E>(
+        &self,
+        task: &Task,
+        event: &EventCoverage,
+        s2: StreamId,
+        driver_wait: impl FnOnce() -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        let ticket = self.begin_wait(event);
+        Ok(driver_wait()? && self.finish_stream_wait(task, event, ticket, s2))
     }
 
     /// The entries of `s`'s `waited` row that are not 0, as
@@ -854,6 +970,28 @@ impl Ledger {
         for (t, w) in self.waited_row(closed.stream) {
             self.mark_completed(t, StreamEpoch(w));
         }
+    }
+
+    /// R5, R14: `task` synchronizes `s`: [`Ledger::begin_stream_sync`], then
+    /// `driver_sync` (the driver's synchronize, with no ledger lock held),
+    /// then [`Ledger::finish_stream_sync`] if it succeeded. Returns the
+    /// epoch the synchronize closed.
+    ///
+    /// # Errors
+    ///
+    /// The outer [`LedgerError::SyncWhileCapturing`] if `s` is capturing
+    /// (`driver_sync` is not called); the inner `driver_sync`'s error.
+    pub fn stream_sync<E>(
+        &self,
+        task: &Task,
+        s: StreamId,
+        driver_sync: impl FnOnce() -> Result<(), E>,
+    ) -> Result<Result<Closed, E>, LedgerError> {
+        let closed = self.begin_stream_sync(task, s)?;
+        Ok(driver_sync().map(|()| {
+            self.finish_stream_sync(closed);
+            closed
+        }))
     }
 
     // ----- counters -------------------------------------------------------

@@ -16,14 +16,17 @@
 //! The [`Ledger`] holds stream orders, event coverage ([`EventCoverage`]) and
 //! buffer stamps ([`BufferStamps`]), and *decides* ([`Ledger::hand_off`]);
 //! the runtime (`gpu-sched`) acts. It has no CUDA dependency and no method
-//! blocks: driver calls happen between `begin_*` and `finish_*` halves, with
-//! no lock held (R14). See `README.md` beside this crate for the rules.
+//! blocks: the runtime hands its driver calls to [`Ledger::record`],
+//! [`Ledger::event_complete`], [`Ledger::stream_wait`] and
+//! [`Ledger::stream_sync`], which make them with no lock held (R14). See
+//! `README.md` beside this crate for the rules.
 
 mod counters;
 mod event;
 mod ids;
 mod ledger;
 mod primitive;
+mod seqlock;
 mod set;
 mod stamp;
 mod task;

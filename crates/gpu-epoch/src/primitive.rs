@@ -23,23 +23,23 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
-/// One round of waiting for a short critical section on another thread:
-/// spin a while, then yield the processor (loom: always yield, so its
-/// scheduler runs the other thread).
-#[inline]
-pub(crate) fn spin_wait(spins: &mut u32) {
-    #[cfg(loom)]
-    {
-        let _ = spins;
-        loom::thread::yield_now();
+/// Waiting for a short critical section on another thread: spin a while,
+/// then yield the processor (crossbeam's `Backoff`).
+#[cfg(not(loom))]
+pub(crate) use crossbeam_utils::Backoff;
+
+/// Loom's stand-in for crossbeam's `Backoff`: each round yields, so that
+/// loom's scheduler runs the thread being waited for.
+#[cfg(loom)]
+pub(crate) struct Backoff;
+
+#[cfg(loom)]
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Backoff
     }
-    #[cfg(not(loom))]
-    {
-        *spins += 1;
-        if *spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
+
+    pub(crate) fn snooze(&self) {
+        loom::thread::yield_now();
     }
 }

@@ -16,6 +16,9 @@ pub struct Task {
 #[derive(Debug)]
 struct TaskState {
     id: TaskId,
+    /// Stored `false` `Release` by `finish`; loaded `Acquire` by `is_live`
+    /// (a take-over, under the stream's `owner` mutex): the taker comes
+    /// after the finished task's last submission and close.
     live: AtomicBool,
 }
 

@@ -65,9 +65,7 @@ fn t01_event_synchronized_on_the_host_avoids_the_wait() {
 fn t02_event_query_found_done_avoids_the_wait() {
     let (l, s, _p, ev, mut a, _b) = parent_then_more_work(2);
     let child = l.begin_task();
-    let w = l.begin_wait(&ev);
-    // driver: cuEventQuery said done
-    assert!(l.finish_event_complete(&ev, w));
+    assert!(l.event_complete(&ev, driver("cuEventQuery", true)).unwrap());
     let before = l.counters();
     assert_eq!(
         write(&l, &child, &mut a, s[1]),

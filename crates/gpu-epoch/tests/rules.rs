@@ -8,6 +8,7 @@ use gpu_epoch::{
     Access, Binding, BufferStamps, Decision, EventCoverage, Generation, LedgerError, Reason,
     StreamEpoch, StreamId, StreamSet,
 };
+use std::convert::Infallible;
 
 fn set(xs: &[StreamId]) -> StreamSet {
     let mut s = StreamSet::new();
@@ -180,18 +181,21 @@ fn r07_a_query_that_finds_the_event_done_completes_it() {
     let mut a = BufferStamps::new();
     write(&l, &t0, &mut a, s[0]);
     record(&l, &t0, &ev, s[0]);
-    // Not ready: no finish call, no fact.
-    let _not_ready = l.begin_wait(&ev);
+    // Not ready: no fact.
+    assert!(!l
+        .event_complete(&ev, driver("cuEventQuery", false))
+        .unwrap());
     assert_eq!(l.completed(s[0]), StreamEpoch(0));
     // Done, but re-recorded between the read and the query: no fact.
-    let w = l.begin_wait(&ev);
-    record(&l, &t2, &ev, s[2]);
-    assert!(!l.finish_event_complete(&ev, w));
+    let rerecorded = l.event_complete(&ev, || {
+        record(&l, &t2, &ev, s[2]);
+        Ok::<_, Infallible>(true)
+    });
+    assert!(!rerecorded.unwrap());
     assert_eq!(l.completed(s[0]), StreamEpoch(0));
     // Done: Completed.
     record(&l, &t0, &ev, s[0]);
-    let w = l.begin_wait(&ev);
-    assert!(l.finish_event_complete(&ev, w));
+    assert!(l.event_complete(&ev, driver("cuEventQuery", true)).unwrap());
     assert_eq!(l.completed(s[0]), StreamEpoch(2));
     assert_eq!(
         l.hand_off(a.get_mut(), s[1], Access::Write, true),
@@ -416,22 +420,24 @@ fn r14_no_lock_is_held_across_a_driver_call() {
     let ev = EventCoverage::new();
     record(&l, &t0, &ev, s[0]);
     l.bind(&t1, s[1]);
-    let w = l.begin_wait(&ev);
-    // "During the driver wait", another thread records and queries the event:
-    // it must not block on a lock the waiter holds.
-    std::thread::scope(|sc| {
-        let (tx, rx) = mpsc::channel();
-        let (l, ev, t2, s2) = (&l, &ev, &t2, s[2]);
-        sc.spawn(move || {
-            record(l, t2, ev, s2);
-            event_sync(l, ev);
-            tx.send(()).unwrap();
+    let kept = l.stream_wait(&t1, &ev, s[1], || {
+        // During the driver wait, another thread records and queries the
+        // event: it must not block on a lock the waiter holds.
+        std::thread::scope(|sc| {
+            let (tx, rx) = mpsc::channel();
+            let (l, ev, t2, s2) = (&l, &ev, &t2, s[2]);
+            sc.spawn(move || {
+                record(l, t2, ev, s2);
+                event_sync(l, ev);
+                tx.send(()).unwrap();
+            });
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("a record blocked while another task waited on the event");
         });
-        rx.recv_timeout(Duration::from_secs(10))
-            .expect("a record blocked while another task waited on the event");
+        Ok::<_, Infallible>(true)
     });
     // The re-record is detected by the record count.
-    assert!(!l.finish_stream_wait(&t1, &ev, w, s[1]));
+    assert!(!kept.unwrap());
     assert_eq!(l.waited(s[1], s[0]), StreamEpoch(0));
     // Two records in flight at once: whichever driver call lands last, the
     // event covers nothing until a record runs alone.
