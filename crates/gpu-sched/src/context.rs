@@ -821,16 +821,17 @@ impl TaskContext {
     /// [`Error::Capturing`] while capturing; driver errors.
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        let l = &self.rt.inner.ledger;
-        let closed =
-            l.begin_stream_sync(self.task(), self.sid())
-                .map_err(|_| Error::Capturing {
-                    what: "synchronizing the stream",
-                })?;
         self.rt
-            .driver()
-            .stream_sync(self.raw(), self.rt.inner.sync_mode)?;
-        l.finish_stream_sync(closed);
+            .inner
+            .ledger
+            .stream_sync(self.task(), self.sid(), || {
+                self.rt
+                    .driver()
+                    .stream_sync(self.raw(), self.rt.inner.sync_mode)
+            })
+            .map_err(|_| Error::Capturing {
+                what: "synchronizing the stream",
+            })??;
         self.pending.set(false);
         Ok(())
     }

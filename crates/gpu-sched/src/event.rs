@@ -80,12 +80,9 @@ impl Event {
     /// Driver errors.
     pub fn synchronize(&self) -> Result<()> {
         let p = self.pooled();
-        let l = &self.rt.inner.ledger;
-        let ticket = l.begin_wait(&p.coverage);
-        self.rt.driver().event_sync(p.raw)?;
-        if self.facts_ok() {
-            l.finish_event_complete(&p.coverage, ticket);
-        }
+        self.rt.inner.ledger.event_complete(&p.coverage, || {
+            self.rt.driver().event_sync(p.raw).map(|()| self.facts_ok())
+        })?;
         Ok(())
     }
 
@@ -97,12 +94,11 @@ impl Event {
     /// Driver errors.
     pub fn query(&self) -> Result<bool> {
         let p = self.pooled();
-        let l = &self.rt.inner.ledger;
-        let ticket = l.begin_wait(&p.coverage);
-        let done = self.rt.driver().event_query(p.raw)?;
-        if done && self.facts_ok() {
-            l.finish_event_complete(&p.coverage, ticket);
-        }
+        let mut done = false;
+        self.rt.inner.ledger.event_complete(&p.coverage, || {
+            done = self.rt.driver().event_query(p.raw)?;
+            Ok::<_, crate::Error>(done && self.facts_ok())
+        })?;
         Ok(done)
     }
 }
@@ -145,13 +141,12 @@ impl TaskContext {
         self.bind()?;
         self.refuse_in_capture("recording an event")?;
         let p = event.pooled();
-        let l = &self.rt.inner.ledger;
-        let ticket = l.begin_record(self.task(), &p.coverage, self.sid());
-        if let Err(e) = self.rt.driver().record(p.raw, self.raw()) {
-            l.abort_record(&p.coverage, ticket);
-            return Err(e);
-        }
-        l.finish_record(&p.coverage, ticket);
+        self.rt
+            .inner
+            .ledger
+            .record(self.task(), &p.coverage, self.sid(), || {
+                self.rt.driver().record(p.raw, self.raw())
+            })?;
         Ok(())
     }
 
@@ -166,15 +161,14 @@ impl TaskContext {
         self.bind()?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
-        let ticket = l.begin_wait(&p.coverage);
         if l.is_capturing(self.sid()) {
             // Only orders the graph's operations: no fact (R12).
             return self.rt.driver().wait_event_in_capture(self.raw(), p.raw);
         }
-        self.rt.driver().wait_event(self.raw(), p.raw)?;
-        if event.facts_ok() {
-            l.finish_stream_wait(self.task(), &p.coverage, ticket, self.sid());
-        }
+        l.stream_wait(self.task(), &p.coverage, self.sid(), || {
+            let waited = self.rt.driver().wait_event(self.raw(), p.raw);
+            waited.map(|()| event.facts_ok())
+        })?;
         Ok(())
     }
 
@@ -184,15 +178,20 @@ impl TaskContext {
         self.bind()?;
         self.refuse_in_capture("recording a fence (a spawn, a join)")?;
         let p = self.rt.take_event()?;
-        let l = &self.rt.inner.ledger;
-        let ticket = l.begin_record(self.task(), &p.coverage, self.sid());
-        if let Err(e) = self.rt.driver().record(p.raw, self.raw()) {
-            l.abort_record(&p.coverage, ticket);
-            self.rt.give_event(p);
-            return Err(e);
+        let recorded = self
+            .rt
+            .inner
+            .ledger
+            .record(self.task(), &p.coverage, self.sid(), || {
+                self.rt.driver().record(p.raw, self.raw())
+            });
+        match recorded {
+            Ok(_) => Ok(p),
+            Err(e) => {
+                self.rt.give_event(p);
+                Err(e)
+            }
         }
-        l.finish_record(&p.coverage, ticket);
-        Ok(p)
     }
 }
 
@@ -247,10 +246,9 @@ impl Fence {
     pub fn synchronize(self) -> Result<()> {
         let rt = &self.inner.rt;
         let p = self.event();
-        let l = &rt.inner.ledger;
-        let ticket = l.begin_wait(&p.coverage);
-        rt.driver().event_sync(p.raw)?;
-        l.finish_event_complete(&p.coverage, ticket);
+        rt.inner
+            .ledger
+            .event_complete(&p.coverage, || rt.driver().event_sync(p.raw).map(|()| true))?;
         Ok(())
     }
 }
@@ -280,10 +278,15 @@ impl TaskContext {
         self.rt.check_same(fence.runtime_id(), "the fence")?;
         self.bind()?;
         let p = fence.event();
-        let l = &self.rt.inner.ledger;
-        let ticket = l.begin_wait(&p.coverage);
-        self.rt.driver().wait_event(self.raw(), p.raw)?;
-        l.finish_stream_wait(self.task(), &p.coverage, ticket, self.sid());
+        self.rt
+            .inner
+            .ledger
+            .stream_wait(self.task(), &p.coverage, self.sid(), || {
+                self.rt
+                    .driver()
+                    .wait_event(self.raw(), p.raw)
+                    .map(|()| true)
+            })?;
         Ok(())
     }
 
