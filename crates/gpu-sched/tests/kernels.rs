@@ -175,12 +175,12 @@ fn wrappers<T: Elem>(rt: &Runtime, seed: u64) {
 fn wrappers_f32(rt: &Runtime) {
     wrappers::<f32>(rt, 0x5eed_0032);
 }
-backend_tests!(wrappers_f32 => wrappers_f32_host, wrappers_f32_cuda);
+backend_tests!(wrappers_f32);
 
 fn wrappers_f64(rt: &Runtime) {
     wrappers::<f64>(rt, 0x5eed_0064);
 }
-backend_tests!(wrappers_f64 => wrappers_f64_host, wrappers_f64_cuda);
+backend_tests!(wrappers_f64);
 
 /// `scale_into` with `x` and `y` of different lengths: the typed error of
 /// the other two-buffer wrappers, and nothing written.
@@ -209,7 +209,7 @@ fn scale_into_length_mismatch(rt: &Runtime) {
     }
     assert_eq!(t.to_vec(&y).unwrap(), [2.0; 4], "the failed call wrote y");
 }
-backend_tests!(scale_into_length_mismatch => scale_into_length_mismatch_host, scale_into_length_mismatch_cuda);
+backend_tests!(scale_into_length_mismatch);
 
 /// `spin`, `spin_touch` and `gate`: the timed kernels finish and
 /// `spin_touch` adds one; a gate opened before it is reached passes without
@@ -242,4 +242,4 @@ fn timed_kernels(rt: &Runtime) {
     t.synchronize().unwrap();
     assert!(!closed.is_open() && closed.timed_out(), "{closed:?}");
 }
-backend_tests!(timed_kernels => timed_kernels_host, timed_kernels_cuda);
+backend_tests!(timed_kernels);

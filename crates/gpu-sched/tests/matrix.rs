@@ -139,7 +139,7 @@ fn t01_event_synchronized(rt: &Runtime) {
     assert_all(&parent.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t01_event_synchronized => t01_event_synchronized_host, t01_event_synchronized_cuda);
+backend_tests!(t01_event_synchronized);
 
 /// T2: an event a query found done covers the parent's work (Completed).
 fn t02_event_query_found_done(rt: &Runtime) {
@@ -174,7 +174,7 @@ fn t02_event_query_found_done(rt: &Runtime) {
     assert_all(&parent.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t02_event_query_found_done => t02_event_query_found_done_host, t02_event_query_found_done_cuda);
+backend_tests!(t02_event_query_found_done);
 
 /// T3: a stream synchronize covers the work before it (Completed).
 fn t03_stream_synchronized(rt: &Runtime) {
@@ -201,7 +201,7 @@ fn t03_stream_synchronized(rt: &Runtime) {
     assert_all(&parent.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t03_stream_synchronized => t03_stream_synchronized_host, t03_stream_synchronized_cuda);
+backend_tests!(t03_stream_synchronized);
 
 /// T4, the seed's example: the child waits for the parent's event on the
 /// device (Ordered); its host-sync pointer returns while the parent's
@@ -232,7 +232,7 @@ fn t04_event_waited_by_new_stream(rt: &Runtime) {
     assert_all(&parent.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t04_event_waited_by_new_stream => t04_event_waited_by_new_stream_host, t04_event_waited_by_new_stream_cuda);
+backend_tests!(t04_event_waited_by_new_stream);
 
 /// T5: a stream whose task finished is taken over by a new task (R3), here
 /// while it is still busy (so it is not recycled): the new owner's record
@@ -322,7 +322,7 @@ fn t05_stream_taken_over_from_finished_task(rt: &Runtime) {
     drop(next);
     assert_no_races(rt);
 }
-backend_tests!(t05_stream_taken_over_from_finished_task => t05_stream_taken_over_from_finished_task_host, t05_stream_taken_over_from_finished_task_cuda);
+backend_tests!(t05_stream_taken_over_from_finished_task);
 
 // ----- still wait ---------------------------------------------------------------
 
@@ -349,7 +349,7 @@ fn t06_memory_used_after_event(rt: &Runtime) {
     assert_all(&v, 3.0); // (1 * 2) + 1: the parent's scale came first
     assert_no_races(rt);
 }
-backend_tests!(t06_memory_used_after_event => t06_memory_used_after_event_host, t06_memory_used_after_event_cuda);
+backend_tests!(t06_memory_used_after_event);
 
 /// T7: an event recorded by another task covers nothing of the parent's
 /// stream: (i) recorded on that task's own stream, it orders the waiter
@@ -409,7 +409,7 @@ fn t07_event_recorded_by_another_task(rt: &Runtime) {
     assert_all(&parent.to_vec(&later).unwrap(), 6.0);
     assert_no_races(rt);
 }
-backend_tests!(t07_event_recorded_by_another_task => t07_event_recorded_by_another_task_host, t07_event_recorded_by_another_task_cuda);
+backend_tests!(t07_event_recorded_by_another_task);
 
 /// T8: an event on a stream several live tasks use covers nothing, and the
 /// stream stays shared after the other task finished (sticky).
@@ -459,7 +459,7 @@ fn t08_event_on_shared_stream(rt: &Runtime) {
     assert_all(&parent.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t08_event_on_shared_stream => t08_event_on_shared_stream_host, t08_event_on_shared_stream_cuda);
+backend_tests!(t08_event_on_shared_stream);
 
 /// T9: an event re-recorded elsewhere covers only its last record: (i) a
 /// waiter after the re-record is not ordered after the first; (ii) a host
@@ -527,7 +527,7 @@ fn t09_event_re_recorded_elsewhere(rt: &Runtime) {
     assert_all(&parent.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t09_event_re_recorded_elsewhere => t09_event_re_recorded_elsewhere_host, t09_event_re_recorded_elsewhere_cuda);
+backend_tests!(t09_event_re_recorded_elsewhere);
 
 /// T10: a launch through a pointer taken before a synchronize (or an event)
 /// is not covered by it: the escaped buffer's next task waits for everything
@@ -578,7 +578,7 @@ fn t10_launch_through_pointer_taken_before(rt: &Runtime) {
     assert_all(&v, 3.0);
     assert_no_races(rt);
 }
-backend_tests!(t10_launch_through_pointer_taken_before => t10_launch_through_pointer_taken_before_host, t10_launch_through_pointer_taken_before_cuda);
+backend_tests!(t10_launch_through_pointer_taken_before);
 
 /// T11: capture gives no facts (a record on the capturing stream is refused,
 /// §8: a stream waiting on it would join the capture; captured operations
@@ -632,7 +632,7 @@ fn t11_capture_gives_no_facts(rt: &Runtime) {
     assert_all(&v, 3.0); // the graph's (1 * 2), then + 1
     assert_no_races(rt);
 }
-backend_tests!(t11_capture_gives_no_facts => t11_capture_gives_no_facts_host, t11_capture_gives_no_facts_cuda);
+backend_tests!(t11_capture_gives_no_facts);
 
 /// T11, the wait half: a wait on a capturing stream only orders the
 /// graph's operations, so it gives no Ordered fact; after the capture the
@@ -665,7 +665,7 @@ fn t11b_wait_while_capturing_gives_no_fact(rt: &Runtime) {
     assert_all(&parent.to_vec(&y).unwrap(), 3.0);
     assert_no_races(rt);
 }
-backend_tests!(t11b_wait_while_capturing_gives_no_fact => t11b_wait_while_capturing_gives_no_fact_host, t11b_wait_while_capturing_gives_no_fact_cuda);
+backend_tests!(t11b_wait_while_capturing_gives_no_fact);
 
 // ----- ours ---------------------------------------------------------------------
 
@@ -718,7 +718,7 @@ fn t12_transitive(rt: &Runtime) {
     assert_all(&child.to_vec(&own).unwrap(), 2.0);
     assert_no_races(rt);
 }
-backend_tests!(t12_transitive => t12_transitive_host, t12_transitive_cuda);
+backend_tests!(t12_transitive);
 
 /// T13 (X2): readers on different streams do not wait for each other; a
 /// writer waits for the last writer and every reader since, each unless
@@ -763,7 +763,7 @@ fn t13_concurrent_readers(rt: &Runtime) {
     assert_all(&r1.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t13_concurrent_readers => t13_concurrent_readers_host, t13_concurrent_readers_cuda);
+backend_tests!(t13_concurrent_readers);
 
 /// T14 (X3): siblings on disjoint chunks never wait for each other; the join
 /// restamps the buffer on the joining stream after its ordered waits.
@@ -827,7 +827,7 @@ fn t14_disjoint_chunks(rt: &Runtime) {
     assert_all(&left.to_vec(&later).unwrap(), 5.0);
     assert_no_races(rt);
 }
-backend_tests!(t14_disjoint_chunks => t14_disjoint_chunks_host, t14_disjoint_chunks_cuda);
+backend_tests!(t14_disjoint_chunks);
 
 /// T15 (X4): dropping a buffer that queued work still uses returns at once
 /// and frees the memory only after that work (a writer on one stream and a
@@ -859,4 +859,4 @@ fn t15_drop_while_in_use(rt: &Runtime) {
     assert_all(&reader.to_vec(&y).unwrap(), 2.0);
     assert_no_races(rt);
 }
-backend_tests!(t15_drop_while_in_use => t15_drop_while_in_use_host, t15_drop_while_in_use_cuda);
+backend_tests!(t15_drop_while_in_use);

@@ -75,7 +75,7 @@ fn sound01_pooled_event_covers_nothing(rt: &Runtime) {
     assert_all(&r2.to_vec(&out).unwrap(), 1.0);
     assert!(!g.timed_out());
 }
-backend_tests!(sound01_pooled_event_covers_nothing => sound01_pooled_event_covers_nothing_host, sound01_pooled_event_covers_nothing_cuda);
+backend_tests!(sound01_pooled_event_covers_nothing);
 
 /// Defect 2: views had no way back to their parent but an explicit rejoin,
 /// and the parent kept its stamps from before the split: dropped views left
@@ -130,7 +130,7 @@ fn sound02_split_without_rejoin(rt: &Runtime) {
     child.synchronize().unwrap();
     assert!(!g.timed_out() && !g2.timed_out());
 }
-backend_tests!(sound02_split_without_rejoin => sound02_split_without_rejoin_host, sound02_split_without_rejoin_cuda);
+backend_tests!(sound02_split_without_rejoin);
 
 /// Defect 3: a safe `submit()` could pass any pointer or length to any
 /// kernel. Now `Launch::submit` and `block_on` are `unsafe` (compile-fail
@@ -160,7 +160,7 @@ fn sound03_safe_launches_stay_in_their_buffers(rt: &Runtime) {
     t.synchronize().unwrap();
     assert!(!g.timed_out());
 }
-backend_tests!(sound03_safe_launches_stay_in_their_buffers => sound03_safe_launches_stay_in_their_buffers_host, sound03_safe_launches_stay_in_their_buffers_cuda);
+backend_tests!(sound03_safe_launches_stay_in_their_buffers);
 
 /// A user's generic code over the sealed trait: still works for buffers and
 /// views.
@@ -194,7 +194,7 @@ fn sound04_device_slice_is_sealed(rt: &Runtime) {
         "rejoined here"
     );
 }
-backend_tests!(sound04_device_slice_is_sealed => sound04_device_slice_is_sealed_host, sound04_device_slice_is_sealed_cuda);
+backend_tests!(sound04_device_slice_is_sealed);
 
 /// Defect 5: inside a capture, `copy_to_host` submitted its copy into the
 /// graph and only then failed: each launch of the graph wrote into a `Vec`
@@ -226,7 +226,7 @@ fn sound05_capture_refuses_host_memory(rt: &Runtime) {
     t.synchronize().unwrap();
     assert_all(&t.to_vec(&b).unwrap(), 0.0);
 }
-backend_tests!(sound05_capture_refuses_host_memory => sound05_capture_refuses_host_memory_host, sound05_capture_refuses_host_memory_cuda);
+backend_tests!(sound05_capture_refuses_host_memory);
 
 /// Defect 6: `Staging::new` computed its size unchecked: in release it
 /// wrapped, and an 8-byte allocation stood behind a slice of 2^61 elements.
@@ -244,7 +244,7 @@ fn sound06_sizes_are_checked(rt: &Runtime) {
     assert_eq!(s.as_slice().unwrap().len(), 4);
     assert_eq!(rt.live().allocations, 0);
 }
-backend_tests!(sound06_sizes_are_checked => sound06_sizes_are_checked_host, sound06_sizes_are_checked_cuda);
+backend_tests!(sound06_sizes_are_checked);
 
 /// Defect 7: a panic inside `capture` left the stream capturing, and it went
 /// back to the pool so: the next task's work vanished into a graph nobody
@@ -273,7 +273,7 @@ fn sound07_capture_ends_on_unwind(rt: &Runtime) {
         assert_all(&t.to_vec(&b).unwrap(), 4.0);
     }
 }
-backend_tests!(sound07_capture_ends_on_unwind => sound07_capture_ends_on_unwind_host, sound07_capture_ends_on_unwind_cuda);
+backend_tests!(sound07_capture_ends_on_unwind);
 
 /// Defect 8: the host backend allocated buffers under 4 bytes with one
 /// layout and freed them with another (undefined behaviour), and its memory
@@ -302,7 +302,7 @@ fn sound08_tiny_buffers_alloc_and_free_alike(rt: &Runtime) {
     let live = rt2.live();
     assert_eq!((live.allocations, live.device_bytes), (0, 0), "{live:?}");
 }
-backend_tests!(sound08_tiny_buffers_alloc_and_free_alike => sound08_tiny_buffers_alloc_and_free_alike_host, sound08_tiny_buffers_alloc_and_free_alike_cuda);
+backend_tests!(sound08_tiny_buffers_alloc_and_free_alike);
 
 /// Defect 9: `Runtime::ledger()` and `TaskContext::task()` handed safe code
 /// the ledger's mutators (`mark_completed`, `recycle`, `bind`...): one false
@@ -324,7 +324,7 @@ fn sound09_the_ledger_is_read_only(rt: &Runtime) {
     assert!(rt.ledger().epoch(s) > epoch, "the record closed an epoch");
     assert!(rt.ledger().stream_count() >= 2);
 }
-backend_tests!(sound09_the_ledger_is_read_only => sound09_the_ledger_is_read_only_host, sound09_the_ledger_is_read_only_cuda);
+backend_tests!(sound09_the_ledger_is_read_only);
 
 /// Defect 10: a stream got its ledger slot before the driver created it; if
 /// creating failed, the slot stayed with no stream behind it, and the
@@ -361,7 +361,7 @@ fn sound10_failed_stream_creation_leaves_no_slot(rt: &Runtime) {
         "the device-wide synchronize waited for the newest stream"
     );
 }
-backend_tests!(sound10_failed_stream_creation_leaves_no_slot => sound10_failed_stream_creation_leaves_no_slot_host, sound10_failed_stream_creation_leaves_no_slot_cuda);
+backend_tests!(sound10_failed_stream_creation_leaves_no_slot);
 
 /// The unneeded wait: a buffer made by one task and read back by another,
 /// then written on a third stream. The first task's last epoch never
@@ -392,4 +392,4 @@ fn sound11_no_wait_after_from_host_then_to_vec(rt: &Runtime) {
     assert_eq!((d.device_waits, d.host_syncs), (0, 0), "{d:?}");
     assert_all(&writer2.to_vec(&b).unwrap(), 4.0);
 }
-backend_tests!(sound11_no_wait_after_from_host_then_to_vec => sound11_no_wait_after_from_host_then_to_vec_host, sound11_no_wait_after_from_host_then_to_vec_cuda);
+backend_tests!(sound11_no_wait_after_from_host_then_to_vec);

@@ -3,19 +3,11 @@
 //! buffers as they were and the runtime usable (but for the sticky error,
 //! which is for good).
 
-use gpu::{
-    BackendChoice, Error, KernelArg, KernelDef, KernelRef, LaunchConfig, Module, PipelineOptions,
-    Runtime, RuntimeOptions,
-};
-use gpu_kernels as k;
+mod common;
 
-fn host() -> Runtime {
-    Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Host,
-        ..RuntimeOptions::default()
-    })
-    .expect("the host backend starts")
-}
+use common::{assert_no_races, host};
+use gpu::{Error, KernelArg, KernelDef, KernelRef, LaunchConfig, Module, PipelineOptions};
+use gpu_kernels as k;
 
 /// The error of `r`, which must have failed.
 #[track_caller]
@@ -33,11 +25,6 @@ fn says(e: &Error, parts: &[&str]) {
     for p in parts {
         assert!(msg.contains(p), "the message {msg:?} does not say {p:?}");
     }
-}
-
-#[track_caller]
-fn no_races(rt: &Runtime) {
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
 }
 
 #[test]
@@ -104,7 +91,7 @@ fn length_mismatch() {
     says(&e, &["par_map's output has 3 elements, 4 expected"]);
 
     assert_eq!(y.to_vec().unwrap(), vec![2.0; 8]);
-    no_races(&rt);
+    assert_no_races(&rt);
 }
 
 #[test]
@@ -133,7 +120,7 @@ fn zero_chunk() {
     assert!(matches!(e, Error::ZeroChunk), "{e:?}");
 
     assert_eq!(b.to_vec().unwrap(), vec![1.0; 16]);
-    no_races(&rt);
+    assert_no_races(&rt);
 }
 
 #[test]
@@ -199,8 +186,8 @@ fn a_buffer_or_event_of_another_runtime() {
 
     assert_eq!(mine.to_vec().unwrap(), vec![1.0; 8]);
     assert_eq!(theirs.to_vec().unwrap(), vec![2.0; 8]);
-    no_races(&rt);
-    no_races(&other);
+    assert_no_races(&rt);
+    assert_no_races(&other);
 }
 
 #[test]
@@ -280,7 +267,7 @@ fn wrong_kernel_arguments() {
     );
 
     assert_eq!(a.to_vec().unwrap(), vec![1.0; 8]);
-    no_races(&rt);
+    assert_no_races(&rt);
 }
 
 #[test]
@@ -338,7 +325,7 @@ fn host_sync_ptr_and_synchronize_during_a_capture() {
     assert_eq!(a.to_vec().unwrap(), vec![1.0; 8]);
     gpu::scope_on(&rt, |s| k::add_scalar(s, &mut a, 1.0)).unwrap();
     assert_eq!(a.to_vec().unwrap(), vec![2.0; 8]);
-    no_races(&rt);
+    assert_no_races(&rt);
 }
 
 /// A kernel that faults (a panic in a host kernel breaks the context).

@@ -2,40 +2,26 @@
 //! every sibling's GPU work has finished (a sibling is gated when the error
 //! is returned; another thread opens the gate a little later).
 
-use gpu::{Error, Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, open_later, runtime, wait_for, zeroed, TIMEOUT};
+use gpu::Error;
 use gpu_kernels::{add_scalar, gate};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 const N: usize = 1024;
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn wait_for(flag: &AtomicBool, what: &str) {
-    let start = Instant::now();
-    while !flag.load(Ordering::SeqCst) {
-        assert!(start.elapsed() < TIMEOUT, "{what} never happened");
-        std::thread::yield_now();
-    }
-}
 
 #[test]
 fn scope_returns_the_error_after_the_gated_siblings_work_finished() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = runtime();
     let g = rt.gate().unwrap();
     let done = rt.event().unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut y = setup.zeros::<f32>(N).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let [mut y] = zeroed(&rt, N);
     let queued = AtomicBool::new(false);
     let failing = AtomicBool::new(false);
 
     let r: gpu::Result<()> = std::thread::scope(|threads| {
-        threads.spawn(|| {
-            wait_for(&failing, "the error");
-            std::thread::sleep(Duration::from_millis(100));
-            g.open();
-        });
+        open_later(threads, &g, &failing, "the error");
         gpu::scope_on(&rt, |s| {
             let (y, g, done, queued, failing) = (&mut y, &g, &done, &queued, &failing);
             s.spawn(move |t| {
@@ -63,27 +49,20 @@ fn scope_returns_the_error_after_the_gated_siblings_work_finished() {
     );
     assert!(!g.timed_out());
     assert!(y.to_vec().unwrap().iter().all(|v| *v == 1.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 #[test]
 fn the_scope_bodys_own_error_also_waits_for_its_tasks() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = runtime();
     let g = rt.gate().unwrap();
     let done = rt.event().unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut y = setup.zeros::<f32>(N).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let [mut y] = zeroed(&rt, N);
     let queued = AtomicBool::new(false);
     let failing = AtomicBool::new(false);
 
     let r: gpu::Result<u32> = std::thread::scope(|threads| {
-        threads.spawn(|| {
-            wait_for(&failing, "the error");
-            std::thread::sleep(Duration::from_millis(100));
-            g.open();
-        });
+        open_later(threads, &g, &failing, "the error");
         gpu::scope_on(&rt, |s| {
             let (y, g, done, queued) = (&mut y, &g, &done, &queued);
             s.spawn(move |t| {
@@ -106,5 +85,5 @@ fn the_scope_bodys_own_error_also_waits_for_its_tasks() {
     );
     assert!(!g.timed_out());
     assert!(y.to_vec().unwrap().iter().all(|v| *v == 1.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

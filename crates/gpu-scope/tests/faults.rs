@@ -11,9 +11,12 @@
 //! pooled, so what is compared is what is *in use* (and the memory) at a
 //! quiet moment, after a `synchronize`.
 
+mod common;
+
+use common::{assert_no_races, host, host_with, open_later, wait_for, zeroed, TIMEOUT};
 use gpu::{
-    BackendChoice, Buffer, Error, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts,
-    Module, Param, Runtime, RuntimeOptions,
+    Buffer, Error, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param,
+    Runtime, RuntimeOptions,
 };
 use gpu_kernels as k;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -21,23 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// How long a gate may stay closed; never reached when the code is right.
-const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long any one test may take before it counts as hung.
 const HANG: Duration = Duration::from_secs(30);
-
-fn host_with(limit: usize) -> Runtime {
-    Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Host,
-        host_memory_limit: limit,
-        ..RuntimeOptions::default()
-    })
-    .expect("the host backend starts")
-}
-
-fn host() -> Runtime {
-    host_with(RuntimeOptions::default().host_memory_limit)
-}
 
 /// The live counts at a quiet moment.
 fn quiet(rt: &Runtime) -> LiveCounts {
@@ -64,8 +52,7 @@ fn assert_back(rt: &Runtime, before: &LiveCounts) {
         in_use(before),
         "leaked: {before:?} -> {now:?}"
     );
-    let races = rt.races();
-    assert!(races.is_empty(), "{} race(s): {races:#?}", races.len());
+    assert_no_races(rt);
 }
 
 /// The runtime still works: a small scope with a child computes right.
@@ -96,18 +83,13 @@ fn within<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static)
     }
 }
 
-fn wait_for(flag: &AtomicBool, what: &str) {
-    let start = Instant::now();
-    while !flag.load(SeqCst) {
-        assert!(start.elapsed() < GATE_TIMEOUT, "{what} never happened");
-        std::thread::yield_now();
-    }
-}
-
 #[test]
 fn allocation_failure_is_out_of_memory_and_leaks_nothing() {
     const LIMIT: usize = 1 << 20;
-    let rt = host_with(LIMIT);
+    let rt = host_with(RuntimeOptions {
+        host_memory_limit: LIMIT,
+        ..RuntimeOptions::default()
+    });
     let before = quiet(&rt);
 
     // Too much at once, in a scope body and in a child.
@@ -226,11 +208,7 @@ fn a_kernel_fault_is_sticky_and_nothing_hangs() {
     within("the sticky-error test", || {
         let rt = host();
         let g = rt.gate().unwrap();
-        let setup = rt.begin_task().unwrap();
-        let mut y = setup.zeros::<f32>(256).unwrap();
-        let mut z = setup.zeros::<f32>(256).unwrap();
-        setup.synchronize().unwrap();
-        drop(setup);
+        let [mut y, mut z] = zeroed(&rt, 256);
         let faulted = AtomicBool::new(false);
         let r = std::thread::scope(|threads| {
             threads.spawn(|| {
@@ -243,7 +221,7 @@ fn a_kernel_fault_is_sticky_and_nothing_hangs() {
                 // A sibling with work queued behind a gate when the fault
                 // happens.
                 s.spawn(move |t| {
-                    k::gate(t, g, GATE_TIMEOUT)?;
+                    k::gate(t, g, TIMEOUT)?;
                     k::add_scalar(t, y, 1.0)
                 });
                 s.spawn(move |t| {
@@ -301,25 +279,17 @@ fn a_kernel_fault_is_sticky_and_nothing_hangs() {
 fn fail_with_work_in_flight(rt: &Runtime, panic: bool) -> Result<gpu::Result<()>, String> {
     let g = rt.gate().unwrap();
     let done = rt.event().unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut y = setup.zeros::<f32>(1024).unwrap();
-    let mut w = setup.zeros::<f32>(1024).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let [mut y, mut w] = zeroed(rt, 1024);
     let (queued, failing) = (AtomicBool::new(false), AtomicBool::new(false));
     let r = std::thread::scope(|threads| {
-        threads.spawn(|| {
-            wait_for(&failing, "the failure");
-            std::thread::sleep(Duration::from_millis(100));
-            g.open();
-        });
+        open_later(threads, &g, &failing, "the failure");
         catch_unwind(AssertUnwindSafe(|| {
             gpu::scope_on(rt, |s| {
                 let (y, w, g, done, queued, failing) =
                     (&mut y, &mut w, &g, &done, &queued, &failing);
                 s.spawn(move |t| {
                     let mut tmp = t.zeros::<f32>(1024)?;
-                    k::gate(t, g, GATE_TIMEOUT)?;
+                    k::gate(t, g, TIMEOUT)?;
                     k::fill(t, &mut tmp, 2.0)?;
                     k::axpy(t, 1.0, &tmp, y)?;
                     drop(tmp); // freed only after the axpy ran (X4)
@@ -331,7 +301,7 @@ fn fail_with_work_in_flight(rt: &Runtime, panic: bool) -> Result<gpu::Result<()>
                     wait_for(queued, "the sibling's gated work");
                     // Own work in flight too: behind the same gate.
                     let mut tmp = t.zeros::<f32>(1024)?;
-                    k::gate(t, g, GATE_TIMEOUT)?;
+                    k::gate(t, g, TIMEOUT)?;
                     k::fill(t, &mut tmp, 3.0)?;
                     k::copy(t, &tmp, w)?;
                     failing.store(true, SeqCst);
@@ -391,7 +361,7 @@ fn dropping_buffers_views_events_and_scopes_in_flight_never_blocks_or_frees_earl
     let gated = |started: Instant| {
         assert!(!g.is_open());
         assert!(
-            started.elapsed() < GATE_TIMEOUT / 2,
+            started.elapsed() < TIMEOUT / 2,
             "a drop waited for the gate"
         );
     };
@@ -400,7 +370,7 @@ fn dropping_buffers_views_events_and_scopes_in_flight_never_blocks_or_frees_earl
     // A buffer dropped with its work queued behind the gate.
     let t = rt.begin_task().unwrap();
     let mut b = t.zeros::<f32>(4096).unwrap();
-    k::gate(&t, &g, GATE_TIMEOUT).unwrap();
+    k::gate(&t, &g, TIMEOUT).unwrap();
     k::add_scalar(&t, &mut b, 1.0).unwrap();
     drop(b);
     // The task ends with its work in flight; its stream stays busy.
@@ -411,7 +381,7 @@ fn dropping_buffers_views_events_and_scopes_in_flight_never_blocks_or_frees_earl
     let mut c = rt.begin_task().unwrap().zeros::<f32>(4096).unwrap();
     gpu::par_chunks_mut(&mut c, 1000)
         .for_each(|t, v| {
-            k::gate(t, &g, GATE_TIMEOUT)?;
+            k::gate(t, &g, TIMEOUT)?;
             k::add_scalar(t, v, 1.0)
         })
         .unwrap();
@@ -426,7 +396,7 @@ fn dropping_buffers_views_events_and_scopes_in_flight_never_blocks_or_frees_earl
         let (d, g, e) = (&mut d, &g, &e);
         s.spawn(move |t| {
             let mut tmp = t.zeros::<f32>(4096)?;
-            k::gate(t, g, GATE_TIMEOUT)?;
+            k::gate(t, g, TIMEOUT)?;
             k::fill(t, &mut tmp, 1.0)?;
             k::axpy(t, 2.0, &tmp, d)?;
             t.record(e)

@@ -1,7 +1,9 @@
 //! `join` runs two closures as tasks and returns both results, with the
 //! caller ordered after both tasks' GPU work.
 
-use gpu::{Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, runtime, zeroed};
 use gpu_kernels::{add_scalar, fill, spin_touch};
 use std::time::Duration;
 
@@ -26,18 +28,13 @@ fn global_join_returns_both_results() {
     assert!(a.iter().all(|v| *v == 2.0));
     assert_eq!(b.1, "b");
     assert!(b.0.iter().all(|v| *v == 3.5));
-    let rt = gpu::runtime().unwrap();
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(gpu::runtime().unwrap());
 }
 
 #[test]
 fn scope_join_orders_the_task_after_both_sides() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut x = setup.zeros::<f32>(N).unwrap();
-    let mut y = setup.zeros::<f32>(N).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let rt = runtime();
+    let [mut x, mut y] = zeroed(&rt, N);
     gpu::scope_on(&rt, |s| {
         let (ra, rb) = s.join(
             |a| {
@@ -59,7 +56,7 @@ fn scope_join_orders_the_task_after_both_sides() {
         Ok(())
     })
     .unwrap();
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 /// `install` runs its closure on a pool worker; scopes opened there work

@@ -13,35 +13,15 @@
 //!    which the device reads while the copy runs) returned at once, and the
 //!    host could overwrite the memory under the copy.
 
+mod common;
+
+use common::{open_later, wait_for, zeroed, TIMEOUT};
 use gpu::{Error, Staging};
 use gpu_kernels::{add_scalar, fill, gate};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 const N: usize = 1024;
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn wait_for(flag: &AtomicBool, what: &str) {
-    let start = Instant::now();
-    while !flag.load(Ordering::SeqCst) {
-        assert!(start.elapsed() < TIMEOUT, "{what} never happened");
-        std::thread::yield_now();
-    }
-}
-
-/// Opens `g` once `after` is set and 100 ms more have passed.
-fn open_later<'s>(
-    threads: &'s std::thread::Scope<'s, '_>,
-    g: &'s gpu::Gate,
-    after: &'s AtomicBool,
-) {
-    threads.spawn(move || {
-        wait_for(after, "the gated work being queued");
-        std::thread::sleep(Duration::from_millis(100));
-        g.open();
-    });
-}
 
 /// The panic reached the caller, and only once `what` (which records
 /// `done` behind gate `g`) had finished on the device.
@@ -68,7 +48,7 @@ fn a_panic_in_joins_b_arrives_after_bs_gpu_work() {
     let mut y = rt.begin_task().unwrap().zeros::<f32>(N).unwrap();
     let queued = AtomicBool::new(false);
     let caught = std::thread::scope(|threads| {
-        open_later(threads, &g, &queued);
+        open_later(threads, &g, &queued, "the gated work being queued");
         catch_unwind(AssertUnwindSafe(|| {
             gpu::join(
                 |_a| Ok(()),
@@ -93,7 +73,7 @@ fn a_task_without_gpu_work_hands_over_its_nested_tasks_fences() {
     let mut y = rt.begin_task().unwrap().zeros::<f32>(N).unwrap();
     let queued = AtomicBool::new(false);
     let caught = std::thread::scope(|threads| {
-        open_later(threads, &g, &queued);
+        open_later(threads, &g, &queued, "the gated work being queued");
         catch_unwind(AssertUnwindSafe(|| {
             gpu::scope(|s| {
                 let (y, g, done, queued) = (&mut y, &g, &done, &queued);
@@ -125,10 +105,7 @@ fn a_task_without_gpu_work_hands_over_its_nested_tasks_fences() {
 #[test]
 fn a_spawn_inside_a_capture_is_refused() {
     let rt = gpu::runtime().unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut b = setup.zeros::<f32>(N).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let [mut b] = zeroed(rt, N);
     let mut child_ran = false;
     let r = gpu::scope(|s| {
         // The scope's task submits first, so a spawn records a fence.
@@ -160,7 +137,7 @@ fn a_copy_from_page_locked_memory_waits_for_the_device() {
     let mut d = t.zeros::<f32>(N).unwrap();
     let queued = AtomicBool::new(true);
     std::thread::scope(|threads| {
-        open_later(threads, &g, &queued);
+        open_later(threads, &g, &queued, "the gated work being queued");
         // The copy sits behind the gate on the device.
         gate(&t, &g, TIMEOUT).unwrap();
         t.copy_from_host(&mut d, staged.as_slice().unwrap())

@@ -4,43 +4,28 @@
 //! the panic arrives the sibling's work (an event recorded after it) is
 //! already complete.
 
-use gpu::{Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, open_later, runtime, wait_for, zeroed, TIMEOUT};
 use gpu_kernels::{add_scalar, gate};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
 
 const N: usize = 1024;
-const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn wait_for(flag: &AtomicBool, what: &str) {
-    let start = Instant::now();
-    while !flag.load(Ordering::SeqCst) {
-        assert!(start.elapsed() < TIMEOUT, "{what} never happened");
-        std::thread::yield_now();
-    }
-}
 
 #[test]
 fn the_panic_arrives_after_the_gated_siblings_work_finished() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = runtime();
     let g = rt.gate().unwrap();
     let done = rt.event().unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut y = setup.zeros::<f32>(N).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let [mut y] = zeroed(&rt, N);
     let queued = AtomicBool::new(false);
     let panicking = AtomicBool::new(false);
 
     let caught = std::thread::scope(|threads| {
         // Opens the gate a short while after the panic; until then the
         // sibling's stream is blocked.
-        threads.spawn(|| {
-            wait_for(&panicking, "the panic");
-            std::thread::sleep(Duration::from_millis(100));
-            g.open();
-        });
+        open_later(threads, &g, &panicking, "the panic");
         catch_unwind(AssertUnwindSafe(|| {
             gpu::scope_on(&rt, |s| {
                 let (y, g, done, queued, panicking) = (&mut y, &g, &done, &queued, &panicking);
@@ -75,5 +60,5 @@ fn the_panic_arrives_after_the_gated_siblings_work_finished() {
     );
     assert!(!g.timed_out());
     assert!(y.to_vec().unwrap().iter().all(|v| *v == 1.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

@@ -5,15 +5,16 @@
 //! joining stream by order alone, and the buffer is then used on another
 //! task with correct values and no races.
 
-use gpu::{Buffer, Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, runtime, wait_for, TIMEOUT};
+use gpu::{Buffer, Runtime};
 use gpu_kernels::{add_scalar, gate};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 const N: usize = 1 << 16;
 const CHUNK: usize = 1 << 12;
 const CHUNKS: usize = N / CHUNK;
-const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn setup(rt: &Runtime) -> (Vec<f32>, Buffer<f32>) {
     let host: Vec<f32> = (0..N).map(|i| (i % 97) as f32).collect();
@@ -27,7 +28,7 @@ fn setup(rt: &Runtime) -> (Vec<f32>, Buffer<f32>) {
 
 #[test]
 fn add_scalar_on_chunks_is_correct_and_needs_no_device_wait() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = runtime();
     let (host, mut buf) = setup(&rt);
 
     let before = rt.counters();
@@ -55,12 +56,12 @@ fn add_scalar_on_chunks_is_correct_and_needs_no_device_wait() {
         assert_eq!(*got, h + 2.0, "element {i}");
     }
     drop(t);
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 #[test]
 fn a_gated_chunk_does_not_hold_up_its_siblings() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = runtime();
     let (host, mut buf) = setup(&rt);
     let g = rt.gate().unwrap();
     let finished = AtomicUsize::new(0);
@@ -78,11 +79,7 @@ fn a_gated_chunk_does_not_hold_up_its_siblings() {
             }
             // Chunk 0's task is the first out of the pool's FIFO injector;
             // once its gated work is queued, a wrong wait would cover it.
-            let start = Instant::now();
-            while !gated.load(Ordering::SeqCst) {
-                assert!(start.elapsed() < TIMEOUT, "chunk 0 never queued its work");
-                std::thread::yield_now();
-            }
+            wait_for(&gated, "chunk 0's gated work being queued");
             add_scalar(t, chunk, 1.0)?;
             // A host synchronize of this sibling's own stream: it returns
             // while chunk 0 is gated unless it wrongly waits for chunk 0.
@@ -109,5 +106,5 @@ fn a_gated_chunk_does_not_hold_up_its_siblings() {
     for (i, (got, h)) in v.iter().zip(&host).enumerate() {
         assert_eq!(*got, h + 1.0, "element {i}");
     }
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

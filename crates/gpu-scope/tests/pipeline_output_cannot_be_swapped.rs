@@ -6,6 +6,9 @@
 //! the GPU when there is one (`GPU_BACKEND=cuda` on the GPU machine), the
 //! host backend in CI.
 
+mod common;
+
+use common::assert_no_races;
 use gpu::{Error, PipelineOptions, Staging};
 
 #[test]
@@ -28,5 +31,5 @@ fn par_map_pinned_refuses_a_swapped_output_buffer() {
     })
     .unwrap();
     assert!(output.as_slice().unwrap().iter().all(|&v| v == 3.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(rt);
 }

@@ -38,10 +38,11 @@
 //! Since these were ported, `gpu::ThreadPool` (a pool of its own) exists:
 //! the tests that need one are ported in `rayon_local_pool.rs`.
 
-mod rayon_common;
+mod common;
 
+use common::assert_nothing_held;
+use common::rayon_port::*;
 use gpu::{Scope, TaskContext};
-use rayon_common::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{OnceLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -378,7 +379,7 @@ fn panic_b_still_executes_gpu() {
     });
     assert_eq!(msg, "Hello, world!");
     assert_eq!(x, 42, "closure b failed to execute");
-    assert_nothing_held();
+    assert_nothing_held(gpu::runtime().unwrap());
 }
 
 /// Port of rayon-core `join/test.rs`: `panic_b_still_executes`, with an
@@ -458,7 +459,7 @@ fn join_counter_overflow_gpu() {
     }
     assert_eq!(i, max);
     assert_eq!(j, max);
-    assert_nothing_held();
+    assert_nothing_held(gpu::runtime().unwrap());
 }
 
 // ----- Fibonacci ---------------------------------------------------------
@@ -522,7 +523,7 @@ fn fib_join_2_1() {
 fn fib_join_gpu() {
     let _g = exclusive();
     assert_eq!(fib_gpu(16).unwrap(), 987);
-    assert_nothing_held();
+    assert_nothing_held(gpu::runtime().unwrap());
 }
 
 // ----- a 10,000-deep chain ---------------------------------------------
@@ -613,7 +614,7 @@ fn check_gpu_bottom(bottom: &Bottom, depth: usize, bound: usize) {
     // `TooManyStreams`).
     assert_eq!(bottom.streams, MAX_STREAMS, "{bottom:?}");
     assert!(bottom.shared, "{bottom:?}");
-    assert_nothing_held();
+    assert_nothing_held(gpu::runtime().unwrap());
 }
 
 /// No rayon-core original: 10,000 nested `gpu::join`s, recursing in `b`,

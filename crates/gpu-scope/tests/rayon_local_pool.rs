@@ -3,10 +3,10 @@
 //! pool's `install` (and its `scope` and `join`) run their tasks on that
 //! pool's workers, with or without GPU work.
 
-mod rayon_common;
+mod common;
 
+use common::rayon_port::{partition, random_data, tiny_gpu_op};
 use gpu::{ThreadPool, ThreadPoolBuilder};
-use rayon_common::{partition, random_data, tiny_gpu_op};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 fn pool(n: usize) -> ThreadPool {

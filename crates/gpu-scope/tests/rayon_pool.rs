@@ -35,10 +35,10 @@
 //! Since these were ported, `gpu::ThreadPool` (a pool of its own) exists:
 //! the tests that need one are ported in `rayon_local_pool.rs`.
 
-mod rayon_common;
+mod common;
 
+use common::rayon_port::*;
 use gpu::Scope;
-use rayon_common::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::OnceLock;

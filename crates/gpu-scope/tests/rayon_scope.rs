@@ -38,10 +38,11 @@
 //! Since these were ported, `gpu::ThreadPool` (a pool of its own) exists:
 //! the tests that need one are ported in `rayon_local_pool.rs`.
 
-mod rayon_common;
+mod common;
 
+use common::assert_nothing_held;
+use common::rayon_port::*;
 use gpu::{Scope, TaskContext};
-use rayon_common::*;
 use std::collections::HashMap;
 use std::iter::once;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -222,7 +223,7 @@ fn scope_divide_and_conquer() {
 fn scope_divide_and_conquer_gpu() {
     let _g = alone();
     check_divide_and_conquer(true);
-    assert_nothing_held();
+    assert_nothing_held(gpu::runtime().unwrap());
 }
 
 // ----- update_tree -------------------------------------------------------
@@ -586,7 +587,7 @@ fn panic_propagate_still_execute_1_gpu() {
     });
     assert_eq!(msg, "Hello, world!");
     assert_eq!(x, 7, "job b failed to execute");
-    assert_nothing_held();
+    assert_nothing_held(gpu::runtime().unwrap());
 }
 
 /// Port of rayon-core `scope/test.rs`: `panic_propagate_still_execute_2`.

@@ -3,28 +3,19 @@
 //! results, and a nested scope (`Scope::scope`) hands its tasks' buffers
 //! back to the enclosing task without a device wait.
 
-use gpu::{Buffer, Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, runtime, zeroed};
 use gpu_kernels::{add_scalar, spin_touch};
 use std::time::Duration;
 
 const N: usize = 512;
 const TASKS: usize = 4;
 
-fn runtime() -> Runtime {
-    Runtime::new(RuntimeOptions::default()).unwrap()
-}
-
-fn buffers(rt: &Runtime, k: usize) -> Vec<Buffer<f32>> {
-    let t = rt.begin_task().unwrap();
-    let v = (0..k).map(|_| t.zeros::<f32>(N).unwrap()).collect();
-    t.synchronize().unwrap();
-    v
-}
-
 #[test]
 fn values_after_the_scope_are_the_childrens_results() {
     let rt = runtime();
-    let mut bufs = buffers(&rt, TASKS);
+    let mut bufs: [_; TASKS] = zeroed(&rt, N);
     gpu::scope_on(&rt, |s| {
         for (i, b) in bufs.iter_mut().enumerate() {
             s.spawn(move |t| {
@@ -44,13 +35,13 @@ fn values_after_the_scope_are_the_childrens_results() {
             &v[..4]
         );
     }
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 #[test]
 fn grandchildren_spawned_from_children_are_joined_too() {
     let rt = runtime();
-    let mut bufs = buffers(&rt, 2 * TASKS);
+    let mut bufs: [_; 2 * TASKS] = zeroed(&rt, N);
     gpu::scope_on(&rt, |s| {
         for (i, pair) in bufs.chunks_mut(2).enumerate() {
             let [mine, grandchilds] = pair else {
@@ -77,13 +68,13 @@ fn grandchildren_spawned_from_children_are_joined_too() {
             &g[..4]
         );
     }
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 #[test]
 fn a_nested_scope_orders_the_enclosing_task_without_device_waits() {
     let rt = runtime();
-    let mut bufs = buffers(&rt, TASKS);
+    let mut bufs: [_; TASKS] = zeroed(&rt, N);
     gpu::scope_on(&rt, |s| {
         s.scope(|inner| {
             for b in bufs.iter_mut() {
@@ -115,5 +106,5 @@ fn a_nested_scope_orders_the_enclosing_task_without_device_waits() {
         Ok(())
     })
     .unwrap();
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

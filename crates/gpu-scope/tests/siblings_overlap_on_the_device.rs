@@ -4,24 +4,20 @@
 //! synchronize could only return once the gate timed out, which the test
 //! sees (no timing threshold).
 
-use gpu::{Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, runtime, wait_for, zeroed, TIMEOUT};
 use gpu_kernels::{add_scalar, gate};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 const N: usize = 1024;
-const GATE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_sibling_finishes_while_the_other_is_gated() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = runtime();
     let g = rt.gate().unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut a = setup.zeros::<f32>(N).unwrap();
-    let mut b = setup.zeros::<f32>(N).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let [mut a, mut b] = zeroed(&rt, N);
 
     let (tx, rx) = mpsc::channel();
     let gated = AtomicBool::new(false);
@@ -31,7 +27,7 @@ fn a_sibling_finishes_while_the_other_is_gated() {
         let (a, b) = (ra, rb);
         // Child A: its stream blocks on the gate, then writes `a`.
         s.spawn(move |t| {
-            gate(t, g, GATE_TIMEOUT)?;
+            gate(t, g, TIMEOUT)?;
             add_scalar(t, a, 1.0)?;
             gated.store(true, Ordering::SeqCst);
             Ok(())
@@ -40,11 +36,7 @@ fn a_sibling_finishes_while_the_other_is_gated() {
         s.spawn(move |t| {
             // Start once A's gated work is queued: a wrong wait for A's
             // stream would then cover the gate.
-            let start = Instant::now();
-            while !gated.load(Ordering::SeqCst) {
-                assert!(start.elapsed() < GATE_TIMEOUT, "A never queued its work");
-                std::thread::yield_now();
-            }
+            wait_for(gated, "A's gated work being queued");
             add_scalar(t, b, 2.0)?;
             let v = t.to_vec(b)?;
             tx.send((v, g.is_open(), g.timed_out())).unwrap();
@@ -62,5 +54,5 @@ fn a_sibling_finishes_while_the_other_is_gated() {
     assert!(!g.timed_out());
     assert!(a.to_vec().unwrap().iter().all(|x| *x == 1.0));
     assert!(b.to_vec().unwrap().iter().all(|x| *x == 2.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

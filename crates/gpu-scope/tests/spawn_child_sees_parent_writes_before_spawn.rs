@@ -2,22 +2,20 @@
 //! spawn: the child reads the parent's values, and the hand-off needs no
 //! device wait (the spawn's fence already ordered the child's stream).
 
-use gpu::{Reason, Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, runtime, zeroed};
+use gpu::Reason;
 use gpu_kernels::{add_scalar, copy, fill};
 
 const N: usize = 4096;
 
 #[test]
 fn child_reads_what_the_parent_wrote_before_the_spawn() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut a = setup.zeros::<f32>(N).unwrap();
-    let mut seen = setup.zeros::<f32>(N).unwrap();
-    let mut later = setup.zeros::<f32>(N).unwrap();
+    let rt = runtime();
     // Nothing of the setup is left in flight: every hand-off below is about
     // the parent and the child only.
-    setup.synchronize().unwrap();
-    drop(setup);
+    let [mut a, mut seen, mut later] = zeroed(&rt, N);
 
     let child_counters = std::sync::Mutex::new(None);
     gpu::scope_on(&rt, |s| {
@@ -46,5 +44,5 @@ fn child_reads_what_the_parent_wrote_before_the_spawn() {
     assert_eq!(d.host_syncs, 0, "{d:?}");
     assert!(d.avoided(Reason::Ordered) >= 1, "{d:?}");
     assert!(later.to_vec().unwrap().iter().all(|x| *x == 7.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

@@ -5,6 +5,9 @@
 //! back to the warm size plus what is in use (on the host backend the
 //! streams' threads end with them).
 
+mod common;
+
+use common::assert_no_races;
 use gpu::{Runtime, RuntimeOptions, Scope, ThreadPoolBuilder};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -75,7 +78,7 @@ fn a_burst_of_streams_comes_back() {
         "back to the warm size plus what is in use: {after:?} (before the burst: {before:?})"
     );
     assert_eq!(rt.ledger().stream_count(), after.streams);
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 
     // The slots left are reused: a second burst works the same.
     pool.install(|| gpu::scope_on(&rt, |s| chain(s, 50, &deepest)))
@@ -86,5 +89,5 @@ fn a_burst_of_streams_comes_back() {
     drop(t);
     let again = rt.live();
     assert!(again.streams <= WARM + again.streams_in_use, "{again:?}");
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

@@ -11,9 +11,9 @@
 //! The large run is `cargo xtask stress` (the same generator, on the GPU
 //! when there is one).
 
-#[path = "common/dag.rs"]
-mod dag;
+mod common;
 
+use common::{assert_no_races, assert_nothing_held, dag, host};
 use gpu::{BackendChoice, Runtime, RuntimeOptions};
 
 /// A runtime on `backend`, the stream pool's end-of-work flags on or off;
@@ -27,24 +27,8 @@ fn runtime(backend: BackendChoice, end_flags: bool) -> Runtime {
     .unwrap_or_else(|e| panic!("the {backend:?} backend does not start: {e}"))
 }
 
-fn host() -> Runtime {
-    runtime(BackendChoice::Host, true)
-}
-
 fn cuda() -> Runtime {
     runtime(BackendChoice::Cuda, true)
-}
-
-/// Every task's stream, event and allocation is back: only the runtime's
-/// reclaim stream is held.
-#[track_caller]
-fn assert_nothing_held(rt: &Runtime) {
-    let live = rt.live();
-    assert_eq!(
-        (live.streams_in_use, live.events_in_use, live.allocations),
-        (1, 0, 0),
-        "{live:?}"
-    );
 }
 
 #[track_caller]
@@ -258,7 +242,7 @@ fn hand_off_from_a_capturing_stream(rt: &Runtime, new_task_captures: bool) {
     });
     assert_eq!(y.to_vec().unwrap(), vec![3.0; 64]);
     assert_eq!(z.to_vec().unwrap(), vec![2.0; 64]);
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(rt);
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! ordered after the root's write without ever waiting on the root's
 //! stream itself.
 
-use gpu::{Reason, Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, runtime, zeroed};
+use gpu::Reason;
 use gpu_kernels::add_scalar;
 use std::sync::Mutex;
 
@@ -12,11 +15,8 @@ const N: usize = 2048;
 
 #[test]
 fn a_task_three_spawns_deep_uses_the_roots_buffer_without_waiting() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
-    let setup = rt.begin_task().unwrap();
-    let mut a = setup.zeros::<f32>(N).unwrap();
-    setup.synchronize().unwrap();
-    drop(setup);
+    let rt = runtime();
+    let [mut a] = zeroed(&rt, N);
 
     let seen = Mutex::new(None);
     gpu::scope_on(&rt, |root| {
@@ -45,5 +45,5 @@ fn a_task_three_spawns_deep_uses_the_roots_buffer_without_waiting() {
     assert_eq!(d.device_waits, 0, "{d:?}");
     assert_eq!(d.host_syncs, 0, "{d:?}");
     assert!(a.to_vec().unwrap().iter().all(|x| *x == 2.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

@@ -1,11 +1,14 @@
 //! A chunk size of zero is a typed error, from the free function and from
 //! inside a task, and no task runs.
 
-use gpu::{Error, Runtime, RuntimeOptions};
+mod common;
+
+use common::{assert_no_races, runtime};
+use gpu::Error;
 
 #[test]
 fn zero_chunk_size_is_error_zero_chunk() {
-    let rt = Runtime::new(RuntimeOptions::default()).unwrap();
+    let rt = runtime();
     let mut buf = rt.begin_task().unwrap().zeros::<f32>(16).unwrap();
     let e = gpu::par_chunks_mut(&mut buf, 0)
         .for_each(|_t, _c| panic!("no chunk task may run"))
@@ -17,5 +20,5 @@ fn zero_chunk_size_is_error_zero_chunk() {
     })
     .unwrap_err();
     assert!(matches!(e, Error::ZeroChunk), "{e}");
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }

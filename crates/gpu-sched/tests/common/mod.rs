@@ -41,7 +41,7 @@ pub(crate) fn runtime_with(backend: BackendKind, opts: RuntimeOptions) -> Runtim
     .unwrap_or_else(|e| match backend {
         BackendKind::Cuda => panic!(
             "this test needs a CUDA GPU and could not start the CUDA backend: {e}; \
-             run the `_cuda` tests only on a machine with a GPU"
+             run the `::cuda` tests only on a machine with a GPU"
         ),
         BackendKind::Host => panic!("the host backend did not start: {e}"),
     });
@@ -101,22 +101,24 @@ pub(crate) fn run_on(backend: BackendKind, body: fn(&Runtime)) {
     assert_no_races(&rt);
 }
 
-/// `backend_tests!(body => name_host, name_cuda);` makes two tests of
-/// `fn body(rt: &Runtime)`: `name_host` on the host backend, and
-/// `name_cuda`, ignored unless asked for (`cargo test -- --ignored`), on the
-/// CUDA backend, which fails when there is no GPU.
+/// `backend_tests!(body);` makes a module `body` of two tests of
+/// `fn body(rt: &Runtime)`: `body::host` on the host backend, and
+/// `body::cuda`, ignored unless asked for (`cargo test -- --ignored`), on
+/// the CUDA backend, which fails when there is no GPU.
 macro_rules! backend_tests {
-    ($body:ident => $host:ident, $cuda:ident) => {
-        #[test]
-        fn $host() {
-            $crate::common::run_on(gpu_sched::BackendKind::Host, $body);
-        }
+    ($($body:ident),+ $(,)?) => {$(
+        mod $body {
+            #[test]
+            fn host() {
+                $crate::common::run_on(gpu_sched::BackendKind::Host, super::$body);
+            }
 
-        #[test]
-        #[ignore = "needs a CUDA GPU"]
-        fn $cuda() {
-            $crate::common::run_on(gpu_sched::BackendKind::Cuda, $body);
+            #[test]
+            #[ignore = "needs a CUDA GPU"]
+            fn cuda() {
+                $crate::common::run_on(gpu_sched::BackendKind::Cuda, super::$body);
+            }
         }
-    };
+    )+};
 }
 pub(crate) use backend_tests;

@@ -5,7 +5,7 @@ use gpu_sched::{Buffer, DeviceRepr, Error, Fence, Result, Runtime, TaskContext, 
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 #[cfg(test)]
@@ -18,13 +18,21 @@ type Fences = smallvec::SmallVec<[Fence; 1]>;
 /// or the scope's own thread when it reaches the end of the scope first.
 type JobBody = Box<dyn FnOnce() + Send + 'static>;
 
+/// Locks `m`, ignoring poisoning: each critical section here is one take,
+/// pop, push or store, never a task's body, so the data is whole even when a
+/// panic passed through it (`finish` re-raises a task's panic holding the
+/// `panic` lock), and a scope whose task panicked still joins the others.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 struct Job {
     body: Mutex<Option<JobBody>>,
 }
 
 impl Job {
     fn take(&self) -> Option<JobBody> {
-        self.body.lock().unwrap_or_else(|p| p.into_inner()).take()
+        lock(&self.body).take()
     }
 }
 
@@ -57,7 +65,7 @@ impl ScopeState {
     /// scope (and this state, on its stack) cannot end before this job has
     /// let go of the lock: nothing of the state is used after it is gone.
     fn job_finished(&self) {
-        let _g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        let _g = lock(&self.finished);
         if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1
             && self.sleeping.load(Ordering::Relaxed)
         {
@@ -70,7 +78,7 @@ impl ScopeState {
     /// while you wait"): each still takes a stream of its own.
     fn wait_all(&self) {
         loop {
-            let next = self.pending.lock().unwrap_or_else(|p| p.into_inner()).pop();
+            let next = lock(&self.pending).pop();
             if let Some(job) = next {
                 if let Some(body) = job.take() {
                     body();
@@ -86,7 +94,7 @@ impl ScopeState {
             {
                 std::hint::spin_loop();
             }
-            let g = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+            let g = lock(&self.finished);
             if self.outstanding.load(Ordering::Acquire) == 0 {
                 return;
             }
@@ -117,7 +125,7 @@ impl ScopeState {
 
     fn fail(&self, e: Error) {
         self.touch();
-        let mut g = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.error);
         if g.is_none() {
             *g = Some(e);
         }
@@ -125,7 +133,7 @@ impl ScopeState {
 
     fn panicked(&self, p: Box<dyn Any + Send>) {
         self.touch();
-        let mut g = self.panic.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.panic);
         if g.is_none() {
             *g = Some(p);
         }
@@ -135,19 +143,16 @@ impl ScopeState {
     /// first (as Rayon's `join` does).
     fn panicked_first(&self, p: Box<dyn Any + Send>) {
         self.touch();
-        *self.panic.lock().unwrap_or_else(|p| p.into_inner()) = Some(p);
+        *lock(&self.panic) = Some(p);
     }
 
     fn push_final(&self, f: Fence) {
         self.touch();
-        self.finals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(f);
+        lock(&self.finals).push(f);
     }
 
     fn finals(&self) -> Vec<Fence> {
-        std::mem::take(&mut *self.finals.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *lock(&self.finals))
     }
 
     /// Orders `ctx` after every task of the scope: a device wait on each
@@ -175,15 +180,7 @@ impl ScopeState {
     }
 
     fn failed(&self) -> bool {
-        self.panic
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-            || self
-                .error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some()
+        lock(&self.panic).is_some() || lock(&self.error).is_some()
     }
 
     /// The end of a scope whose body returned: waits for every task, orders
@@ -205,10 +202,10 @@ impl ScopeState {
 
     /// Re-raises the first panic, else returns the first error.
     fn finish(&self) -> Result<()> {
-        if let Some(p) = self.panic.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(p) = lock(&self.panic).take() {
             resume_unwind(p);
         }
-        match self.error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        match lock(&self.error).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -575,11 +572,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let job = Arc::new(Job {
             body: Mutex::new(Some(erase(Box::new(body)))),
         });
-        state
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(job.clone());
+        lock(&state.pending).push(job.clone());
         pool::global().spawn(move || {
             if let Some(body) = job.take() {
                 body();

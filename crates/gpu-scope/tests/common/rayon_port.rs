@@ -1,10 +1,8 @@
-//! Shared by the ports of rayon-core's tests (`tests/rayon_join.rs`,
-//! `tests/rayon_scope.rs`, `tests/rayon_pool.rs`): a seeded generator, the
-//! tiny GPU operation the `_gpu` variants do in each task, a big-stack
-//! thread for deep recursion, and a lock that lets the tests which count
-//! the global runtime's live resources run alone.
-
-#![allow(dead_code)] // each test file takes the part it needs
+//! Shared by the ports of rayon-core's tests (`tests/rayon_*.rs`): a seeded
+//! generator, the tiny GPU operation the `_gpu` variants do in each task, a
+//! big-stack thread for deep recursion, and a lock that lets the tests which
+//! count the global runtime's live resources
+//! ([`assert_nothing_held`](super::assert_nothing_held)) run alone.
 
 use gpu::TaskContext;
 use std::any::Any;
@@ -151,17 +149,4 @@ pub(crate) fn together() -> RwLockReadGuard<'static, ()> {
 /// other test of the binary runs meanwhile.
 pub(crate) fn alone() -> RwLockWriteGuard<'static, ()> {
     LIVE.write().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Every task of the global runtime ended and gave back its stream, its
-/// events and its memory: only the runtime's reclaim stream is held. Call
-/// under [`alone`].
-#[track_caller]
-pub(crate) fn assert_nothing_held() {
-    let live = gpu::runtime().unwrap().live();
-    assert_eq!(
-        (live.streams_in_use, live.events_in_use, live.allocations),
-        (1, 0, 0),
-        "{live:?}"
-    );
 }

@@ -1,0 +1,91 @@
+//! Shared by the integration tests: the runtimes they start, the checks
+//! they end with, and the flags and gates they coordinate with. Below it,
+//! [`dag`], the random task DAGs (`tests/stress.rs`; the stress and soak
+//! examples include it by `#[path]`), and [`rayon_port`], what the ports of
+//! rayon-core's tests share.
+
+#![allow(dead_code)] // each test binary uses a part of this module
+
+pub(crate) mod dag;
+pub(crate) mod rayon_port;
+
+use gpu::{BackendChoice, Buffer, Gate, Runtime, RuntimeOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a gate may stay closed, or a flag unset; never reached when
+/// the code is right.
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A runtime with the default options: the GPU on the GPU machine
+/// (`GPU_BACKEND=cuda`), the host backend in CI.
+pub(crate) fn runtime() -> Runtime {
+    Runtime::new(RuntimeOptions::default()).unwrap()
+}
+
+/// A runtime on the host backend, `opts` otherwise.
+pub(crate) fn host_with(opts: RuntimeOptions) -> Runtime {
+    Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        ..opts
+    })
+    .expect("the host backend starts")
+}
+
+/// A runtime on the host backend with the default options.
+pub(crate) fn host() -> Runtime {
+    host_with(RuntimeOptions::default())
+}
+
+/// `K` buffers of `n` zeros whose zeroing has finished: nothing of the
+/// setup is left in flight, so every hand-off a test counts is its own.
+pub(crate) fn zeroed<const K: usize>(rt: &Runtime, n: usize) -> [Buffer<f32>; K] {
+    let setup = rt.begin_task().unwrap();
+    let bufs = std::array::from_fn(|_| setup.zeros::<f32>(n).unwrap());
+    setup.synchronize().unwrap();
+    bufs
+}
+
+/// Waits until `flag` is set; fails the test after [`TIMEOUT`].
+#[track_caller]
+pub(crate) fn wait_for(flag: &AtomicBool, what: &str) {
+    let start = Instant::now();
+    while !flag.load(Ordering::SeqCst) {
+        assert!(start.elapsed() < TIMEOUT, "{what} never happened");
+        std::thread::yield_now();
+    }
+}
+
+/// Opens `g` from another thread once `after` is set (`what`) and 100 ms
+/// more have passed.
+pub(crate) fn open_later<'s>(
+    threads: &'s std::thread::Scope<'s, '_>,
+    g: &'s Gate,
+    after: &'s AtomicBool,
+    what: &'s str,
+) {
+    threads.spawn(move || {
+        wait_for(after, what);
+        std::thread::sleep(Duration::from_millis(100));
+        g.open();
+    });
+}
+
+/// The host backend's race detector found nothing (always true on CUDA,
+/// which has no detector).
+#[track_caller]
+pub(crate) fn assert_no_races(rt: &Runtime) {
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+/// Every task's stream, event and allocation is back: only the runtime's
+/// reclaim stream is held.
+#[track_caller]
+pub(crate) fn assert_nothing_held(rt: &Runtime) {
+    let live = rt.live();
+    assert_eq!(
+        (live.streams_in_use, live.events_in_use, live.allocations),
+        (1, 0, 0),
+        "{live:?}"
+    );
+}
