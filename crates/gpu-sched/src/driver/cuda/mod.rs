@@ -36,7 +36,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::module::Module;
-use cudarc::driver::sys;
+use cudarc::driver::sys::{self, CUresult};
 use parking_lot::Mutex;
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -51,10 +51,7 @@ mod probe;
 #[cfg(test)]
 mod test;
 
-use error::{
-    check_free, sticky_error, CUDA_ERROR_INVALID_PTX, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_READY,
-    CUDA_SUCCESS,
-};
+use error::{check_free, sticky_error};
 pub(crate) use probe::cuda_available;
 use probe::driver_probe;
 
@@ -253,32 +250,30 @@ impl CudaDriver {
     ///
     /// [`Error::Driver`] when the driver refuses.
     pub(crate) fn set_pool_release_threshold(&self, bytes: u64) -> Result<()> {
-        self.enter()?;
         let mut pool: sys::CUmemoryPool = ptr::null_mut();
-        // SAFETY: the context is current; `pool` is a valid out-pointer.
-        let r = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, self.device) };
-        self.check(r, "cuDeviceGetDefaultMemPool")?;
+        // SAFETY: `call` made the context current; `pool` is a valid
+        // out-pointer.
+        self.call("cuDeviceGetDefaultMemPool", || unsafe {
+            sys::cuDeviceGetDefaultMemPool(&mut pool, self.device)
+        })?;
         let mut value: u64 = bytes;
         // SAFETY: `pool` is the device's default pool; the release threshold
         // attribute reads a `cuuint64_t` through `value`, which lives for the
         // call.
-        let r = unsafe {
+        self.call("cuMemPoolSetAttribute", || unsafe {
             sys::cuMemPoolSetAttribute(
                 pool,
                 sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                 (&mut value as *mut u64).cast(),
             )
-        };
-        self.check(r, "cuMemPoolSetAttribute")
+        })
     }
 
     /// The sticky-error check and the context binding, done before every
     /// driver call: one atomic load and one thread-local read on the hot path.
     #[inline]
     fn enter(&self) -> Result<()> {
-        if let Some((code, name)) = self.sticky.get() {
-            return Err(sticky_error(*code, name));
-        }
+        self.check_sticky()?;
         if BOUND_DRIVER.get() != self.id {
             return self.bind();
         }
@@ -296,19 +291,48 @@ impl CudaDriver {
         Ok(())
     }
 
-    /// Looks up one kernel of a loaded module.
+    /// A driver call: [`Self::enter`], then `f`, then its result checked.
+    /// Every call goes through here, or through [`Self::query`] and
+    /// [`Self::call_alloc`], which read one more code as an answer; only
+    /// setup ([`Self::new`]), `Drop`, and clean-ups that must run whatever
+    /// came before call the driver directly.
+    #[inline]
+    fn call(&self, during: &'static str, f: impl FnOnce() -> CUresult) -> Result<()> {
+        self.enter()?;
+        self.check(f(), during)
+    }
+
+    /// [`Self::call`] for a query: `Ok(false)` when not ready yet.
+    #[inline]
+    fn query(&self, during: &'static str, f: impl FnOnce() -> CUresult) -> Result<bool> {
+        self.enter()?;
+        self.ready(f(), during)
+    }
+
+    /// [`Self::call`] for an allocation of `requested` bytes: out of memory
+    /// is [`Error::OutOfMemory`].
+    #[inline]
+    fn call_alloc(
+        &self,
+        during: &'static str,
+        requested: usize,
+        f: impl FnOnce() -> CUresult,
+    ) -> Result<()> {
+        self.enter()?;
+        self.check_alloc(f(), requested, during)
+    }
+
+    /// Looks up one kernel of a loaded module (the caller entered).
     fn get_function(&self, module: sys::CUmodule, name: &str) -> Result<sys::CUfunction> {
         let c_name = CString::new(name).map_err(|_| Error::NoSuchKernel(name.to_owned()))?;
         let mut f: sys::CUfunction = ptr::null_mut();
         // SAFETY: the context is current (the caller entered); `module` is a
         // loaded module, `c_name` a NUL-terminated string and `f` a valid
         // out-pointer.
-        let r = unsafe { sys::cuModuleGetFunction(&mut f, module, c_name.as_ptr()) };
-        if r as u32 == CUDA_ERROR_NOT_FOUND {
-            return Err(Error::NoSuchKernel(name.to_owned()));
+        match unsafe { sys::cuModuleGetFunction(&mut f, module, c_name.as_ptr()) } {
+            CUresult::CUDA_ERROR_NOT_FOUND => Err(Error::NoSuchKernel(name.to_owned())),
+            r => self.check(r, "cuModuleGetFunction").map(|()| f),
         }
-        self.check(r, "cuModuleGetFunction")?;
-        Ok(f)
     }
 }
 
@@ -318,7 +342,7 @@ impl Drop for CudaDriver {
         // owed. Errors are ignored: there is no one to report them to.
         // SAFETY: `ctx` is still retained by this driver.
         let r = unsafe { sys::cuCtxSetCurrent(self.ctx as usize as sys::CUcontext) };
-        if r as u32 == CUDA_SUCCESS {
+        if r == CUresult::CUDA_SUCCESS {
             for module in self.modules.get_mut().drain(..) {
                 // SAFETY: each module was loaded by this driver into its
                 // context, which is current, and is unloaded once.
@@ -348,24 +372,24 @@ impl Driver for CudaDriver {
     }
 
     fn create_stream(&self) -> Result<RawStream> {
-        self.enter()?;
         let mut s: sys::CUstream = ptr::null_mut();
-        // SAFETY: the context is current; `s` is a valid out-pointer.
-        let r = unsafe {
-            sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-        };
-        self.check(r, "cuStreamCreate")?;
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: `call` made the context current; `s` is a valid out-pointer.
+        self.call("cuStreamCreate", || unsafe {
+            sys::cuStreamCreate(&mut s, flags)
+        })?;
         Ok(RawStream(s as usize as u64))
     }
 
     fn destroy_stream(&self, s: RawStream) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; the caller passes a stream of this
-        // driver that it no longer uses.
-        let r = unsafe { sys::cuStreamDestroy_v2(cu_stream(s)) };
-        self.check(r, "cuStreamDestroy")
+        // SAFETY: `call` made the context current; the caller passes a stream
+        // of this driver that it no longer uses.
+        self.call("cuStreamDestroy", || unsafe {
+            sys::cuStreamDestroy_v2(cu_stream(s))
+        })
     }
 
+    #[inline]
     fn check_sticky(&self) -> Result<()> {
         match self.sticky.get() {
             Some((code, name)) => Err(sticky_error(*code, name)),
@@ -374,183 +398,156 @@ impl Driver for CudaDriver {
     }
 
     fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; `s` belongs to this driver and
-        // `dptr` is the device address of live mapped pinned memory with 4
-        // bytes to write (the caller's contract); default flags: the write
+        let flags = sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32;
+        // SAFETY: `call` made the context current; `s` belongs to this driver
+        // and `dptr` is the device address of live mapped pinned memory with
+        // 4 bytes to write (the caller's contract); default flags: the write
         // follows all prior work of the stream, with a memory barrier.
-        let r = unsafe {
-            sys::cuStreamWriteValue32_v2(
-                cu_stream(s),
-                dptr as sys::CUdeviceptr,
-                value,
-                sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32,
-            )
-        };
-        self.check(r, "cuStreamWriteValue32")
+        self.call("cuStreamWriteValue32", || unsafe {
+            sys::cuStreamWriteValue32_v2(cu_stream(s), dptr, value, flags)
+        })
     }
 
     fn stream_query(&self, s: RawStream) -> Result<bool> {
-        self.enter()?;
-        // SAFETY: the context is current; `s` is a stream of this driver.
-        let r = unsafe { sys::cuStreamQuery(cu_stream(s)) };
-        match r as u32 {
-            CUDA_SUCCESS => Ok(true),
-            CUDA_ERROR_NOT_READY => Ok(false),
-            _ => Err(self.fail(r, "cuStreamQuery")),
-        }
+        // SAFETY: `query` made the context current; `s` is a stream of this
+        // driver.
+        self.query("cuStreamQuery", || unsafe {
+            sys::cuStreamQuery(cu_stream(s))
+        })
     }
 
     fn stream_sync(&self, s: RawStream, mode: SyncMode) -> Result<()> {
-        self.enter()?;
-        let stream = cu_stream(s);
-        match mode {
-            SyncMode::Blocking => {
-                // SAFETY: the context is current; `s` is a stream of this
-                // driver.
-                let r = unsafe { sys::cuStreamSynchronize(stream) };
-                self.check(r, "cuStreamSynchronize")
-            }
-            SyncMode::SpinThenYield => {
-                let mut spin_since: Option<Instant> = None;
-                loop {
-                    // SAFETY: the context is current; `s` is a stream of
-                    // this driver.
-                    let r = unsafe { sys::cuStreamQuery(stream) };
-                    match r as u32 {
-                        CUDA_SUCCESS => return Ok(()),
-                        CUDA_ERROR_NOT_READY => {}
-                        _ => return Err(self.fail(r, "cuStreamQuery")),
-                    }
-                    let since = *spin_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() < SPIN_FOR {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::yield_now();
-                    }
-                }
+        if mode == SyncMode::Blocking {
+            // SAFETY: `call` made the context current; `s` is a stream of
+            // this driver.
+            return self.call("cuStreamSynchronize", || unsafe {
+                sys::cuStreamSynchronize(cu_stream(s))
+            });
+        }
+        let mut spin_since: Option<Instant> = None;
+        while !self.stream_query(s)? {
+            let since = *spin_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < SPIN_FOR {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
             }
         }
+        Ok(())
     }
 
     fn create_event(&self, timing: bool) -> Result<RawEvent> {
-        self.enter()?;
         let flags = if timing {
             sys::CUevent_flags::CU_EVENT_DEFAULT as u32
         } else {
             sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
         };
         let mut e: sys::CUevent = ptr::null_mut();
-        // SAFETY: the context is current; `e` is a valid out-pointer.
-        let r = unsafe { sys::cuEventCreate(&mut e, flags) };
-        self.check(r, "cuEventCreate")?;
+        // SAFETY: `call` made the context current; `e` is a valid out-pointer.
+        self.call("cuEventCreate", || unsafe {
+            sys::cuEventCreate(&mut e, flags)
+        })?;
         Ok(RawEvent(e as usize as u64))
     }
 
     fn destroy_event(&self, e: RawEvent) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; the caller passes an event of this
-        // driver that it no longer uses.
-        let r = unsafe { sys::cuEventDestroy_v2(cu_event(e)) };
-        self.check(r, "cuEventDestroy")
+        // SAFETY: `call` made the context current; the caller passes an event
+        // of this driver that it no longer uses.
+        self.call("cuEventDestroy", || unsafe {
+            sys::cuEventDestroy_v2(cu_event(e))
+        })
     }
 
     fn record(&self, e: RawEvent, s: RawStream) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; `e` and `s` belong to this driver.
-        let r = unsafe { sys::cuEventRecord(cu_event(e), cu_stream(s)) };
-        self.check(r, "cuEventRecord")
+        // SAFETY: `call` made the context current; `e` and `s` belong to this
+        // driver.
+        self.call("cuEventRecord", || unsafe {
+            sys::cuEventRecord(cu_event(e), cu_stream(s))
+        })
     }
 
     fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; `s` and `e` belong to this driver;
-        // flags 0 is the only documented value.
-        let r = unsafe { sys::cuStreamWaitEvent(cu_stream(s), cu_event(e), 0) };
-        self.check(r, "cuStreamWaitEvent")
+        // SAFETY: `call` made the context current; `s` and `e` belong to this
+        // driver; flags 0 is the only documented value.
+        self.call("cuStreamWaitEvent", || unsafe {
+            sys::cuStreamWaitEvent(cu_stream(s), cu_event(e), 0)
+        })
     }
 
     fn wait_event_in_capture(&self, s: RawStream, e: RawEvent) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; `s` and `e` belong to this driver;
-        // CU_EVENT_WAIT_EXTERNAL makes the captured wait an external-event
-        // node, the documented way to wait on an event recorded outside the
-        // capture.
-        let r = unsafe {
-            sys::cuStreamWaitEvent(
-                cu_stream(s),
-                cu_event(e),
-                sys::CUevent_wait_flags::CU_EVENT_WAIT_EXTERNAL as u32,
-            )
-        };
-        self.check(r, "cuStreamWaitEvent (in a capture)")
+        let flags = sys::CUevent_wait_flags::CU_EVENT_WAIT_EXTERNAL as u32;
+        // SAFETY: `call` made the context current; `s` and `e` belong to this
+        // driver; CU_EVENT_WAIT_EXTERNAL makes the captured wait an
+        // external-event node, the documented way to wait on an event
+        // recorded outside the capture.
+        self.call("cuStreamWaitEvent (in a capture)", || unsafe {
+            sys::cuStreamWaitEvent(cu_stream(s), cu_event(e), flags)
+        })
     }
 
     fn event_sync(&self, e: RawEvent) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; `e` belongs to this driver.
-        let r = unsafe { sys::cuEventSynchronize(cu_event(e)) };
-        self.check(r, "cuEventSynchronize")
+        // SAFETY: `call` made the context current; `e` belongs to this driver.
+        self.call("cuEventSynchronize", || unsafe {
+            sys::cuEventSynchronize(cu_event(e))
+        })
     }
 
     fn event_query(&self, e: RawEvent) -> Result<bool> {
-        self.enter()?;
-        // SAFETY: the context is current; `e` belongs to this driver.
-        let r = unsafe { sys::cuEventQuery(cu_event(e)) };
-        match r as u32 {
-            CUDA_SUCCESS => Ok(true),
-            CUDA_ERROR_NOT_READY => Ok(false),
-            _ => Err(self.fail(r, "cuEventQuery")),
-        }
+        // SAFETY: `query` made the context current; `e` belongs to this
+        // driver.
+        self.query("cuEventQuery", || unsafe { sys::cuEventQuery(cu_event(e)) })
     }
 
     fn event_elapsed_ms(&self, start: RawEvent, end: RawEvent) -> Result<f32> {
-        self.enter()?;
         let mut ms: f32 = 0.0;
-        // SAFETY: the context is current; both events belong to this driver;
-        // `ms` is a valid out-pointer.
-        let r = unsafe { sys::cuEventElapsedTime(&mut ms, cu_event(start), cu_event(end)) };
-        self.check(r, "cuEventElapsedTime")?;
+        // SAFETY: `call` made the context current; both events belong to this
+        // driver; `ms` is a valid out-pointer.
+        self.call("cuEventElapsedTime", || unsafe {
+            sys::cuEventElapsedTime(&mut ms, cu_event(start), cu_event(end))
+        })?;
         Ok(ms)
     }
 
     fn alloc(&self, bytes: usize, s: RawStream) -> Result<u64> {
-        self.enter()?;
         let mut dptr: sys::CUdeviceptr = 0;
-        // SAFETY: the context is current; `s` belongs to this driver; `dptr`
-        // is a valid out-pointer. Zero bytes are rounded up to one so that
-        // every allocation has its own address.
-        let r = unsafe { sys::cuMemAllocAsync(&mut dptr, bytes.max(1), cu_stream(s)) };
-        self.check_alloc(r, bytes, "cuMemAllocAsync")?;
+        // SAFETY: `call_alloc` made the context current; `s` belongs to this
+        // driver; `dptr` is a valid out-pointer. Zero bytes are rounded up to
+        // one so that every allocation has its own address.
+        self.call_alloc("cuMemAllocAsync", bytes, || unsafe {
+            sys::cuMemAllocAsync(&mut dptr, bytes.max(1), cu_stream(s))
+        })?;
         Ok(dptr)
     }
 
     fn free(&self, ptr: u64, _bytes: usize, s: RawStream) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; the caller passes an allocation of
-        // `alloc` that nothing uses once `s` reaches this point.
-        let r = unsafe { sys::cuMemFreeAsync(ptr, cu_stream(s)) };
-        self.check(r, "cuMemFreeAsync")
+        // SAFETY: `call` made the context current; the caller passes an
+        // allocation of `alloc` that nothing uses once `s` reaches this point.
+        self.call("cuMemFreeAsync", || unsafe {
+            sys::cuMemFreeAsync(ptr, cu_stream(s))
+        })
     }
 
     fn alloc_host(&self, bytes: usize, mapped: bool) -> Result<(*mut u8, u64)> {
-        self.enter()?;
         let mut flags = sys::CU_MEMHOSTALLOC_PORTABLE;
         if mapped {
             flags |= sys::CU_MEMHOSTALLOC_DEVICEMAP;
         }
         let mut host: *mut c_void = ptr::null_mut();
-        // SAFETY: the context is current; `host` is a valid out-pointer.
-        // Zero bytes are rounded up to one (a distinct, non-null address).
-        let r = unsafe { sys::cuMemHostAlloc(&mut host, bytes.max(1), flags) };
-        self.check_alloc(r, bytes, "cuMemHostAlloc")?;
+        // SAFETY: `call_alloc` made the context current; `host` is a valid
+        // out-pointer. Zero bytes are rounded up to one (a distinct, non-null
+        // address).
+        self.call_alloc("cuMemHostAlloc", bytes, || unsafe {
+            sys::cuMemHostAlloc(&mut host, bytes.max(1), flags)
+        })?;
         if !mapped {
             return Ok((host.cast(), 0));
         }
         let mut dptr: sys::CUdeviceptr = 0;
         // SAFETY: `host` was just allocated with `DEVICEMAP`; flags must be 0.
-        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut dptr, host, 0) };
-        if let Err(e) = self.check(r, "cuMemHostGetDevicePointer") {
+        let mapped = self.call("cuMemHostGetDevicePointer", || unsafe {
+            sys::cuMemHostGetDevicePointer_v2(&mut dptr, host, 0)
+        });
+        if let Err(e) = mapped {
             // SAFETY: `host` was allocated above and is not handed out.
             let _ = unsafe { sys::cuMemFreeHost(host) };
             return Err(e);
@@ -562,75 +559,78 @@ impl Driver for CudaDriver {
         if ptr.is_null() {
             return Ok(());
         }
-        self.enter()?;
         // SAFETY: the caller passes memory of `alloc_host` that no pending
         // copy or kernel uses any more.
-        let r = unsafe { sys::cuMemFreeHost(ptr.cast()) };
-        self.check(r, "cuMemFreeHost")
+        self.call("cuMemFreeHost", || unsafe {
+            sys::cuMemFreeHost(ptr.cast())
+        })
     }
 
     fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
-        self.enter()?;
         if bytes == 0 {
-            return Ok(());
+            return self.enter();
         }
-        // SAFETY: the context is current; the caller guarantees `dst` and
-        // `src` are live for `bytes` and that pinned `src` outlives the copy.
-        let r = unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), bytes, cu_stream(s)) };
-        self.check(r, "cuMemcpyHtoDAsync")
+        // SAFETY: `call` made the context current; the caller guarantees
+        // `dst` and `src` are live for `bytes` and that pinned `src` outlives
+        // the copy.
+        self.call("cuMemcpyHtoDAsync", || unsafe {
+            sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), bytes, cu_stream(s))
+        })
     }
 
     fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()> {
-        self.enter()?;
         if bytes == 0 {
-            return Ok(());
+            return self.enter();
         }
-        // SAFETY: the context is current; the caller guarantees `dst` and
-        // `src` are live for `bytes` and that `dst` outlives the copy.
-        let r = unsafe { sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, cu_stream(s)) };
-        self.check(r, "cuMemcpyDtoHAsync")
+        // SAFETY: `call` made the context current; the caller guarantees
+        // `dst` and `src` are live for `bytes` and that `dst` outlives the
+        // copy.
+        self.call("cuMemcpyDtoHAsync", || unsafe {
+            sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, cu_stream(s))
+        })
     }
 
     fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()> {
-        self.enter()?;
         if bytes == 0 {
-            return Ok(());
+            return self.enter();
         }
-        // SAFETY: the context is current; the caller guarantees both ranges
-        // are live allocations of at least `bytes`.
-        let r = unsafe { sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, cu_stream(s)) };
-        self.check(r, "cuMemcpyDtoDAsync")
+        // SAFETY: `call` made the context current; the caller guarantees both
+        // ranges are live allocations of at least `bytes`.
+        self.call("cuMemcpyDtoDAsync", || unsafe {
+            sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, cu_stream(s))
+        })
     }
 
     fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {
-        self.enter()?;
         if count == 0 {
-            return Ok(());
+            return self.enter();
         }
-        // SAFETY: the context is current; the caller guarantees `dst` is a
-        // live, 4-byte aligned allocation of at least `count` words.
-        let r = unsafe { sys::cuMemsetD32Async(dst, value, count, cu_stream(s)) };
-        self.check(r, "cuMemsetD32Async")
+        // SAFETY: `call` made the context current; the caller guarantees
+        // `dst` is a live, 4-byte aligned allocation of at least `count`
+        // words.
+        self.call("cuMemsetD32Async", || unsafe {
+            sys::cuMemsetD32Async(dst, value, count, cu_stream(s))
+        })
     }
 
     fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>> {
-        self.enter()?;
         if let Some(k) = m.kernels.iter().find(|k| k.params.len() > MAX_KERNEL_ARGS) {
             return Err(too_many_args(k.name, k.params.len()));
         }
         let image: Cow<'_, CStr> = match CStr::from_bytes_with_nul(m.ptx.as_bytes()) {
             Ok(c) => Cow::Borrowed(c),
             Err(_) => Cow::Owned(CString::new(m.ptx).map_err(|_| Error::Driver {
-                code: CUDA_ERROR_INVALID_PTX as i32,
+                code: CUresult::CUDA_ERROR_INVALID_PTX as i32,
                 name: "CUDA_ERROR_INVALID_PTX".to_owned(),
                 during: "cuModuleLoadData (the PTX text holds a NUL byte; not sent)",
             })?),
         };
         let mut module: sys::CUmodule = ptr::null_mut();
-        // SAFETY: the context is current; `image` is NUL-terminated PTX text
-        // that lives for the call; `module` is a valid out-pointer.
-        let r = unsafe { sys::cuModuleLoadData(&mut module, image.as_ptr().cast()) };
-        self.check(r, "cuModuleLoadData")?;
+        // SAFETY: `call` made the context current; `image` is NUL-terminated
+        // PTX text that lives for the call; `module` is a valid out-pointer.
+        self.call("cuModuleLoadData", || unsafe {
+            sys::cuModuleLoadData(&mut module, image.as_ptr().cast())
+        })?;
         let mut kernels = Vec::with_capacity(m.kernels.len());
         for k in m.kernels {
             match self.get_function(module, k.name) {
@@ -658,19 +658,17 @@ impl Driver for CudaDriver {
         _accesses: &[MemAccess],
         s: RawStream,
     ) -> Result<()> {
-        self.enter()?;
         let mut slots = [ArgSlot::ZERO; MAX_KERNEL_ARGS];
         let mut params = [ptr::null_mut::<c_void>(); MAX_KERNEL_ARGS];
         pack_args(args, &mut slots, &mut params)?;
-        let [gx, gy, gz] = cfg.grid;
-        let [bx, by, bz] = cfg.block;
-        // SAFETY: the context is current; `k.handle` is a `CUfunction` of a
-        // module this driver loaded (kept until drop); `params` holds one
-        // pointer per argument into `slots`, both alive for the call (the
-        // driver copies the values before returning); the caller guarantees
-        // the arguments match the kernel's parameters and every pointer
-        // argument is a live allocation.
-        let r = unsafe {
+        let ([gx, gy, gz], [bx, by, bz]) = (cfg.grid, cfg.block);
+        // SAFETY: `call` made the context current; `k.handle` is a
+        // `CUfunction` of a module this driver loaded (kept until drop);
+        // `params` holds one pointer per argument into `slots`, both alive
+        // for the call (the driver copies the values before returning); the
+        // caller guarantees the arguments match the kernel's parameters and
+        // every pointer argument is a live allocation.
+        self.call("cuLaunchKernel", || unsafe {
             sys::cuLaunchKernel(
                 k.handle as usize as sys::CUfunction,
                 gx,
@@ -684,32 +682,29 @@ impl Driver for CudaDriver {
                 params.as_mut_ptr(),
                 ptr::null_mut(),
             )
-        };
-        self.check(r, "cuLaunchKernel")
+        })
     }
 
     fn begin_capture(&self, s: RawStream) -> Result<()> {
-        self.enter()?;
         // Relaxed: the capturing thread may still synchronize other streams
         // and events, which a hand-off onto a capturing stream does (R9:
         // "where a device wait is impossible, the host synchronizes").
-        // SAFETY: the context is current; `s` belongs to this driver.
-        let r = unsafe {
-            sys::cuStreamBeginCapture_v2(
-                cu_stream(s),
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
-            )
-        };
-        self.check(r, "cuStreamBeginCapture")
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: `call` made the context current; `s` belongs to this
+        // driver.
+        self.call("cuStreamBeginCapture", || unsafe {
+            sys::cuStreamBeginCapture_v2(cu_stream(s), mode)
+        })
     }
 
     fn end_capture(&self, s: RawStream) -> Result<RawGraph> {
-        self.enter()?;
         let mut graph: sys::CUgraph = ptr::null_mut();
-        // SAFETY: the context is current; `s` belongs to this driver;
-        // `graph` is a valid out-pointer.
-        let r = unsafe { sys::cuStreamEndCapture(cu_stream(s), &mut graph) };
-        self.check(r, "cuStreamEndCapture")?;
+        // SAFETY: `call` made the context current; `s` belongs to this
+        // driver; `graph` is a valid out-pointer.
+        self.call("cuStreamEndCapture", || unsafe {
+            sys::cuStreamEndCapture(cu_stream(s), &mut graph)
+        })?;
+        // Both calls below run whatever the other returns.
         let mut exec: sys::CUgraphExec = ptr::null_mut();
         // SAFETY: `graph` is the graph just captured; `exec` is a valid
         // out-pointer.
@@ -727,18 +722,18 @@ impl Driver for CudaDriver {
     }
 
     fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; `g` is an executable graph of this
-        // driver and `s` one of its streams.
-        let r = unsafe { sys::cuGraphLaunch(cu_graph_exec(g), cu_stream(s)) };
-        self.check(r, "cuGraphLaunch")
+        // SAFETY: `call` made the context current; `g` is an executable graph
+        // of this driver and `s` one of its streams.
+        self.call("cuGraphLaunch", || unsafe {
+            sys::cuGraphLaunch(cu_graph_exec(g), cu_stream(s))
+        })
     }
 
     fn graph_destroy(&self, g: RawGraph) -> Result<()> {
-        self.enter()?;
-        // SAFETY: the context is current; the caller passes an executable
-        // graph of this driver that it no longer launches.
-        let r = unsafe { sys::cuGraphExecDestroy(cu_graph_exec(g)) };
-        self.check(r, "cuGraphExecDestroy")
+        // SAFETY: `call` made the context current; the caller passes an
+        // executable graph of this driver that it no longer launches.
+        self.call("cuGraphExecDestroy", || unsafe {
+            sys::cuGraphExecDestroy(cu_graph_exec(g))
+        })
     }
 }

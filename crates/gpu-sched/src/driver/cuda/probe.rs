@@ -1,8 +1,8 @@
 //! The one-time probe: the library loads, exports every function the
 //! backend calls, and `cuInit` finds a device (see the module above).
 
-use super::error::{error_name, CUDA_SUCCESS};
-use cudarc::driver::sys;
+use super::error::error_name;
+use cudarc::driver::sys::{self, CUresult};
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
@@ -102,13 +102,13 @@ fn probe_driver() -> Result<i32, String> {
     }
     // SAFETY: the library and every symbol used here are present.
     let r = unsafe { sys::cuInit(0) };
-    if r as u32 != CUDA_SUCCESS {
+    if r != CUresult::CUDA_SUCCESS {
         return Err(format!("cuInit failed: {} ({})", error_name(r), r as u32));
     }
     let mut count: i32 = 0;
     // SAFETY: the driver is initialised; `count` is a valid out-pointer.
     let r = unsafe { sys::cuDeviceGetCount(&mut count) };
-    if r as u32 != CUDA_SUCCESS {
+    if r != CUresult::CUDA_SUCCESS {
         return Err(format!(
             "cuDeviceGetCount failed: {} ({})",
             error_name(r),

@@ -1,6 +1,6 @@
 //! The CUDA backend's tests: the ones that need a GPU are ignored here.
 
-use super::error::{is_sticky_code, CUDA_ERROR_NOT_READY, CUDA_ERROR_OUT_OF_MEMORY};
+use super::error::is_sticky_code;
 use super::*;
 use crate::module::{KernelDef, Param};
 use std::process::Command;
@@ -170,18 +170,12 @@ fn cuda_available_is_stable() {
 
 #[test]
 fn sticky_codes_are_classified() {
-    assert!(is_sticky_code(
-        sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS as u32
-    ));
-    assert!(is_sticky_code(
-        sys::CUresult::CUDA_ERROR_LAUNCH_FAILED as u32
-    ));
-    assert!(is_sticky_code(sys::CUresult::CUDA_ERROR_ASSERT as u32));
-    assert!(!is_sticky_code(CUDA_ERROR_OUT_OF_MEMORY));
-    assert!(!is_sticky_code(CUDA_ERROR_NOT_READY));
-    assert!(!is_sticky_code(
-        sys::CUresult::CUDA_ERROR_INVALID_VALUE as u32
-    ));
+    assert!(is_sticky_code(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+    assert!(is_sticky_code(CUresult::CUDA_ERROR_LAUNCH_FAILED));
+    assert!(is_sticky_code(CUresult::CUDA_ERROR_ASSERT));
+    assert!(!is_sticky_code(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
+    assert!(!is_sticky_code(CUresult::CUDA_ERROR_NOT_READY));
+    assert!(!is_sticky_code(CUresult::CUDA_ERROR_INVALID_VALUE));
 }
 
 #[test]
@@ -684,7 +678,7 @@ fn sticky_fault_child() {
     let Error::StickyDeviceError { code, .. } = first else {
         unreachable!()
     };
-    assert_eq!(code, sys::CUresult::CUDA_ERROR_ILLEGAL_ADDRESS as i32);
+    assert_eq!(code, CUresult::CUDA_ERROR_ILLEGAL_ADDRESS as i32);
     // Every later call returns the same error without the driver.
     for r in [
         d.record(e, s),
