@@ -1,9 +1,9 @@
 //! The host backend: each stream is a CPU thread running its operations in
 //! order; events are real events on those threads; "device" memory is host
-//! memory; kernels are Rust functions. A race detector checks every
-//! operation's memory accesses against vector clocks built from stream
-//! order, event waits and host observations, and reports two unordered
-//! accesses to one byte range where one writes.
+//! memory; kernels are Rust functions. A race detector ([`detector`])
+//! checks every operation's memory accesses against vector clocks built
+//! from stream order, event waits and host observations, and reports two
+//! unordered accesses to one byte range where one writes.
 
 use super::{
     BackendKind, Driver, KernelArg, LaunchConfig, MemAccess, RawEvent, RawGraph, RawKernel,
@@ -14,35 +14,13 @@ use crate::module::Module;
 use gpu_epoch::Access;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::alloc::Layout;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A vector clock over host streams (index: stream clock index).
-#[derive(Clone, Default, Debug)]
-struct Clock(Vec<u64>);
-
-impl Clock {
-    fn get(&self, i: usize) -> u64 {
-        self.0.get(i).copied().unwrap_or(0)
-    }
-    fn tick(&mut self, i: usize) -> u64 {
-        if self.0.len() <= i {
-            self.0.resize(i + 1, 0);
-        }
-        self.0[i] += 1;
-        self.0[i]
-    }
-    fn merge(&mut self, other: &Clock) {
-        if self.0.len() < other.0.len() {
-            self.0.resize(other.0.len(), 0);
-        }
-        for (a, b) in self.0.iter_mut().zip(&other.0) {
-            *a = (*a).max(*b);
-        }
-    }
-}
+mod detector;
+use detector::{Clock, Detector};
 
 /// One record of an event: done once its stream reached it.
 #[derive(Debug, Default)]
@@ -124,81 +102,6 @@ struct HostStream {
     idle: Condvar,
     /// The stream's clock, advanced by its thread.
     clock: Mutex<Clock>,
-}
-
-/// An allocation's access history for the race detector.
-#[derive(Debug, Default)]
-struct Shadow {
-    len: usize,
-    entries: Vec<AccessRec>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct AccessRec {
-    start: u64,
-    end: u64,
-    stream: usize,
-    tick: u64,
-    write: bool,
-}
-
-#[derive(Default)]
-struct Detector {
-    allocs: BTreeMap<u64, Shadow>,
-    races: Vec<String>,
-}
-
-impl Detector {
-    fn check(&mut self, stream: usize, clock: &Clock, tick: u64, acc: &MemAccess, what: &str) {
-        if acc.bytes == 0 {
-            return;
-        }
-        let (start, end) = (acc.ptr, acc.ptr + acc.bytes as u64);
-        let write = acc.access == Access::Write;
-        let Some((&base, shadow)) = self.allocs.range_mut(..=start).next_back() else {
-            self.races.push(format!(
-                "{what} on stream {stream} touches unknown memory {start:#x}"
-            ));
-            return;
-        };
-        if end > base + shadow.len as u64 {
-            self.races.push(format!(
-                "{what} on stream {stream} touches {start:#x}..{end:#x}, outside its allocation (freed or out of bounds)"
-            ));
-            return;
-        }
-        let mut found = Vec::new();
-        for e in &shadow.entries {
-            let overlaps = e.start < end && start < e.end;
-            let ordered = e.stream == stream || clock.get(e.stream) >= e.tick;
-            if overlaps && (write || e.write) && !ordered {
-                found.push(format!(
-                    "race: {what} ({}) on stream {stream} at {start:#x}..{end:#x} is not ordered after a {} on stream {} (op {})",
-                    if write { "write" } else { "read" },
-                    if e.write { "write" } else { "read" },
-                    e.stream,
-                    e.tick
-                ));
-            }
-        }
-        self.races.extend(found);
-        if write {
-            shadow
-                .entries
-                .retain(|e| !(e.start >= start && e.end <= end));
-        } else {
-            shadow
-                .entries
-                .retain(|e| !(e.stream == stream && !e.write && e.start == start && e.end == end));
-        }
-        shadow.entries.push(AccessRec {
-            start,
-            end,
-            stream,
-            tick,
-            write,
-        });
-    }
 }
 
 struct Shared {
@@ -438,7 +341,7 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) -> Option<(Arc<RecordState>
             }
         }
         OpKind::Free { ptr, bytes } => {
-            shared.detector.lock().allocs.remove(&ptr);
+            shared.detector.lock().freed(ptr);
             // SAFETY: `ptr` came from `alloc` with this layout and the ledger
             // ordered every use before this stream-ordered free.
             unsafe {
@@ -695,13 +598,7 @@ impl Driver for HostDriver {
             });
         }
         let p = host_alloc(bytes) as u64;
-        self.shared.detector.lock().allocs.insert(
-            p,
-            Shadow {
-                len: bytes,
-                entries: Vec::new(),
-            },
-        );
+        self.shared.detector.lock().allocated(p, bytes);
         Ok(p)
     }
 
