@@ -4,9 +4,10 @@
 //! the host backend a blocking operation.
 
 use crate::context::TaskContext;
-use crate::driver::{BackendKind, LaunchConfig};
+use crate::driver::BackendKind;
 use crate::error::Result;
 use crate::event::Fence;
+use crate::kernel::LaunchConfig;
 use crate::launch::KernelRef;
 use crate::runtime::Runtime;
 use parking_lot::Mutex;

@@ -4,9 +4,8 @@
 
 use crate::buffer::{DeviceRepr, DeviceSlice};
 use crate::context::{TaskContext, Touch};
-use crate::driver::{KernelArg, LaunchConfig};
 use crate::error::{Error, Result};
-use crate::module::{KernelDef, Module, Param};
+use crate::kernel::{KernelArg, KernelDef, LaunchConfig, Module, Param};
 use smallvec::SmallVec;
 
 /// A kernel of a module, as a constant: `KernelRef::new(&MODULE, 3)`.

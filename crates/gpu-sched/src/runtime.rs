@@ -1,9 +1,8 @@
 //! The runtime of one device: backend, ledger, pools, loaded modules.
 
-use crate::driver::host::HostDriver;
-use crate::driver::{BackendKind, Driver, RawKernel, RawStream, SyncMode};
+use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::module::Module;
+use crate::kernel::Module;
 use crate::pool::{EventPool, PooledEvent, StreamPool};
 use gpu_epoch::{CounterSnapshot, Generation, Ledger, StreamEpoch, StreamId, Task, TaskId};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -14,19 +13,6 @@ const MAX_MODULES: usize = 64;
 
 /// A loaded module: the address of its `Module`, and its kernels.
 type LoadedModule = (usize, Box<[RawKernel]>);
-
-/// Which backend to start.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub enum BackendChoice {
-    /// CUDA when a device is present, the host backend otherwise. The
-    /// environment variable `GPU_BACKEND` (`cuda` or `host`) overrides.
-    #[default]
-    Auto,
-    /// CUDA, or an error if there is no device.
-    Cuda,
-    /// The host backend.
-    Host,
-}
 
 /// How a runtime is set up.
 #[derive(Clone, Debug)]
@@ -251,25 +237,12 @@ impl Runtime {
     /// [`Error::NoDevice`] when CUDA was asked for and there is none; driver
     /// errors from creating the pools.
     pub fn new(opts: RuntimeOptions) -> Result<Runtime> {
-        let choice = match (opts.backend, std::env::var("GPU_BACKEND").ok().as_deref()) {
-            (BackendChoice::Auto, Some("host")) => BackendChoice::Host,
-            (BackendChoice::Auto, Some("cuda")) => BackendChoice::Cuda,
-            (c, _) => c,
-        };
-        let host = || -> Arc<dyn Driver> {
-            Arc::new(HostDriver::new(
-                opts.host_memory_limit,
-                opts.host_stream_limit,
-            ))
-        };
-        let driver: Arc<dyn Driver> = match choice {
-            BackendChoice::Host => host(),
-            BackendChoice::Cuda => crate::driver::open_cuda(opts.device)?,
-            BackendChoice::Auto if crate::driver::cuda::cuda_available() => {
-                crate::driver::open_cuda(opts.device).unwrap_or_else(|_| host())
-            }
-            BackendChoice::Auto => host(),
-        };
+        let driver = crate::driver::open(
+            opts.backend,
+            opts.device,
+            opts.host_memory_limit,
+            opts.host_stream_limit,
+        )?;
         let ledger = Ledger::new(opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS));
         let streams = StreamPool::new(ledger.capacity(), opts.warm_streams);
         if opts.end_flags {
@@ -453,7 +426,7 @@ impl Runtime {
             .ok_or(Error::Unsupported(
                 "more than 64 kernel modules in one runtime",
             ))?;
-        let k: Box<[RawKernel]> = self.inner.driver.load_module(m)?.into();
+        let k: Box<[RawKernel]> = self.inner.driver.load_module(m.ptx, m.kernels)?.into();
         let r = k[index];
         // Only loaders set slots, one at a time (the lock): this one is free.
         let _ = slot.set((key, k));

@@ -6,20 +6,55 @@
 //! with a race detector). Nothing here tracks anything: the ledger does.
 
 use crate::error::Result;
-use crate::module::{HostKernelFn, Module};
+use crate::kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig};
 use gpu_epoch::Access;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 pub(crate) mod cuda;
 pub(crate) mod host;
 
+/// Opens the backend `choice` names. `Auto`: the environment variable
+/// `GPU_BACKEND` (`cuda` or `host`) chooses if set; else CUDA when a device
+/// is present and opens, the host backend otherwise. The host backend gets
+/// `host_memory_limit` bytes of "device" memory and `host_stream_limit`
+/// streams.
+///
+/// # Errors
+///
+/// [`crate::Error::NoDevice`] when CUDA was asked for and there is none;
+/// driver errors from opening it.
+pub(crate) fn open(
+    choice: BackendChoice,
+    device: usize,
+    host_memory_limit: usize,
+    host_stream_limit: usize,
+) -> Result<Arc<dyn Driver>> {
+    let choice = match (choice, std::env::var("GPU_BACKEND").ok().as_deref()) {
+        (BackendChoice::Auto, Some("host")) => BackendChoice::Host,
+        (BackendChoice::Auto, Some("cuda")) => BackendChoice::Cuda,
+        (c, _) => c,
+    };
+    let host = || -> Arc<dyn Driver> {
+        Arc::new(host::HostDriver::new(host_memory_limit, host_stream_limit))
+    };
+    Ok(match choice {
+        BackendChoice::Host => host(),
+        BackendChoice::Cuda => open_cuda(device)?,
+        BackendChoice::Auto if cuda::cuda_available() => {
+            open_cuda(device).unwrap_or_else(|_| host())
+        }
+        BackendChoice::Auto => host(),
+    })
+}
+
 /// Opens the CUDA backend on device `ordinal`.
-pub(crate) fn open_cuda(ordinal: usize) -> Result<std::sync::Arc<dyn Driver>> {
+fn open_cuda(ordinal: usize) -> Result<Arc<dyn Driver>> {
     let d = cuda::CudaDriver::new(ordinal)?;
     // Keep freed pool memory mapped: stream-ordered allocation then costs no
     // remapping after a synchronize.
     d.set_pool_release_threshold(u64::MAX)?;
-    Ok(std::sync::Arc::new(d))
+    Ok(Arc::new(d))
 }
 
 /// A backend stream handle.
@@ -43,52 +78,6 @@ pub(crate) struct RawKernel {
     pub(crate) host: HostKernelFn,
 }
 
-/// One kernel argument, passed by value.
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub enum KernelArg {
-    /// A device pointer.
-    Ptr(u64),
-    /// `unsigned long long`.
-    U64(u64),
-    /// `unsigned int`.
-    U32(u32),
-    /// `int`.
-    I32(i32),
-    /// `float`.
-    F32(f32),
-    /// `double`.
-    F64(f64),
-}
-
-/// A launch's grid, block and dynamic shared memory.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct LaunchConfig {
-    /// Blocks in the grid.
-    pub grid: [u32; 3],
-    /// Threads per block.
-    pub block: [u32; 3],
-    /// Dynamic shared memory, bytes.
-    pub shared_mem_bytes: u32,
-}
-
-impl LaunchConfig {
-    /// A 1-D launch of `grid` blocks of `block` threads.
-    pub const fn linear(grid: u32, block: u32) -> Self {
-        LaunchConfig {
-            grid: [grid, 1, 1],
-            block: [block, 1, 1],
-            shared_mem_bytes: 0,
-        }
-    }
-
-    /// A 1-D launch covering `n` elements with `block` threads per block,
-    /// grid-stride kernels assumed (the grid is capped at 65 535 * 8 blocks).
-    pub fn for_elements(n: usize, block: u32) -> Self {
-        let blocks = n.div_ceil(block as usize).clamp(1, 65_535 * 8);
-        LaunchConfig::linear(blocks as u32, block)
-    }
-}
-
 /// A memory range an operation touches, for the host backend's race
 /// detector (the CUDA backend ignores it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -106,6 +95,19 @@ pub enum SyncMode {
     SpinThenYield,
     /// Block in the driver.
     Blocking,
+}
+
+/// Which backend to start.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum BackendChoice {
+    /// CUDA when a device is present, the host backend otherwise. The
+    /// environment variable `GPU_BACKEND` (`cuda` or `host`) overrides.
+    #[default]
+    Auto,
+    /// CUDA, or an error if there is no device.
+    Cuda,
+    /// The host backend.
+    Host,
 }
 
 /// Which backend a runtime uses.
@@ -199,9 +201,9 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// Sets `count` 32-bit words at `dst` to `value`.
     fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
 
-    /// Loads a module (PTX on CUDA; host functions on the host) and returns
-    /// its kernels in the module's order.
-    fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>>;
+    /// Loads a module, `ptx` on CUDA and the kernels' host functions on the
+    /// host, and returns its kernels in the order of `kernels`.
+    fn load_module(&self, ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>>;
     fn launch(
         &self,
         k: RawKernel,

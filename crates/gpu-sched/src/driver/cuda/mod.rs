@@ -30,12 +30,9 @@
 //! kernel, ...) is kept: every later call returns it at once, without calling
 //! the driver.
 
-use super::{
-    BackendKind, Driver, KernelArg, LaunchConfig, MemAccess, RawEvent, RawGraph, RawKernel,
-    RawStream, SyncMode,
-};
+use super::{BackendKind, Driver, MemAccess, RawEvent, RawGraph, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::module::Module;
+use crate::kernel::{KernelArg, KernelDef, LaunchConfig};
 use cudarc::driver::sys::{self, CUresult};
 use parking_lot::Mutex;
 use std::borrow::Cow;
@@ -613,13 +610,13 @@ impl Driver for CudaDriver {
         })
     }
 
-    fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>> {
-        if let Some(k) = m.kernels.iter().find(|k| k.params.len() > MAX_KERNEL_ARGS) {
+    fn load_module(&self, ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>> {
+        if let Some(k) = kernels.iter().find(|k| k.params.len() > MAX_KERNEL_ARGS) {
             return Err(too_many_args(k.name, k.params.len()));
         }
-        let image: Cow<'_, CStr> = match CStr::from_bytes_with_nul(m.ptx.as_bytes()) {
+        let image: Cow<'_, CStr> = match CStr::from_bytes_with_nul(ptx.as_bytes()) {
             Ok(c) => Cow::Borrowed(c),
-            Err(_) => Cow::Owned(CString::new(m.ptx).map_err(|_| Error::Driver {
+            Err(_) => Cow::Owned(CString::new(ptx).map_err(|_| Error::Driver {
                 code: CUresult::CUDA_ERROR_INVALID_PTX as i32,
                 name: "CUDA_ERROR_INVALID_PTX".to_owned(),
                 during: "cuModuleLoadData (the PTX text holds a NUL byte; not sent)",
@@ -631,10 +628,10 @@ impl Driver for CudaDriver {
         self.call("cuModuleLoadData", || unsafe {
             sys::cuModuleLoadData(&mut module, image.as_ptr().cast())
         })?;
-        let mut kernels = Vec::with_capacity(m.kernels.len());
-        for k in m.kernels {
+        let mut raw = Vec::with_capacity(kernels.len());
+        for k in kernels {
             match self.get_function(module, k.name) {
-                Ok(f) => kernels.push(RawKernel {
+                Ok(f) => raw.push(RawKernel {
                     handle: f as usize as u64,
                     host: k.host,
                 }),
@@ -647,7 +644,7 @@ impl Driver for CudaDriver {
             }
         }
         self.modules.lock().push(module as usize as u64);
-        Ok(kernels)
+        Ok(raw)
     }
 
     fn launch(

@@ -2,7 +2,7 @@
 
 use super::error::is_sticky_code;
 use super::*;
-use crate::module::{KernelDef, Param};
+use crate::kernel::Param;
 use std::process::Command;
 
 // The test kernels (`test_kernels.ptx`), compiled by NVRTC 12.0 (`cargo xtask ptx`'s options:
@@ -60,56 +60,52 @@ const ADD_U32: usize = 1;
 const SUM15: usize = 2;
 const WAIT_FLAG: usize = 3;
 
-const TEST_MODULE: Module = Module {
-    name: "cuda-driver-tests",
-    ptx: TEST_PTX,
-    kernels: &[
-        KernelDef {
-            name: "probe_args",
-            params: &[
-                Param::PtrWrite,
-                Param::U64,
-                Param::U32,
-                Param::I32,
-                Param::F32,
-                Param::F64,
-            ],
-            host: no_host,
-        },
-        KernelDef {
-            name: "add_u32",
-            params: &[Param::PtrWrite, Param::U32, Param::U64],
-            host: no_host,
-        },
-        KernelDef {
-            name: "sum15",
-            params: &[
-                Param::PtrWrite,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-                Param::U32,
-            ],
-            host: no_host,
-        },
-        KernelDef {
-            name: "wait_flag",
-            params: &[Param::PtrRead, Param::PtrWrite, Param::U64],
-            host: no_host,
-        },
-    ],
-};
+const TEST_KERNELS: &[KernelDef] = &[
+    KernelDef {
+        name: "probe_args",
+        params: &[
+            Param::PtrWrite,
+            Param::U64,
+            Param::U32,
+            Param::I32,
+            Param::F32,
+            Param::F64,
+        ],
+        host: no_host,
+    },
+    KernelDef {
+        name: "add_u32",
+        params: &[Param::PtrWrite, Param::U32, Param::U64],
+        host: no_host,
+    },
+    KernelDef {
+        name: "sum15",
+        params: &[
+            Param::PtrWrite,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+            Param::U32,
+        ],
+        host: no_host,
+    },
+    KernelDef {
+        name: "wait_flag",
+        params: &[Param::PtrRead, Param::PtrWrite, Param::U64],
+        host: no_host,
+    },
+];
 
 /// Set in the child process of `sticky_error_is_remembered`.
 const FAULT_CHILD_ENV: &str = "GPU_SCHED_CUDA_FAULT_CHILD";
@@ -125,8 +121,10 @@ fn gpu() -> CudaDriver {
 }
 
 fn kernels(d: &CudaDriver) -> Vec<RawKernel> {
-    let k = d.load_module(&TEST_MODULE).expect("load the test module");
-    assert_eq!(k.len(), TEST_MODULE.kernels.len());
+    let k = d
+        .load_module(TEST_PTX, TEST_KERNELS)
+        .expect("load the test module");
+    assert_eq!(k.len(), TEST_KERNELS.len());
     assert!(k.iter().all(|k| k.handle != 0));
     k
 }
@@ -568,25 +566,16 @@ fn allocation_errors_are_typed() {
 #[ignore = "needs a CUDA GPU"]
 fn unknown_kernel_is_no_such_kernel() {
     let d = gpu();
-    let m = Module {
-        name: "missing",
-        ptx: TEST_PTX,
-        kernels: &[KernelDef {
-            name: "not_in_the_ptx",
-            params: &[],
-            host: no_host,
-        }],
-    };
-    match d.load_module(&m) {
+    let missing = [KernelDef {
+        name: "not_in_the_ptx",
+        params: &[],
+        host: no_host,
+    }];
+    match d.load_module(TEST_PTX, &missing) {
         Err(Error::NoSuchKernel(name)) => assert_eq!(name, "not_in_the_ptx"),
         other => panic!("expected Error::NoSuchKernel, got {other:?}"),
     }
-    let bad = Module {
-        name: "bad",
-        ptx: "this is not PTX",
-        kernels: &[],
-    };
-    match d.load_module(&bad) {
+    match d.load_module("this is not PTX", &[]) {
         Err(Error::Driver { during, .. }) => assert_eq!(during, "cuModuleLoadData"),
         other => panic!("expected Error::Driver, got {other:?}"),
     }

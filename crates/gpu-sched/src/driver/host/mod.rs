@@ -5,12 +5,9 @@
 //! from stream order, event waits and host observations, and reports two
 //! unordered accesses to one byte range where one writes.
 
-use super::{
-    BackendKind, Driver, KernelArg, LaunchConfig, MemAccess, RawEvent, RawGraph, RawKernel,
-    RawStream, SyncMode,
-};
+use super::{BackendKind, Driver, MemAccess, RawEvent, RawGraph, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::module::Module;
+use crate::kernel::{KernelArg, KernelDef, LaunchConfig};
 use gpu_epoch::Access;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::alloc::Layout;
@@ -727,8 +724,8 @@ impl Driver for HostDriver {
         self.submit(s, OpKind::Run(body), acc)
     }
 
-    fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>> {
-        Ok(m.kernels
+    fn load_module(&self, _ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>> {
+        Ok(kernels
             .iter()
             .map(|k| RawKernel {
                 handle: 0,
