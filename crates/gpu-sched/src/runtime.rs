@@ -474,10 +474,17 @@ impl Drop for RuntimeInner {
             let _ = self.driver.destroy_event(e.raw);
         }
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
-            let _ = self.driver.free_host(p as *mut u8, bytes);
+            // SAFETY: a cached block came from `alloc_host` with `bytes` and
+            // was given back with no copy through it in flight
+            // (`pinned_give`); it leaves the cache here, once.
+            let _ = unsafe { self.driver.free_host(p as *mut u8, bytes) };
         }
         if let Some((p, bytes)) = self.streams.flag_memory() {
-            let _ = self.driver.free_host(p, bytes);
+            // SAFETY: the end-of-work flags came from `alloc_host` with
+            // `bytes`; every stream that writes them was synchronized above
+            // (on a broken context the CUDA driver refuses the free), and
+            // nothing reads them once the runtime drops.
+            let _ = unsafe { self.driver.free_host(p, bytes) };
         }
         for s in self.streams.all_raw() {
             let _ = self.driver.destroy_stream(s);

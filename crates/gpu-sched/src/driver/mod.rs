@@ -132,8 +132,13 @@ impl std::fmt::Display for BackendKind {
 /// sync; none takes a ledger lock (R14).
 ///
 /// Pointers are device addresses as integers; on the host backend they are
-/// host addresses. Callers guarantee that every pointer passed is a live
-/// allocation of this backend of at least the given size.
+/// host addresses. The methods that take one are `unsafe`; in their
+/// `# Safety` sections, *live* memory was allocated by this driver and is not
+/// freed before the stream reaches the operation, and an operation is
+/// *ordered* when every other access to the same bytes, one of the two a
+/// write, comes before it or after it (stream order, an event wait, a host
+/// synchronize). On the host backend device memory is process memory, so an
+/// unordered pair is a data race in this process.
 pub(crate) trait Driver: Send + Sync + Debug {
     fn kind(&self) -> BackendKind;
     fn device_name(&self) -> String;
@@ -148,7 +153,13 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn check_sticky(&self) -> Result<()>;
     /// Writes `value` to the 4 bytes at `dptr` (mapped pinned memory, see
     /// [`Driver::alloc_host`]) once everything queued on `s` before is done.
-    fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()>;
+    ///
+    /// # Safety
+    ///
+    /// `dptr` is the device address of 4 aligned bytes of mapped pinned
+    /// memory of this driver, live until `s` reached the write, which the
+    /// host only reads, atomically, meanwhile.
+    unsafe fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()>;
     /// Whether the 4 bytes at `host`, the host side of a
     /// [`Driver::write_value`] target, hold `value`: then what was queued
     /// before that write is done. A plain load: no driver call.
@@ -185,26 +196,65 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// Stream-ordered allocation.
     fn alloc(&self, bytes: usize, s: RawStream) -> Result<u64>;
     /// Stream-ordered free: the memory is released once `s` reaches it.
-    fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()>;
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`Driver::alloc`] of this driver with `bytes` and is
+    /// freed once; every use of it is ordered before `s` reaches the free,
+    /// and none is submitted after it.
+    unsafe fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()>;
     /// Page-locked host memory; `mapped`: also mapped into the device
     /// (returns the device address). Host backend: plain memory.
     fn alloc_host(&self, bytes: usize, mapped: bool) -> Result<(*mut u8, u64)>;
-    fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()>;
+    /// Frees memory of [`Driver::alloc_host`] at once.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is null or came from [`Driver::alloc_host`] of this driver with
+    /// `bytes`, and is freed once; no queued operation and no reference uses
+    /// it any more.
+    unsafe fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()>;
 
     /// Asynchronous copy from host memory. Pageable `src` may be reused when
-    /// the call returns (the driver staged it); pinned `src` must live until
-    /// the copy completed.
-    fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()>;
-    /// Asynchronous copy to host memory; `dst` must live until it completed.
-    fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()>;
-    fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()>;
+    /// the call returns (the driver staged it).
+    ///
+    /// # Safety
+    ///
+    /// `dst` is live and ordered for `bytes`; `src` is readable for `bytes`
+    /// and, if page-locked ([`Driver::alloc_host`]), stays alive and
+    /// unmodified until `s` reached the copy.
+    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()>;
+    /// Asynchronous copy to host memory.
+    ///
+    /// # Safety
+    ///
+    /// `src` is live and ordered for `bytes`; `dst` is writable for `bytes`,
+    /// and nothing else reads or writes it, until `s` reached the copy.
+    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()>;
+    /// Asynchronous copy between device ranges.
+    ///
+    /// # Safety
+    ///
+    /// `src` and `dst` are live and ordered for `bytes`.
+    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()>;
     /// Sets `count` 32-bit words at `dst` to `value`.
-    fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
+    ///
+    /// # Safety
+    ///
+    /// `dst` is 4-aligned, live and ordered for `count` words.
+    unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
 
     /// Loads a module, `ptx` on CUDA and the kernels' host functions on the
     /// host, and returns its kernels in the order of `kernels`.
     fn load_module(&self, ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>>;
-    fn launch(
+    /// Launches `k` on `s`.
+    ///
+    /// # Safety
+    ///
+    /// `k` was loaded by this driver and `args` match its parameter list;
+    /// what the kernel touches with `cfg` through `args` is live and ordered
+    /// memory, listed in `accesses` (for the host backend's detector).
+    unsafe fn launch(
         &self,
         k: RawKernel,
         cfg: LaunchConfig,
@@ -216,7 +266,14 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn begin_capture(&self, s: RawStream) -> Result<()>;
     /// Ends the capture and instantiates the graph.
     fn end_capture(&self, s: RawStream) -> Result<RawGraph>;
-    fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
+    /// Runs the captured graph `g` on `s`.
+    ///
+    /// # Safety
+    ///
+    /// What the captured operations touch is live and ordered with this
+    /// launch, as for each operation when it was captured: on the host
+    /// backend they are closures over raw addresses.
+    unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
     fn graph_destroy(&self, g: RawGraph) -> Result<()>;
 
     /// Races found by the host backend's detector (none on CUDA).
@@ -229,7 +286,12 @@ pub(crate) trait Driver: Send + Sync + Debug {
 
     /// Host backend only: blocks `s` until `open` is non-zero, or sets
     /// `timed_out` after `timeout_ns`. CUDA gates are a kernel instead.
-    fn host_gate(
+    ///
+    /// # Safety
+    ///
+    /// `open` and `timed_out` are 4-aligned, stay allocated until `s` passed
+    /// the gate, and are only accessed atomically meanwhile.
+    unsafe fn host_gate(
         &self,
         _s: RawStream,
         _open: *const u32,

@@ -394,12 +394,12 @@ impl Driver for CudaDriver {
         }
     }
 
-    fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
+    unsafe fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
         let flags = sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_DEFAULT as u32;
-        // SAFETY: `call` made the context current; `s` belongs to this driver
-        // and `dptr` is the device address of live mapped pinned memory with
-        // 4 bytes to write (the caller's contract); default flags: the write
-        // follows all prior work of the stream, with a memory barrier.
+        // SAFETY: `call` made the context current; `s` belongs to this
+        // driver; `dptr` is 4 aligned bytes of live mapped pinned memory
+        // (this function's contract); default flags: the write follows all
+        // prior work of the stream, with a memory barrier.
         self.call("cuStreamWriteValue32", || unsafe {
             sys::cuStreamWriteValue32_v2(cu_stream(s), dptr, value, flags)
         })
@@ -516,9 +516,10 @@ impl Driver for CudaDriver {
         Ok(dptr)
     }
 
-    fn free(&self, ptr: u64, _bytes: usize, s: RawStream) -> Result<()> {
-        // SAFETY: `call` made the context current; the caller passes an
-        // allocation of `alloc` that nothing uses once `s` reaches this point.
+    unsafe fn free(&self, ptr: u64, _bytes: usize, s: RawStream) -> Result<()> {
+        // SAFETY: `call` made the context current; `ptr` is an allocation of
+        // `alloc` that nothing uses once `s` reaches this point (this
+        // function's contract).
         self.call("cuMemFreeAsync", || unsafe {
             sys::cuMemFreeAsync(ptr, cu_stream(s))
         })
@@ -552,59 +553,58 @@ impl Driver for CudaDriver {
         Ok((host.cast(), dptr))
     }
 
-    fn free_host(&self, ptr: *mut u8, _bytes: usize) -> Result<()> {
+    unsafe fn free_host(&self, ptr: *mut u8, _bytes: usize) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
-        // SAFETY: the caller passes memory of `alloc_host` that no pending
-        // copy or kernel uses any more.
+        // SAFETY: `call` made the context current; `ptr` is memory of
+        // `alloc_host` that nothing uses any more (this function's contract).
         self.call("cuMemFreeHost", || unsafe {
             sys::cuMemFreeHost(ptr.cast())
         })
     }
 
-    fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
+    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
         if bytes == 0 {
             return self.enter();
         }
-        // SAFETY: `call` made the context current; the caller guarantees
-        // `dst` and `src` are live for `bytes` and that pinned `src` outlives
-        // the copy.
+        // SAFETY: `call` made the context current; this function's contract:
+        // `dst` is live and ordered for `bytes`, `src` readable for `bytes`
+        // and, if pinned, kept unmodified until the copy ran.
         self.call("cuMemcpyHtoDAsync", || unsafe {
             sys::cuMemcpyHtoDAsync_v2(dst, src.cast(), bytes, cu_stream(s))
         })
     }
 
-    fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()> {
+    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()> {
         if bytes == 0 {
             return self.enter();
         }
-        // SAFETY: `call` made the context current; the caller guarantees
-        // `dst` and `src` are live for `bytes` and that `dst` outlives the
-        // copy.
+        // SAFETY: `call` made the context current; this function's contract:
+        // `src` is live and ordered for `bytes`, `dst` writable for `bytes`
+        // and untouched by others until the copy ran.
         self.call("cuMemcpyDtoHAsync", || unsafe {
             sys::cuMemcpyDtoHAsync_v2(dst.cast(), src, bytes, cu_stream(s))
         })
     }
 
-    fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()> {
+    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()> {
         if bytes == 0 {
             return self.enter();
         }
-        // SAFETY: `call` made the context current; the caller guarantees both
-        // ranges are live allocations of at least `bytes`.
+        // SAFETY: `call` made the context current; both ranges are live and
+        // ordered for `bytes` (this function's contract).
         self.call("cuMemcpyDtoDAsync", || unsafe {
             sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, cu_stream(s))
         })
     }
 
-    fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {
+    unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {
         if count == 0 {
             return self.enter();
         }
-        // SAFETY: `call` made the context current; the caller guarantees
-        // `dst` is a live, 4-byte aligned allocation of at least `count`
-        // words.
+        // SAFETY: `call` made the context current; `dst` is 4-aligned, live
+        // and ordered for `count` words (this function's contract).
         self.call("cuMemsetD32Async", || unsafe {
             sys::cuMemsetD32Async(dst, value, count, cu_stream(s))
         })
@@ -647,7 +647,7 @@ impl Driver for CudaDriver {
         Ok(raw)
     }
 
-    fn launch(
+    unsafe fn launch(
         &self,
         k: RawKernel,
         cfg: LaunchConfig,
@@ -663,8 +663,8 @@ impl Driver for CudaDriver {
         // `CUfunction` of a module this driver loaded (kept until drop);
         // `params` holds one pointer per argument into `slots`, both alive
         // for the call (the driver copies the values before returning); the
-        // caller guarantees the arguments match the kernel's parameters and
-        // every pointer argument is a live allocation.
+        // arguments match the kernel's parameters and it touches only live,
+        // ordered memory (this function's contract).
         self.call("cuLaunchKernel", || unsafe {
             sys::cuLaunchKernel(
                 k.handle as usize as sys::CUfunction,
@@ -718,9 +718,10 @@ impl Driver for CudaDriver {
         Ok(RawGraph(exec as usize as u64))
     }
 
-    fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
+    unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
         // SAFETY: `call` made the context current; `g` is an executable graph
-        // of this driver and `s` one of its streams.
+        // of this driver and `s` one of its streams; what the graph touches
+        // is live and ordered (this function's contract).
         self.call("cuGraphLaunch", || unsafe {
             sys::cuGraphLaunch(cu_graph_exec(g), cu_stream(s))
         })
