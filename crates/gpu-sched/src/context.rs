@@ -692,7 +692,7 @@ impl TaskContext {
         // from this stream (X4). `src` holds `bytes` (the lengths agree) and
         // no capture takes it (checked above). Page-locked `src` must stay
         // unmodified until the copy ran: `copy_from_host` synchronizes for
-        // this runtime's [`crate::Staging`] memory and `Staging` waits for
+        // this runtime's `Staging` memory, and `Staging` waits for
         // its fence; memory pinned elsewhere is not recognised (a gap
         // reported in issue 12; the device then reads it late, the host is
         // not written).
