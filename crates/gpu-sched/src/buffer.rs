@@ -224,7 +224,12 @@ impl_device_slice!(Buffer<T>, |b| b.rt.id());
 impl<T: DeviceRepr> Drop for Buffer<T> {
     fn drop(&mut self) {
         let bytes = self.len * std::mem::size_of::<T>();
-        self.rt.free_ordered(self.ptr, bytes, self.stamps.get_mut());
+        // SAFETY: `ptr` came from `TaskContext::alloc` of `rt` with
+        // `device_bytes` of these bytes (the only constructor) and is freed
+        // once, here; every tracked operation on the buffer stamped
+        // `stamps` (a split forgot them: unknown uses wait for every
+        // stream); nothing can use the buffer after its drop.
+        unsafe { self.rt.free_ordered(self.ptr, bytes, self.stamps.get_mut()) };
     }
 }
 

@@ -74,7 +74,14 @@ impl Runtime {
     /// X4: frees `ptr` in stream order on the reclaim stream, after a
     /// hand-off of its uses (so every reader and writer is ordered first).
     /// Never blocks.
-    pub(crate) fn free_ordered(&self, ptr: u64, bytes: usize, uses: &Uses) {
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a buffer's allocation of `device_bytes(bytes)` by this
+    /// runtime's driver ([`TaskContext::alloc`]), freed once; `uses` are its
+    /// uses (every operation on it stamped them, or they are unknown), and
+    /// no operation on it is submitted after this call.
+    pub(crate) unsafe fn free_ordered(&self, ptr: u64, bytes: usize, uses: &Uses) {
         let i = &self.inner;
         let s = i.reclaim_stream;
         let raw = self.raw_stream(s);
@@ -84,7 +91,10 @@ impl Runtime {
             // so keep it rather than free it under a running kernel.
             return;
         }
-        if self.driver().free(ptr, device_bytes(bytes), raw).is_ok() {
+        // SAFETY: the caller's contract: `ptr` is an allocation of this size
+        // by this driver, freed once and used no more; the hand-off above
+        // ordered every use before the reclaim stream reaches the free.
+        if unsafe { self.driver().free(ptr, device_bytes(bytes), raw) }.is_ok() {
             i.allocations
                 .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             i.device_bytes
@@ -610,12 +620,24 @@ impl TaskContext {
         let ptr = dst.device_ptr();
         let drv = self.rt.driver();
         let raw = self.bound()?.1;
+        // `dst` is live and ordered for its bytes in both calls below:
+        // `tracked` handed it to this stream for a write, it is borrowed
+        // now, and its buffer's drop frees it only after a hand-off from
+        // this stream (X4).
         self.tracked("memset", &mut [Touch::write(dst)], |_| {
             if bytes % 4 == 0 {
-                drv.memset_u32(ptr, 0, bytes / 4, raw)
+                // SAFETY: as above, for `bytes / 4` words. 4-aligned: NOT
+                // guaranteed. A view's offset is a multiple of the element
+                // size only, so a `u8` view may start off a word boundary
+                // (a gap reported in issue 12; on the host backend this
+                // makes a misaligned `&mut [u32]`).
+                unsafe { drv.memset_u32(ptr, 0, bytes / 4, raw) }
             } else {
                 let zeros = vec![0u8; bytes];
-                drv.copy_htod(ptr, zeros.as_ptr(), bytes, raw)
+                // SAFETY: as above; `zeros` is pageable memory of `bytes`,
+                // staged by the call, and no capture takes it (checked
+                // above).
+                unsafe { drv.copy_htod(ptr, zeros.as_ptr(), bytes, raw) }
             }
         })
     }
@@ -667,7 +689,16 @@ impl TaskContext {
             self.rt.driver(),
             self.bound()?.1,
         );
-        self.tracked("htod", &mut [Touch::write(dst)], |_| {
+        // SAFETY: `tracked` handed `dst` to this stream for a write; it is
+        // borrowed now and its buffer's drop frees it only after a hand-off
+        // from this stream (X4). `src` holds `bytes` (the lengths agree) and
+        // no capture takes it (checked above). Page-locked `src` must stay
+        // unmodified until the copy ran: `copy_from_host` synchronizes for
+        // this runtime's `Staging` memory, and `Staging` waits for
+        // its fence; memory pinned elsewhere is not recognised (a gap
+        // reported in issue 12; the device then reads it late, the host is
+        // not written).
+        self.tracked("htod", &mut [Touch::write(dst)], |_| unsafe {
             drv.copy_htod(ptr, src.as_ptr() as *const u8, bytes, raw)
         })
     }
@@ -698,7 +729,12 @@ impl TaskContext {
             self.rt.driver(),
             self.bound()?.1,
         );
-        self.tracked("htod", &mut [Touch::write(dst)], |_| {
+        // SAFETY: this function's contract: `src` holds `dst.len()`
+        // elements, alive and unmodified until this stream reached the copy;
+        // no capture takes it (checked above). `tracked` handed `dst` to
+        // this stream for a write, and its buffer's drop frees it only after
+        // a hand-off from this stream (X4).
+        self.tracked("htod", &mut [Touch::write(dst)], |_| unsafe {
             drv.copy_htod(ptr, src as *const u8, bytes, raw)
         })
     }
@@ -728,7 +764,12 @@ impl TaskContext {
             self.rt.driver(),
             self.bound()?.1,
         );
-        self.tracked("dtoh", &mut [Touch::read(src)], |_| {
+        // SAFETY: this function's contract: `dst` holds `src.len()`
+        // writable elements that nothing else touches until this stream
+        // reached the copy; no capture takes it (checked above). `tracked`
+        // handed `src` to this stream for a read, and its buffer's drop
+        // frees it only after a hand-off from this stream (X4).
+        self.tracked("dtoh", &mut [Touch::read(src)], |_| unsafe {
             drv.copy_dtoh(dst as *mut u8, ptr, bytes, raw)
         })
     }
@@ -759,7 +800,14 @@ impl TaskContext {
             self.rt.driver(),
             self.bound()?.1,
         );
-        self.tracked("dtoh", &mut [Touch::read(src)], |_| {
+        // SAFETY: `tracked` handed `src` to this stream for a read, and its
+        // buffer's drop frees it only after a hand-off from this stream
+        // (X4). `dst` holds `bytes` (the lengths agree) and stays borrowed
+        // until the synchronize below returns; no capture takes it (checked
+        // above), so that synchronize waits for the copy: it returns early
+        // only for a capture (ruled out) or a driver error, which leaves the
+        // context broken.
+        self.tracked("dtoh", &mut [Touch::read(src)], |_| unsafe {
             drv.copy_dtoh(dst.as_mut_ptr() as *mut u8, ptr, bytes, raw)
         })?;
         // `dst` is borrowed only for this call: wait for the copy.
@@ -806,9 +854,15 @@ impl TaskContext {
             self.rt.driver(),
             self.bound()?.1,
         );
-        self.tracked("dtod", &mut [Touch::read(src), Touch::write(dst)], |_| {
-            drv.copy_dtod(d, s, bytes, raw)
-        })
+        // SAFETY: `tracked` handed `src` (read) and `dst` (write) to this
+        // stream; both are borrowed now, hold `bytes` (the lengths agree),
+        // and their buffers' drops free them only after a hand-off from this
+        // stream (X4).
+        self.tracked(
+            "dtod",
+            &mut [Touch::read(src), Touch::write(dst)],
+            |_| unsafe { drv.copy_dtod(d, s, bytes, raw) },
+        )
     }
 
     // ----- synchronization ----------------------------------------------------

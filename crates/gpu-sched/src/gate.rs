@@ -4,9 +4,10 @@
 //! the host backend a blocking operation.
 
 use crate::context::TaskContext;
-use crate::driver::{BackendKind, LaunchConfig};
+use crate::driver::BackendKind;
 use crate::error::Result;
 use crate::event::Fence;
+use crate::kernel::LaunchConfig;
 use crate::launch::KernelRef;
 use crate::runtime::Runtime;
 use parking_lot::Mutex;
@@ -105,7 +106,11 @@ impl Drop for Gate {
                 return;
             }
         }
-        let _ = self.rt.driver().free_host(self.host, GATE_BYTES);
+        // SAFETY: the flags came from `alloc_host` with `GATE_BYTES`, and are
+        // freed once, here; every operation blocked on the gate passed (the
+        // fences above; a lost one returned early), and `&mut self` leaves
+        // no reference to them.
+        let _ = unsafe { self.rt.driver().free_host(self.host, GATE_BYTES) };
         self.rt
             .inner
             .pinned_bytes
@@ -133,17 +138,18 @@ impl TaskContext {
         self.bind()?;
         let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
         match self.rt.backend() {
-            BackendKind::Host => self.rt.driver().host_gate(
-                self.raw(),
-                gate.host as *const u32,
-                // SAFETY: within the gate's allocation.
-                unsafe { gate.host.add(4) } as *mut u32,
-                ns,
-            ),
+            // SAFETY: the two flags are 4-aligned words within the gate's
+            // allocation; the gate frees them only after a fence after every
+            // operation blocked on it passed (`used_by`, below), or never
+            // (`lost`), and touches them only through atomics (`flag`).
+            BackendKind::Host => unsafe {
+                let (open, timed_out) = (gate.host as *const u32, gate.host.add(4) as *mut u32);
+                self.rt.driver().host_gate(self.raw(), open, timed_out, ns)
+            },
             // SAFETY: the caller passes a gate kernel (this fn's contract),
             // which touches only the gate's two flags: mapped pinned memory
             // the gate owns and frees only after a fence after every
-            // operation blocked on it passed (`used_by`, below).
+            // operation blocked on it passed (`used_by`, below), or never.
             BackendKind::Cuda => unsafe {
                 self.launch(kernel, LaunchConfig::linear(1, 1))
                     .raw_ptr(gate.dev)

@@ -242,7 +242,13 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         let ctx = self.ctx;
         self.ctx.rt.check_same(self.graph.rt.id(), "the graph")?;
         let raw = self.graph.raw;
-        ctx.tracked("graph", &mut self.touches, |_| {
+        // SAFETY: every range the captured operations touch (the capture's
+        // log) lies in a buffer passed here with the access it needs
+        // (checked above), which `tracked` hands to this stream; a capture
+        // takes no host memory (§8), a gate's flags outlive a graph that
+        // waits on them (the gate keeps them when no fence follows), and
+        // raw pointers are the launch's caller's (`Launch::submit`).
+        ctx.tracked("graph", &mut self.touches, |_| unsafe {
             ctx.rt.driver().graph_launch(raw, ctx.raw())
         })
     }

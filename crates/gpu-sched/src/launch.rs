@@ -4,9 +4,8 @@
 
 use crate::buffer::{DeviceRepr, DeviceSlice};
 use crate::context::{TaskContext, Touch};
-use crate::driver::{KernelArg, LaunchConfig};
 use crate::error::{Error, Result};
-use crate::module::{KernelDef, Module, Param};
+use crate::kernel::{KernelArg, KernelDef, LaunchConfig, Module, Param};
 use smallvec::SmallVec;
 
 /// A kernel of a module, as a constant: `KernelRef::new(&MODULE, 3)`.
@@ -245,7 +244,14 @@ impl<'c, 'b> Launch<'c, 'b> {
         let rt = ctx.runtime();
         let k = rt.kernel(self.kernel.module, self.kernel.index)?;
         let (cfg, args, n, raw) = (self.cfg, self.args, self.nargs, ctx.bound()?.1);
-        ctx.tracked(def.name, &mut self.touches, |mem| {
+        // SAFETY: this function's contract: the kernel touches only the
+        // buffers passed, within their lengths, and raw pointers are valid
+        // and ordered by the caller. `k` is the kernel loaded by this
+        // runtime's driver, and the arguments match its parameters (count
+        // above, types as pushed). `tracked` handed every buffer to this
+        // stream (`mem` lists them), and a buffer's drop frees it only after
+        // a hand-off from this stream (X4).
+        ctx.tracked(def.name, &mut self.touches, |mem| unsafe {
             rt.driver().launch(k, cfg, &args[..n], mem, raw)
         })
     }

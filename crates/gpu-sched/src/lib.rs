@@ -15,8 +15,8 @@ mod error;
 mod event;
 mod gate;
 mod graph;
+mod kernel;
 mod launch;
-mod module;
 mod pool;
 mod runtime;
 mod staging;
@@ -24,7 +24,7 @@ pub mod trace;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Split, ViewMut};
 pub use context::TaskContext;
-pub use driver::{BackendKind, KernelArg, LaunchConfig, SyncMode};
+pub use driver::{BackendChoice, BackendKind, SyncMode};
 pub use error::{Error, Result};
 pub use event::{Event, Fence};
 pub use gate::Gate;
@@ -32,7 +32,7 @@ pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
 pub use graph::{Graph, GraphLaunch};
+pub use kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig, Module, Param};
 pub use launch::{KernelRef, Launch, ScalarArg};
-pub use module::{HostKernelFn, KernelDef, Module, Param};
-pub use runtime::{BackendChoice, LedgerView, LiveCounts, Runtime, RuntimeOptions};
+pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};
 pub use staging::Staging;

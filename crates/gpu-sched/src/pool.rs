@@ -162,7 +162,12 @@ impl StreamPool {
         // Only the task that holds the stream writes its entry.
         let v = self.issued[i].load(Relaxed).wrapping_add(1).max(1);
         self.issued[i].store(v, Relaxed);
-        match driver.write_value(self.raw(id), f.dev + 4 * i as u64, v) {
+        // SAFETY: the flags are `issued.len()` 4-aligned words of mapped
+        // pinned memory of `driver` (`init_flags`) and `i` indexes one; they
+        // are freed only when the runtime drops, after every stream was
+        // synchronized, and the host only loads them atomically
+        // (`value_written`).
+        match unsafe { driver.write_value(self.raw(id), f.dev + 4 * i as u64, v) } {
             Ok(()) => Tail::Written(v),
             Err(_) => {
                 self.flags_off.store(true, Relaxed);

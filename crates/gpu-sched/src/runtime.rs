@@ -1,9 +1,8 @@
 //! The runtime of one device: backend, ledger, pools, loaded modules.
 
-use crate::driver::host::HostDriver;
-use crate::driver::{BackendKind, Driver, RawKernel, RawStream, SyncMode};
+use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::module::Module;
+use crate::kernel::Module;
 use crate::pool::{EventPool, PooledEvent, StreamPool};
 use gpu_epoch::{CounterSnapshot, Generation, Ledger, StreamEpoch, StreamId, Task, TaskId};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -14,19 +13,6 @@ const MAX_MODULES: usize = 64;
 
 /// A loaded module: the address of its `Module`, and its kernels.
 type LoadedModule = (usize, Box<[RawKernel]>);
-
-/// Which backend to start.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub enum BackendChoice {
-    /// CUDA when a device is present, the host backend otherwise. The
-    /// environment variable `GPU_BACKEND` (`cuda` or `host`) overrides.
-    #[default]
-    Auto,
-    /// CUDA, or an error if there is no device.
-    Cuda,
-    /// The host backend.
-    Host,
-}
 
 /// How a runtime is set up.
 #[derive(Clone, Debug)]
@@ -251,25 +237,12 @@ impl Runtime {
     /// [`Error::NoDevice`] when CUDA was asked for and there is none; driver
     /// errors from creating the pools.
     pub fn new(opts: RuntimeOptions) -> Result<Runtime> {
-        let choice = match (opts.backend, std::env::var("GPU_BACKEND").ok().as_deref()) {
-            (BackendChoice::Auto, Some("host")) => BackendChoice::Host,
-            (BackendChoice::Auto, Some("cuda")) => BackendChoice::Cuda,
-            (c, _) => c,
-        };
-        let host = || -> Arc<dyn Driver> {
-            Arc::new(HostDriver::new(
-                opts.host_memory_limit,
-                opts.host_stream_limit,
-            ))
-        };
-        let driver: Arc<dyn Driver> = match choice {
-            BackendChoice::Host => host(),
-            BackendChoice::Cuda => crate::driver::open_cuda(opts.device)?,
-            BackendChoice::Auto if crate::driver::cuda::cuda_available() => {
-                crate::driver::open_cuda(opts.device).unwrap_or_else(|_| host())
-            }
-            BackendChoice::Auto => host(),
-        };
+        let driver = crate::driver::open(
+            opts.backend,
+            opts.device,
+            opts.host_memory_limit,
+            opts.host_stream_limit,
+        )?;
         let ledger = Ledger::new(opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS));
         let streams = StreamPool::new(ledger.capacity(), opts.warm_streams);
         if opts.end_flags {
@@ -498,7 +471,7 @@ impl Runtime {
             .ok_or(Error::Unsupported(
                 "more than 64 kernel modules in one runtime",
             ))?;
-        let k: Box<[RawKernel]> = self.inner.driver.load_module(m)?.into();
+        let k: Box<[RawKernel]> = self.inner.driver.load_module(m.ptx, m.kernels)?.into();
         let r = k[index];
         // Only loaders set slots, one at a time (the lock): this one is free.
         let _ = slot.set((key, k));
@@ -546,10 +519,17 @@ impl Drop for RuntimeInner {
             let _ = self.driver.destroy_event(e.raw);
         }
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
-            let _ = self.driver.free_host(p as *mut u8, bytes);
+            // SAFETY: a cached block came from `alloc_host` with `bytes` and
+            // was given back with no copy through it in flight
+            // (`pinned_give`); it leaves the cache here, once.
+            let _ = unsafe { self.driver.free_host(p as *mut u8, bytes) };
         }
         if let Some((p, bytes)) = self.streams.flag_memory() {
-            let _ = self.driver.free_host(p, bytes);
+            // SAFETY: the end-of-work flags came from `alloc_host` with
+            // `bytes`; every stream that writes them was synchronized above
+            // (on a broken context the CUDA driver refuses the free), and
+            // nothing reads them once the runtime drops.
+            let _ = unsafe { self.driver.free_host(p, bytes) };
         }
         for s in self.streams.all_raw() {
             let _ = self.driver.destroy_stream(s);

@@ -1,7 +1,7 @@
 //! Pinned staging memory for host <-> device pipelines (`par_map`).
 
 use crate::buffer::{DeviceRepr, DeviceSlice};
-use crate::context::TaskContext;
+use crate::context::{TaskContext, Touch};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use std::sync::atomic::Ordering;
@@ -178,7 +178,13 @@ impl<T: DeviceRepr> Staging<T> {
             ctx.bound()?.1,
         );
         let dst = self.ptr as *mut u8;
-        ctx.tracked("dtoh", &mut [crate::context::Touch::read(src)], |_| {
+        // SAFETY: `tracked` handed `src` to this stream for a read, and its
+        // buffer's drop frees it only after a hand-off from this stream
+        // (X4). `dst` is this staging memory, `cap` >= `src.len()` elements
+        // (checked), with no copy in flight (settled); no capture takes it
+        // (checked). The host touches it next only after the fence that
+        // `copied` records, or a synchronize, and the drop waits the same.
+        ctx.tracked("dtoh", &mut [Touch::read(src)], |_| unsafe {
             drv.copy_dtoh(dst, ptr, bytes, raw)
         })?;
         self.copied(ctx)
@@ -259,7 +265,9 @@ impl<T: DeviceRepr> Drop for Staging<T> {
             }
         }
         let bytes = (self.cap * std::mem::size_of::<T>()).max(1);
-        self.rt.pinned_give(self.ptr as *mut u8, bytes);
+        // SAFETY: the memory came from `pinned_take` of these bytes in `new`
+        // and goes back once; the copy in flight, if any, was waited for.
+        unsafe { self.rt.pinned_give(self.ptr as *mut u8, bytes) };
     }
 }
 
@@ -285,8 +293,6 @@ impl Runtime {
         Ok(ptr)
     }
 
-    /// Gives pinned memory back to the cache (up to 1 GiB cached; the rest
-    /// is freed). The caller guarantees no copy through it is in flight.
     /// Whether `[addr, addr + bytes)` overlaps page-locked memory this
     /// runtime handed out (a [`Staging`] buffer's).
     pub(crate) fn is_pinned(&self, addr: usize, bytes: usize) -> bool {
@@ -295,7 +301,15 @@ impl Runtime {
             .any(|&(p, n)| addr < p + n && p < addr + bytes.max(1))
     }
 
-    pub(crate) fn pinned_give(&self, ptr: *mut u8, bytes: usize) {
+    /// Gives pinned memory back to the cache (up to 1 GiB cached; the rest
+    /// is freed).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`Runtime::pinned_take`] with `bytes` and is given
+    /// back once; no copy through it is in flight and no reference into it
+    /// is left.
+    pub(crate) unsafe fn pinned_give(&self, ptr: *mut u8, bytes: usize) {
         {
             let mut live = self.inner.pinned_live.lock();
             if let Some(i) = live.iter().position(|&(p, _)| p == ptr as usize) {
@@ -309,7 +323,8 @@ impl Runtime {
             return;
         }
         drop(c);
-        if self.driver().free_host(ptr, bytes).is_ok() {
+        // SAFETY: the caller's contract; the block is not in the cache.
+        if unsafe { self.driver().free_host(ptr, bytes) }.is_ok() {
             self.inner.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
     }
@@ -318,7 +333,10 @@ impl Runtime {
     pub fn release_cached_memory(&self) {
         let blocks = std::mem::take(&mut *self.inner.pinned_cache.lock());
         for (bytes, p) in blocks {
-            if self.driver().free_host(p as *mut u8, bytes).is_ok() {
+            // SAFETY: a cached block came from `alloc_host` with `bytes` and
+            // was given back with no copy in flight (`pinned_give`); it left
+            // the cache above, once.
+            if unsafe { self.driver().free_host(p as *mut u8, bytes) }.is_ok() {
                 self.inner.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
             }
         }

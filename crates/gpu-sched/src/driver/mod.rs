@@ -6,20 +6,55 @@
 //! with a race detector). Nothing here tracks anything: the ledger does.
 
 use crate::error::Result;
-use crate::module::{HostKernelFn, Module};
+use crate::kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig};
 use gpu_epoch::Access;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 pub(crate) mod cuda;
 pub(crate) mod host;
 
+/// Opens the backend `choice` names. `Auto`: the environment variable
+/// `GPU_BACKEND` (`cuda` or `host`) chooses if set; else CUDA when a device
+/// is present and opens, the host backend otherwise. The host backend gets
+/// `host_memory_limit` bytes of "device" memory and `host_stream_limit`
+/// streams.
+///
+/// # Errors
+///
+/// [`crate::Error::NoDevice`] when CUDA was asked for and there is none;
+/// driver errors from opening it.
+pub(crate) fn open(
+    choice: BackendChoice,
+    device: usize,
+    host_memory_limit: usize,
+    host_stream_limit: usize,
+) -> Result<Arc<dyn Driver>> {
+    let choice = match (choice, std::env::var("GPU_BACKEND").ok().as_deref()) {
+        (BackendChoice::Auto, Some("host")) => BackendChoice::Host,
+        (BackendChoice::Auto, Some("cuda")) => BackendChoice::Cuda,
+        (c, _) => c,
+    };
+    let host = || -> Arc<dyn Driver> {
+        Arc::new(host::HostDriver::new(host_memory_limit, host_stream_limit))
+    };
+    Ok(match choice {
+        BackendChoice::Host => host(),
+        BackendChoice::Cuda => open_cuda(device)?,
+        BackendChoice::Auto if cuda::cuda_available() => {
+            open_cuda(device).unwrap_or_else(|_| host())
+        }
+        BackendChoice::Auto => host(),
+    })
+}
+
 /// Opens the CUDA backend on device `ordinal`.
-pub(crate) fn open_cuda(ordinal: usize) -> Result<std::sync::Arc<dyn Driver>> {
+fn open_cuda(ordinal: usize) -> Result<Arc<dyn Driver>> {
     let d = cuda::CudaDriver::new(ordinal)?;
     // Keep freed pool memory mapped: stream-ordered allocation then costs no
     // remapping after a synchronize.
     d.set_pool_release_threshold(u64::MAX)?;
-    Ok(std::sync::Arc::new(d))
+    Ok(Arc::new(d))
 }
 
 /// A backend stream handle.
@@ -43,52 +78,6 @@ pub(crate) struct RawKernel {
     pub(crate) host: HostKernelFn,
 }
 
-/// One kernel argument, passed by value.
-#[derive(Clone, Copy, PartialEq, Debug)]
-pub enum KernelArg {
-    /// A device pointer.
-    Ptr(u64),
-    /// `unsigned long long`.
-    U64(u64),
-    /// `unsigned int`.
-    U32(u32),
-    /// `int`.
-    I32(i32),
-    /// `float`.
-    F32(f32),
-    /// `double`.
-    F64(f64),
-}
-
-/// A launch's grid, block and dynamic shared memory.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct LaunchConfig {
-    /// Blocks in the grid.
-    pub grid: [u32; 3],
-    /// Threads per block.
-    pub block: [u32; 3],
-    /// Dynamic shared memory, bytes.
-    pub shared_mem_bytes: u32,
-}
-
-impl LaunchConfig {
-    /// A 1-D launch of `grid` blocks of `block` threads.
-    pub const fn linear(grid: u32, block: u32) -> Self {
-        LaunchConfig {
-            grid: [grid, 1, 1],
-            block: [block, 1, 1],
-            shared_mem_bytes: 0,
-        }
-    }
-
-    /// A 1-D launch covering `n` elements with `block` threads per block,
-    /// grid-stride kernels assumed (the grid is capped at 65 535 * 8 blocks).
-    pub fn for_elements(n: usize, block: u32) -> Self {
-        let blocks = n.div_ceil(block as usize).clamp(1, 65_535 * 8);
-        LaunchConfig::linear(blocks as u32, block)
-    }
-}
-
 /// A memory range an operation touches, for the host backend's race
 /// detector (the CUDA backend ignores it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -106,6 +95,19 @@ pub enum SyncMode {
     SpinThenYield,
     /// Block in the driver.
     Blocking,
+}
+
+/// Which backend to start.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum BackendChoice {
+    /// CUDA when a device is present, the host backend otherwise. The
+    /// environment variable `GPU_BACKEND` (`cuda` or `host`) overrides.
+    #[default]
+    Auto,
+    /// CUDA, or an error if there is no device.
+    Cuda,
+    /// The host backend.
+    Host,
 }
 
 /// Which backend a runtime uses.
@@ -130,8 +132,13 @@ impl std::fmt::Display for BackendKind {
 /// sync; none takes a ledger lock (R14).
 ///
 /// Pointers are device addresses as integers; on the host backend they are
-/// host addresses. Callers guarantee that every pointer passed is a live
-/// allocation of this backend of at least the given size.
+/// host addresses. The methods that take one are `unsafe`; in their
+/// `# Safety` sections, *live* memory was allocated by this driver and is not
+/// freed before the stream reaches the operation, and an operation is
+/// *ordered* when every other access to the same bytes, one of the two a
+/// write, comes before it or after it (stream order, an event wait, a host
+/// synchronize). On the host backend device memory is process memory, so an
+/// unordered pair is a data race in this process.
 pub(crate) trait Driver: Send + Sync + Debug {
     fn kind(&self) -> BackendKind;
     fn device_name(&self) -> String;
@@ -146,7 +153,13 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn check_sticky(&self) -> Result<()>;
     /// Writes `value` to the 4 bytes at `dptr` (mapped pinned memory, see
     /// [`Driver::alloc_host`]) once everything queued on `s` before is done.
-    fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()>;
+    ///
+    /// # Safety
+    ///
+    /// `dptr` is the device address of 4 aligned bytes of mapped pinned
+    /// memory of this driver, live until `s` reached the write, which the
+    /// host only reads, atomically, meanwhile.
+    unsafe fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()>;
     /// Whether the 4 bytes at `host`, the host side of a
     /// [`Driver::write_value`] target, hold `value`: then what was queued
     /// before that write is done. A plain load: no driver call.
@@ -183,26 +196,65 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// Stream-ordered allocation.
     fn alloc(&self, bytes: usize, s: RawStream) -> Result<u64>;
     /// Stream-ordered free: the memory is released once `s` reaches it.
-    fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()>;
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from [`Driver::alloc`] of this driver with `bytes` and is
+    /// freed once; every use of it is ordered before `s` reaches the free,
+    /// and none is submitted after it.
+    unsafe fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()>;
     /// Page-locked host memory; `mapped`: also mapped into the device
     /// (returns the device address). Host backend: plain memory.
     fn alloc_host(&self, bytes: usize, mapped: bool) -> Result<(*mut u8, u64)>;
-    fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()>;
+    /// Frees memory of [`Driver::alloc_host`] at once.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is null or came from [`Driver::alloc_host`] of this driver with
+    /// `bytes`, and is freed once; no queued operation and no reference uses
+    /// it any more.
+    unsafe fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()>;
 
     /// Asynchronous copy from host memory. Pageable `src` may be reused when
-    /// the call returns (the driver staged it); pinned `src` must live until
-    /// the copy completed.
-    fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()>;
-    /// Asynchronous copy to host memory; `dst` must live until it completed.
-    fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()>;
-    fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()>;
+    /// the call returns (the driver staged it).
+    ///
+    /// # Safety
+    ///
+    /// `dst` is live and ordered for `bytes`; `src` is readable for `bytes`
+    /// and, if page-locked ([`Driver::alloc_host`]), stays alive and
+    /// unmodified until `s` reached the copy.
+    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()>;
+    /// Asynchronous copy to host memory.
+    ///
+    /// # Safety
+    ///
+    /// `src` is live and ordered for `bytes`; `dst` is writable for `bytes`,
+    /// and nothing else reads or writes it, until `s` reached the copy.
+    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()>;
+    /// Asynchronous copy between device ranges.
+    ///
+    /// # Safety
+    ///
+    /// `src` and `dst` are live and ordered for `bytes`.
+    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()>;
     /// Sets `count` 32-bit words at `dst` to `value`.
-    fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
+    ///
+    /// # Safety
+    ///
+    /// `dst` is 4-aligned, live and ordered for `count` words.
+    unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
 
-    /// Loads a module (PTX on CUDA; host functions on the host) and returns
-    /// its kernels in the module's order.
-    fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>>;
-    fn launch(
+    /// Loads a module, `ptx` on CUDA and the kernels' host functions on the
+    /// host, and returns its kernels in the order of `kernels`.
+    fn load_module(&self, ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>>;
+    /// Launches `k` on `s`.
+    ///
+    /// # Safety
+    ///
+    /// `k` was loaded by this driver and `args` match its parameter list;
+    /// what the kernel touches with `cfg` through `args` is live and ordered
+    /// memory, listed in `accesses` (for the host backend's detector).
+    unsafe fn launch(
         &self,
         k: RawKernel,
         cfg: LaunchConfig,
@@ -214,7 +266,14 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn begin_capture(&self, s: RawStream) -> Result<()>;
     /// Ends the capture and instantiates the graph.
     fn end_capture(&self, s: RawStream) -> Result<RawGraph>;
-    fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
+    /// Runs the captured graph `g` on `s`.
+    ///
+    /// # Safety
+    ///
+    /// What the captured operations touch is live and ordered with this
+    /// launch, as for each operation when it was captured: on the host
+    /// backend they are closures over raw addresses.
+    unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
     fn graph_destroy(&self, g: RawGraph) -> Result<()>;
 
     /// Races found by the host backend's detector (none on CUDA).
@@ -227,7 +286,12 @@ pub(crate) trait Driver: Send + Sync + Debug {
 
     /// Host backend only: blocks `s` until `open` is non-zero, or sets
     /// `timed_out` after `timeout_ns`. CUDA gates are a kernel instead.
-    fn host_gate(
+    ///
+    /// # Safety
+    ///
+    /// `open` and `timed_out` are 4-aligned, stay allocated until `s` passed
+    /// the gate, and are only accessed atomically meanwhile.
+    unsafe fn host_gate(
         &self,
         _s: RawStream,
         _open: *const u32,

@@ -1,48 +1,23 @@
 //! The host backend: each stream is a CPU thread running its operations in
 //! order; events are real events on those threads; "device" memory is host
-//! memory; kernels are Rust functions. A race detector checks every
-//! operation's memory accesses against vector clocks built from stream
-//! order, event waits and host observations, and reports two unordered
-//! accesses to one byte range where one writes.
+//! memory; kernels are Rust functions. A race detector ([`detector`])
+//! checks every operation's memory accesses against vector clocks built
+//! from stream order, event waits and host observations, and reports two
+//! unordered accesses to one byte range where one writes.
 
-use super::{
-    BackendKind, Driver, KernelArg, LaunchConfig, MemAccess, RawEvent, RawGraph, RawKernel,
-    RawStream, SyncMode,
-};
+use super::{BackendKind, Driver, MemAccess, RawEvent, RawGraph, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::module::Module;
+use crate::kernel::{KernelArg, KernelDef, LaunchConfig};
 use gpu_epoch::Access;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::alloc::Layout;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A vector clock over host streams (index: stream clock index).
-#[derive(Clone, Default, Debug)]
-struct Clock(Vec<u64>);
-
-impl Clock {
-    fn get(&self, i: usize) -> u64 {
-        self.0.get(i).copied().unwrap_or(0)
-    }
-    fn tick(&mut self, i: usize) -> u64 {
-        if self.0.len() <= i {
-            self.0.resize(i + 1, 0);
-        }
-        self.0[i] += 1;
-        self.0[i]
-    }
-    fn merge(&mut self, other: &Clock) {
-        if self.0.len() < other.0.len() {
-            self.0.resize(other.0.len(), 0);
-        }
-        for (a, b) in self.0.iter_mut().zip(&other.0) {
-            *a = (*a).max(*b);
-        }
-    }
-}
+mod detector;
+use detector::{Clock, Detector};
 
 /// One record of an event: done once its stream reached it.
 #[derive(Debug, Default)]
@@ -124,81 +99,6 @@ struct HostStream {
     idle: Condvar,
     /// The stream's clock, advanced by its thread.
     clock: Mutex<Clock>,
-}
-
-/// An allocation's access history for the race detector.
-#[derive(Debug, Default)]
-struct Shadow {
-    len: usize,
-    entries: Vec<AccessRec>,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct AccessRec {
-    start: u64,
-    end: u64,
-    stream: usize,
-    tick: u64,
-    write: bool,
-}
-
-#[derive(Default)]
-struct Detector {
-    allocs: BTreeMap<u64, Shadow>,
-    races: Vec<String>,
-}
-
-impl Detector {
-    fn check(&mut self, stream: usize, clock: &Clock, tick: u64, acc: &MemAccess, what: &str) {
-        if acc.bytes == 0 {
-            return;
-        }
-        let (start, end) = (acc.ptr, acc.ptr + acc.bytes as u64);
-        let write = acc.access == Access::Write;
-        let Some((&base, shadow)) = self.allocs.range_mut(..=start).next_back() else {
-            self.races.push(format!(
-                "{what} on stream {stream} touches unknown memory {start:#x}"
-            ));
-            return;
-        };
-        if end > base + shadow.len as u64 {
-            self.races.push(format!(
-                "{what} on stream {stream} touches {start:#x}..{end:#x}, outside its allocation (freed or out of bounds)"
-            ));
-            return;
-        }
-        let mut found = Vec::new();
-        for e in &shadow.entries {
-            let overlaps = e.start < end && start < e.end;
-            let ordered = e.stream == stream || clock.get(e.stream) >= e.tick;
-            if overlaps && (write || e.write) && !ordered {
-                found.push(format!(
-                    "race: {what} ({}) on stream {stream} at {start:#x}..{end:#x} is not ordered after a {} on stream {} (op {})",
-                    if write { "write" } else { "read" },
-                    if e.write { "write" } else { "read" },
-                    e.stream,
-                    e.tick
-                ));
-            }
-        }
-        self.races.extend(found);
-        if write {
-            shadow
-                .entries
-                .retain(|e| !(e.start >= start && e.end <= end));
-        } else {
-            shadow
-                .entries
-                .retain(|e| !(e.stream == stream && !e.write && e.start == start && e.end == end));
-        }
-        shadow.entries.push(AccessRec {
-            start,
-            end,
-            stream,
-            tick,
-            write,
-        });
-    }
 }
 
 struct Shared {
@@ -421,8 +321,8 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) -> Option<(Arc<RecordState>
             timeout,
         } => {
             let start = Instant::now();
-            // SAFETY: the gate's flags are host memory the caller keeps alive
-            // until the gate op completed (the `Gate` type owns them).
+            // SAFETY: `host_gate`'s contract: both flags are 4-aligned and
+            // allocated until this op passed, and only accessed atomically.
             let open = unsafe { &*(open as *const std::sync::atomic::AtomicU32) };
             loop {
                 if open.load(Ordering::Acquire) != 0 {
@@ -438,9 +338,9 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) -> Option<(Arc<RecordState>
             }
         }
         OpKind::Free { ptr, bytes } => {
-            shared.detector.lock().allocs.remove(&ptr);
-            // SAFETY: `ptr` came from `alloc` with this layout and the ledger
-            // ordered every use before this stream-ordered free.
+            shared.detector.lock().freed(ptr);
+            // SAFETY: `free`'s contract: `ptr` came from `alloc` with this
+            // layout, is freed once, and every use is ordered before this op.
             unsafe {
                 std::alloc::dealloc(
                     ptr as *mut u8,
@@ -452,9 +352,9 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) -> Option<(Arc<RecordState>
         OpKind::WriteValue { addr, value } => {
             // The clock first: a host that sees the value observes it.
             shared.written.lock().insert(addr, clock.clone());
-            // SAFETY: `addr` is 4-aligned memory from `alloc_host` that the
-            // runtime keeps until its streams are drained (the caller's
-            // contract of `write_value`); the host reads it atomically.
+            // SAFETY: `write_value`'s contract: `addr` is 4 aligned bytes of
+            // `alloc_host` memory, live until this op ran, that the host only
+            // reads atomically.
             unsafe { std::sync::atomic::AtomicU32::from_ptr(addr as *mut u32) }
                 .store(value, Ordering::Release);
         }
@@ -547,7 +447,7 @@ impl Driver for HostDriver {
         HostDriver::sticky(self)
     }
 
-    fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
+    unsafe fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
         self.submit(s, OpKind::WriteValue { addr: dptr, value }, Vec::new())
     }
 
@@ -695,17 +595,11 @@ impl Driver for HostDriver {
             });
         }
         let p = host_alloc(bytes) as u64;
-        self.shared.detector.lock().allocs.insert(
-            p,
-            Shadow {
-                len: bytes,
-                entries: Vec::new(),
-            },
-        );
+        self.shared.detector.lock().allocated(p, bytes);
         Ok(p)
     }
 
-    fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()> {
+    unsafe fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()> {
         // Freeing is allowed on a broken context: memory must not leak.
         let st = self.stream(s)?;
         let op = Op {
@@ -730,20 +624,20 @@ impl Driver for HostDriver {
         Ok((p, p as u64))
     }
 
-    fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
+    unsafe fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
         {
             let mut pinned = self.shared.pinned.lock();
             if let Some(i) = pinned.iter().position(|&(p, _)| p == ptr as usize) {
                 pinned.swap_remove(i);
             }
         }
-        // SAFETY: `ptr` came from `alloc_host` with this size and alignment,
-        // and the caller guarantees no queued operation still uses it.
+        // SAFETY: this function's contract: `ptr` came from `alloc_host`
+        // with this size (and `ALIGN`), and nothing uses it any more.
         unsafe { std::alloc::dealloc(ptr, Layout::from_size_align_unchecked(bytes.max(1), ALIGN)) };
         Ok(())
     }
 
-    fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
+    unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
         let addr = src as usize;
         let pinned = self
             .shared
@@ -753,21 +647,20 @@ impl Driver for HostDriver {
             .any(|&(p, n)| p <= addr && addr + bytes <= p + n);
         let body: Body = if pinned {
             // From page-locked memory the copy reads the source when it
-            // runs, as on the device: the caller keeps it unmodified until
-            // then (the contract of the runtime's copies from pinned memory).
+            // runs, as on the device.
             Arc::new(move || {
-                // SAFETY: `src` stays valid and unmodified until this op ran
-                // (above); `dst` is a live allocation of `bytes` bytes that
-                // the ledger ordered this copy with.
+                // SAFETY: this function's contract: page-locked `src` stays
+                // valid and unmodified until this op ran, and `dst` is live
+                // and ordered for `bytes`.
                 unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, dst as *mut u8, bytes) }
             })
         } else {
             // Staged like a pageable copy: the source may be reused on return.
-            // SAFETY: the caller guarantees `src` is valid for `bytes` bytes.
+            // SAFETY: this function's contract: `src` is readable for `bytes`.
             let staged: Arc<[u8]> = unsafe { std::slice::from_raw_parts(src, bytes) }.into();
             Arc::new(move || {
-                // SAFETY: `dst` is a live allocation of at least `bytes`
-                // bytes; the ledger ordered this copy with every other use.
+                // SAFETY: this function's contract: `dst` is live and ordered
+                // for `bytes`.
                 unsafe { std::ptr::copy_nonoverlapping(staged.as_ptr(), dst as *mut u8, bytes) }
             })
         };
@@ -779,11 +672,12 @@ impl Driver for HostDriver {
         self.submit(s, OpKind::Run(body), acc)
     }
 
-    fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()> {
+    unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()> {
         let dst = dst as usize;
         let body: Body = Arc::new(move || {
-            // SAFETY: the caller keeps `dst` alive and unaliased until the
-            // copy completed; `src` is a live allocation.
+            // SAFETY: this function's contract: `dst` is writable and
+            // untouched by others until this op ran; `src` is live and
+            // ordered for `bytes`.
             unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) }
         });
         let acc = vec![MemAccess {
@@ -794,10 +688,10 @@ impl Driver for HostDriver {
         self.submit(s, OpKind::Run(body), acc)
     }
 
-    fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()> {
+    unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()> {
         let body: Body = Arc::new(move || {
-            // SAFETY: both are live allocations of at least `bytes` bytes;
-            // `copy` tolerates overlap.
+            // SAFETY: this function's contract: both are live and ordered for
+            // `bytes`; `copy` tolerates overlap.
             unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) }
         });
         let acc = vec![
@@ -815,10 +709,10 @@ impl Driver for HostDriver {
         self.submit(s, OpKind::Run(body), acc)
     }
 
-    fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {
+    unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {
         let body: Body = Arc::new(move || {
-            // SAFETY: `dst` is a live, 256-byte aligned allocation of at
-            // least `count` words.
+            // SAFETY: this function's contract: `dst` is 4-aligned, live and
+            // ordered for `count` words.
             let words = unsafe { std::slice::from_raw_parts_mut(dst as *mut u32, count) };
             words.fill(value);
         });
@@ -830,8 +724,8 @@ impl Driver for HostDriver {
         self.submit(s, OpKind::Run(body), acc)
     }
 
-    fn load_module(&self, m: &Module) -> Result<Vec<RawKernel>> {
-        Ok(m.kernels
+    fn load_module(&self, _ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>> {
+        Ok(kernels
             .iter()
             .map(|k| RawKernel {
                 handle: 0,
@@ -840,7 +734,7 @@ impl Driver for HostDriver {
             .collect())
     }
 
-    fn launch(
+    unsafe fn launch(
         &self,
         k: RawKernel,
         cfg: LaunchConfig,
@@ -851,9 +745,8 @@ impl Driver for HostDriver {
         let args: Arc<[KernelArg]> = args.into();
         let f = k.host;
         let body: Body = Arc::new(move || {
-            // SAFETY: the runtime checked the arguments against the kernel's
-            // parameter list and every pointer is a live allocation ordered
-            // by the ledger.
+            // SAFETY: this function's contract: the arguments match the
+            // kernel's parameters and it touches only live, ordered memory.
             unsafe { f(&args, cfg) }
         });
         self.submit(s, OpKind::Run(body), accesses.to_vec())
@@ -891,7 +784,7 @@ impl Driver for HostDriver {
         Ok(RawGraph(id))
     }
 
-    fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
+    unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
         let ops = self
             .shared
             .graphs
@@ -914,7 +807,7 @@ impl Driver for HostDriver {
         Ok(())
     }
 
-    fn host_gate(
+    unsafe fn host_gate(
         &self,
         s: RawStream,
         open: *const u32,

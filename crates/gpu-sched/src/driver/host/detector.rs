@@ -1,0 +1,128 @@
+//! The host backend's race detector: vector clocks over its streams, and
+//! per allocation the accesses not yet ordered before everything: two
+//! accesses to one byte range, unordered, one a write, are a race; so is a
+//! touch of freed or unknown memory.
+
+use crate::driver::MemAccess;
+use gpu_epoch::Access;
+use std::collections::BTreeMap;
+
+/// A vector clock over host streams (index: stream clock index).
+#[derive(Clone, Default, Debug)]
+pub(super) struct Clock(Vec<u64>);
+
+impl Clock {
+    pub(super) fn get(&self, i: usize) -> u64 {
+        self.0.get(i).copied().unwrap_or(0)
+    }
+    pub(super) fn tick(&mut self, i: usize) -> u64 {
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] += 1;
+        self.0[i]
+    }
+    pub(super) fn merge(&mut self, other: &Clock) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).max(*b);
+        }
+    }
+}
+
+/// An allocation's access history for the race detector.
+#[derive(Debug, Default)]
+struct Shadow {
+    len: usize,
+    entries: Vec<AccessRec>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct AccessRec {
+    start: u64,
+    end: u64,
+    stream: usize,
+    tick: u64,
+    write: bool,
+}
+
+#[derive(Default)]
+pub(super) struct Detector {
+    allocs: BTreeMap<u64, Shadow>,
+    pub(super) races: Vec<String>,
+}
+
+impl Detector {
+    /// A new allocation of `len` bytes at `ptr`, with no access yet.
+    pub(super) fn allocated(&mut self, ptr: u64, len: usize) {
+        let entries = Vec::new();
+        self.allocs.insert(ptr, Shadow { len, entries });
+    }
+
+    /// The allocation at `ptr` is freed: later touches are reported.
+    pub(super) fn freed(&mut self, ptr: u64) {
+        self.allocs.remove(&ptr);
+    }
+
+    /// Checks `acc`, made by op `tick` of `stream` (whose clock is `clock`),
+    /// against the history of its allocation, then adds it there.
+    pub(super) fn check(
+        &mut self,
+        stream: usize,
+        clock: &Clock,
+        tick: u64,
+        acc: &MemAccess,
+        what: &str,
+    ) {
+        if acc.bytes == 0 {
+            return;
+        }
+        let (start, end) = (acc.ptr, acc.ptr + acc.bytes as u64);
+        let write = acc.access == Access::Write;
+        let Some((&base, shadow)) = self.allocs.range_mut(..=start).next_back() else {
+            self.races.push(format!(
+                "{what} on stream {stream} touches unknown memory {start:#x}"
+            ));
+            return;
+        };
+        if end > base + shadow.len as u64 {
+            self.races.push(format!(
+                "{what} on stream {stream} touches {start:#x}..{end:#x}, outside its allocation (freed or out of bounds)"
+            ));
+            return;
+        }
+        let mut found = Vec::new();
+        for e in &shadow.entries {
+            let overlaps = e.start < end && start < e.end;
+            let ordered = e.stream == stream || clock.get(e.stream) >= e.tick;
+            if overlaps && (write || e.write) && !ordered {
+                found.push(format!(
+                    "race: {what} ({}) on stream {stream} at {start:#x}..{end:#x} is not ordered after a {} on stream {} (op {})",
+                    if write { "write" } else { "read" },
+                    if e.write { "write" } else { "read" },
+                    e.stream,
+                    e.tick
+                ));
+            }
+        }
+        self.races.extend(found);
+        if write {
+            shadow
+                .entries
+                .retain(|e| !(e.start >= start && e.end <= end));
+        } else {
+            shadow
+                .entries
+                .retain(|e| !(e.stream == stream && !e.write && e.start == start && e.end == end));
+        }
+        shadow.entries.push(AccessRec {
+            start,
+            end,
+            stream,
+            tick,
+            write,
+        });
+    }
+}
