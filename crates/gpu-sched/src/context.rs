@@ -612,12 +612,14 @@ impl TaskContext {
         dst: &mut (impl DeviceSlice<T> + ?Sized),
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
-        let bytes = dst.bytes();
-        if bytes % 4 != 0 {
-            // Zeros from host memory, below.
-            self.host_memory_outside_capture("zeroing a buffer of odd size")?;
+        let (ptr, bytes) = (dst.device_ptr(), dst.bytes());
+        // Whole aligned words are set on the device; anything else (an odd
+        // size, a view of bytes off a word boundary) is copied from zeros in
+        // host memory, below.
+        let words = bytes % 4 == 0 && ptr % 4 == 0;
+        if !words {
+            self.host_memory_outside_capture("zeroing a buffer of odd size or offset")?;
         }
-        let ptr = dst.device_ptr();
         let drv = self.rt.driver();
         let raw = self.bound()?.1;
         // `dst` is live and ordered for its bytes in both calls below:
@@ -625,12 +627,9 @@ impl TaskContext {
         // now, and its buffer's drop frees it only after a hand-off from
         // this stream (X4).
         self.tracked("memset", &mut [Touch::write(dst)], |_| {
-            if bytes % 4 == 0 {
-                // SAFETY: as above, for `bytes / 4` words. 4-aligned: NOT
-                // guaranteed. A view's offset is a multiple of the element
-                // size only, so a `u8` view may start off a word boundary
-                // (a gap reported in issue 12; on the host backend this
-                // makes a misaligned `&mut [u32]`).
+            if words {
+                // SAFETY: as above, for `bytes / 4` words, 4-aligned
+                // (checked above).
                 unsafe { drv.memset_u32(ptr, 0, bytes / 4, raw) }
             } else {
                 let zeros = vec![0u8; bytes];
@@ -644,9 +643,10 @@ impl TaskContext {
 
     /// Copies `src` from host memory into `dst`; `src` may be reused on
     /// return. From pageable memory the copy is asynchronous (the driver
-    /// stages it); from this runtime's page-locked memory (a [`crate::Staging`]
-    /// buffer's slice), which the device reads while the copy runs, it waits
-    /// for the copy (§8: the host could write the memory under it).
+    /// stages it); from page-locked memory (a [`crate::Staging`] buffer's
+    /// slice, of this runtime or another, or memory another library pinned),
+    /// which the device reads while the copy runs, it waits for the copy
+    /// (§8: the host could write or free the memory under it).
     ///
     /// # Errors
     ///
@@ -656,9 +656,13 @@ impl TaskContext {
         dst: &mut (impl DeviceSlice<T> + ?Sized),
         src: &[T],
     ) -> Result<()> {
+        // This runtime's page-locked memory, or any the driver knows as such
+        // (another runtime's `Staging`, another library's): the device reads
+        // it after the call returns.
         let pinned = self
             .rt
-            .is_pinned(src.as_ptr() as usize, std::mem::size_of_val(src));
+            .is_pinned(src.as_ptr() as usize, std::mem::size_of_val(src))
+            || (!src.is_empty() && self.rt.driver().is_page_locked(src.as_ptr().cast()));
         self.copy_from_host_staged(dst, src)?;
         if pinned {
             self.synchronize()?;
@@ -694,10 +698,8 @@ impl TaskContext {
         // from this stream (X4). `src` holds `bytes` (the lengths agree) and
         // no capture takes it (checked above). Page-locked `src` must stay
         // unmodified until the copy ran: `copy_from_host` synchronizes for
-        // this runtime's `Staging` memory, and `Staging` waits for
-        // its fence; memory pinned elsewhere is not recognised (a gap
-        // reported in issue 12; the device then reads it late, the host is
-        // not written).
+        // any memory this runtime or the driver knows as page-locked, and
+        // `Staging` waits for its fence.
         self.tracked("htod", &mut [Touch::write(dst)], |_| unsafe {
             drv.copy_htod(ptr, src.as_ptr() as *const u8, bytes, raw)
         })

@@ -1,6 +1,7 @@
 //! §8, soundness: one test per defect a review of the safe API found
-//! (`sound01`-`sound10`), and the unneeded wait it found (`sound11`), in safe
-//! code through the public API, on both backends. Each failed before its fix
+//! (`sound01`-`sound10`), the unneeded wait it found (`sound11`), and two
+//! found while writing the driver's `# Safety` sections (`sound12`,
+//! `sound13`), in safe code through the public API, on both backends. Each failed before its fix
 //! (the failing assertion is named in each test's comment).
 //!
 //! Type-level fixes also have compile-fail doctests: `Launch::submit` and
@@ -11,7 +12,7 @@
 
 mod common;
 
-use common::{backend_tests, same_backend, OPENED_BY_TEST, PROBE};
+use common::{assert_no_races, backend_tests, same_backend, OPENED_BY_TEST, PROBE};
 use gpu_kernels as k;
 use gpu_sched::{
     Binding, CounterSnapshot, DeviceSlice, Error, Runtime, RuntimeOptions, Staging, TaskContext,
@@ -393,3 +394,55 @@ fn sound11_no_wait_after_from_host_then_to_vec(rt: &Runtime) {
     assert_all(&writer2.to_vec(&b).unwrap(), 4.0);
 }
 backend_tests!(sound11_no_wait_after_from_host_then_to_vec);
+
+/// Found while writing the driver's `# Safety` sections (issue 12): a view
+/// of bytes may start off a word boundary, and zeroing it set whole words
+/// at a misaligned address (on the host backend a misaligned `&mut [u32]`;
+/// on CUDA a driver error). Such views are zeroed from host memory now.
+fn sound12_memset_of_a_misaligned_view(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    let mut a = t.from_host(&[7u8; 10]).unwrap();
+    {
+        let mut split = a.split_chunks(6).unwrap();
+        let mut views = split.views();
+        // Bytes 6..10: 4 bytes at an address that is 2 mod 4.
+        t.memset_zero(&mut views[1]).unwrap();
+        t.rejoin(split).unwrap();
+    }
+    let want = [7, 7, 7, 7, 7, 7, 0, 0, 0, 0];
+    assert_eq!(t.to_vec(&a).unwrap(), want);
+    assert_no_races(rt);
+}
+backend_tests!(sound12_memset_of_a_misaligned_view);
+
+/// Found with sound12: `copy_from_host` waited for the copy only when the
+/// source was this runtime's page-locked memory. Another runtime's
+/// `Staging` slice (or memory another library pinned) was copied
+/// asynchronously by CUDA, and the device read it after the borrow ended:
+/// here, after the host wrote 2 into it. The driver is asked now.
+fn sound13_copy_from_foreign_page_locked_memory(rt: &Runtime) {
+    let other = same_backend(rt, RuntimeOptions::default());
+    let mut pinned = Staging::<f32>::new(&other, N).unwrap();
+    pinned.as_mut_slice().unwrap().fill(1.0);
+    let t = rt.begin_task().unwrap();
+    let mut a = t.zeros::<f32>(N).unwrap();
+    t.synchronize().unwrap();
+    let g = rt.gate().unwrap();
+    k::gate(&t, &g, OPENED_BY_TEST).unwrap();
+    std::thread::scope(|scope| {
+        let g = &g;
+        scope.spawn(move || {
+            // Not a threshold: the copy must not have run when the host
+            // writes below, whichever comes first.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            g.open();
+        });
+        t.copy_from_host(&mut a, pinned.as_slice().unwrap())
+            .unwrap();
+        // `copy_from_host` returned: the source may change.
+        pinned.as_mut_slice().unwrap().fill(2.0);
+    });
+    assert_all(&t.to_vec(&a).unwrap(), 1.0);
+    assert!(!g.timed_out());
+}
+backend_tests!(sound13_copy_from_foreign_page_locked_memory);

@@ -214,6 +214,13 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// `bytes`, and is freed once; no queued operation and no reference uses
     /// it any more.
     unsafe fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()>;
+    /// Whether the driver takes `ptr` for page-locked host memory (its own,
+    /// another runtime's or another library's): a copy from it then runs
+    /// after the call returns, reading the memory late. Host backend: never
+    /// (it copies pageable and foreign memory at once).
+    fn is_page_locked(&self, _ptr: *const u8) -> bool {
+        false
+    }
 
     /// Asynchronous copy from host memory. Pageable `src` may be reused when
     /// the call returns (the driver staged it).

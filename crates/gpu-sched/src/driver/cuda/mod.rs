@@ -553,6 +553,27 @@ impl Driver for CudaDriver {
         Ok((host.cast(), dptr))
     }
 
+    fn is_page_locked(&self, ptr: *const u8) -> bool {
+        // A broken context fails the copy that follows anyway.
+        if self.enter().is_err() {
+            return false;
+        }
+        let mut kind: u32 = 0;
+        // SAFETY: the context is current (entered above); `kind` is a valid
+        // out-pointer for the 4 bytes MEMORY_TYPE writes (a CUmemorytype);
+        // any address may be asked. Pageable memory is unknown to the
+        // driver: an error, and no error name is looked up for it (the
+        // common case, on the copy's path).
+        let r = unsafe {
+            sys::cuPointerGetAttribute(
+                (&mut kind as *mut u32).cast(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                ptr as u64,
+            )
+        };
+        r == CUresult::CUDA_SUCCESS && kind == sys::CUmemorytype::CU_MEMORYTYPE_HOST as u32
+    }
+
     unsafe fn free_host(&self, ptr: *mut u8, _bytes: usize) -> Result<()> {
         if ptr.is_null() {
             return Ok(());

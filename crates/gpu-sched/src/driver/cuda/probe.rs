@@ -38,6 +38,7 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuMemHostAlloc",
     "cuMemHostGetDevicePointer_v2",
     "cuMemFreeHost",
+    "cuPointerGetAttribute",
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",
