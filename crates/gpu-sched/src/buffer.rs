@@ -135,36 +135,6 @@ impl<T: DeviceRepr> std::fmt::Debug for Buffer<T> {
 }
 
 impl<T: DeviceRepr> Buffer<T> {
-    /// A device copy of `src` on the global runtime, made by a one-off task.
-    ///
-    /// # Errors
-    ///
-    /// Out of memory; driver errors.
-    pub fn from_host(src: &[T]) -> Result<Self> {
-        Runtime::global()?.begin_task()?.from_host(src)
-    }
-
-    /// `len` zeros on the global runtime, made by a one-off task.
-    ///
-    /// # Errors
-    ///
-    /// Out of memory; driver errors.
-    pub fn zeros(len: usize) -> Result<Self> {
-        Runtime::global()?.begin_task()?.zeros(len)
-    }
-
-    /// A host copy, made by a one-off task (waits for the copy).
-    ///
-    /// # Errors
-    ///
-    /// Driver errors.
-    pub fn to_vec(&self) -> Result<Vec<T>>
-    where
-        T: Default,
-    {
-        self.rt.begin_task()?.to_vec(self)
-    }
-
     /// The runtime the buffer lives in.
     pub fn runtime(&self) -> &Runtime {
         &self.rt

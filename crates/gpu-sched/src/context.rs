@@ -3,6 +3,7 @@
 use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, Split};
 use crate::driver::{MemAccess, RawStream};
 use crate::error::{Error, Result};
+use crate::handoff::{device_bytes, wait_streams};
 use crate::pool::Tail;
 use crate::runtime::Runtime;
 use gpu_epoch::{Access, Binding, Decision, StreamId, Task, Uses};
@@ -26,7 +27,7 @@ pub struct TaskContext {
     /// Fences the task is ordered after (its spawn's, its joined tasks'),
     /// waited for on the device when it binds its stream: a task that never
     /// submits never waits.
-    pub(crate) after: std::cell::RefCell<smallvec::SmallVec<[crate::event::Fence; 1]>>,
+    pub(crate) after: std::cell::RefCell<smallvec::SmallVec<[crate::fence::Fence; 1]>>,
     /// While capturing: the memory the captured operations touch (R12).
     pub(crate) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
     /// Whether the task submitted anything on its stream (or handed the
@@ -70,145 +71,40 @@ impl Runtime {
             _not_sync: PhantomData,
         })
     }
+}
 
-    /// X4: frees `ptr` in stream order on the reclaim stream, after a
-    /// hand-off of its uses (so every reader and writer is ordered first).
-    /// Never blocks.
+/// One-off tasks for [`Buffer`]'s conveniences (they need a task, which
+/// this module makes).
+impl<T: DeviceRepr> Buffer<T> {
+    /// A device copy of `src` on the global runtime, made by a one-off task.
     ///
-    /// # Safety
+    /// # Errors
     ///
-    /// `ptr` is a buffer's allocation of `device_bytes(bytes)` by this
-    /// runtime's driver ([`TaskContext::alloc`]), freed once; `uses` are its
-    /// uses (every operation on it stamped them, or they are unknown), and
-    /// no operation on it is submitted after this call.
-    pub(crate) unsafe fn free_ordered(&self, ptr: u64, bytes: usize, uses: &Uses) {
-        let i = &self.inner;
-        let s = i.reclaim_stream;
-        let raw = self.raw_stream(s);
-        let d = self.decide(uses, s, Access::Write, true);
-        if wait_streams(self, &i.reclaimer, s, raw, d).is_err() {
-            // The context is broken: the device may still use the memory,
-            // so keep it rather than free it under a running kernel.
-            return;
-        }
-        // SAFETY: the caller's contract: `ptr` is an allocation of this size
-        // by this driver, freed once and used no more; the hand-off above
-        // ordered every use before the reclaim stream reaches the free.
-        if unsafe { self.driver().free(ptr, device_bytes(bytes), raw) }.is_ok() {
-            i.allocations
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            i.device_bytes
-                .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
-        }
+    /// Out of memory; driver errors.
+    pub fn from_host(src: &[T]) -> Result<Self> {
+        Runtime::global()?.begin_task()?.from_host(src)
     }
 
-    /// R9: the ledger's decision for `uses` moving to `s2`.
-    #[inline]
-    pub(crate) fn decide(
-        &self,
-        uses: &Uses,
-        s2: StreamId,
-        access: Access,
-        device: bool,
-    ) -> Decision {
-        self.inner.ledger.hand_off(uses, s2, access, device)
+    /// `len` zeros on the global runtime, made by a one-off task.
+    ///
+    /// # Errors
+    ///
+    /// Out of memory; driver errors.
+    pub fn zeros(len: usize) -> Result<Self> {
+        Runtime::global()?.begin_task()?.zeros(len)
     }
-}
 
-/// The size the driver allocates (and frees: the two must agree, §8) for
-/// a buffer of `bytes`: at least 4, so that every buffer has an address of
-/// its own and 4-byte memsets.
-#[inline]
-fn device_bytes(bytes: usize) -> usize {
-    bytes.max(4)
-}
-
-/// Carries out a hand-off decision for `task` on `s2`.
-fn wait_streams(
-    rt: &Runtime,
-    task: &Task,
-    s2: StreamId,
-    raw2: RawStream,
-    d: Decision,
-) -> Result<()> {
-    match d {
-        Decision::NoWait(_) => Ok(()),
-        Decision::DeviceWait(set) => {
-            for s in set.iter() {
-                let l = &rt.inner.ledger;
-                let covered = l.closed_counted(s);
-                // While `s`'s owner captures it, its captured work runs only
-                // when the graph is launched: wait for what was queued
-                // before the capture, never record into another task's
-                // graph.
-                let slot = rt.inner.streams.capture_slot(s).lock();
-                // Read under the slot's lock, which a retiring stream's
-                // handle is taken away under (§9): 0 is a stream retired
-                // since the decision, idle, so its work is done.
-                let raw = rt.raw_stream(s);
-                let r = match slot.as_ref() {
-                    Some(pre) => rt.driver().wait_event(raw2, pre.raw),
-                    None if raw.0 == 0 => Ok(()),
-                    None => {
-                        let ev = rt.take_event()?;
-                        // A record the ledger does not make: the event
-                        // covers nothing from now on (§8), or a user who
-                        // gets it from the pool next would learn a false
-                        // fact by synchronizing it.
-                        l.record_untracked(&ev.coverage);
-                        let r = rt
-                            .driver()
-                            .record(ev.raw, raw)
-                            .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
-                        // The wait captured the record: the event may be
-                        // reused now.
-                        rt.give_event(ev);
-                        r
-                    }
-                };
-                drop(slot);
-                r?;
-                l.mark_ordered(task, s2, s, covered);
-            }
-            Ok(())
-        }
-        Decision::HostSync(set) => {
-            for s in set.iter() {
-                host_wait(rt, s)?;
-            }
-            Ok(())
-        }
+    /// A host copy, made by a one-off task (waits for the copy).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors.
+    pub fn to_vec(&self) -> Result<Vec<T>>
+    where
+        T: Default,
+    {
+        self.rt.begin_task()?.to_vec(self)
     }
-}
-
-/// Waits on the host for everything queued on `s` so far. A stream its
-/// owner is capturing cannot be synchronized (an error) nor recorded on
-/// (that would add to the owner's graph): wait for what was queued before
-/// the capture began, the only work of it that runs on the stream.
-fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
-    let slot = rt.inner.streams.capture_slot(s).lock();
-    if let Some(pre) = slot.as_ref() {
-        // Synchronized under the lock: once the lock is let go, the capture
-        // may end and its pre event go back to the pool and be recorded on
-        // another stream, and a synchronize then would wait for that
-        // stream instead. The capture's end waits for this (the work before
-        // the capture runs whatever the capture does: no deadlock); the
-        // lock is the pool's, no ledger lock (R14).
-        return rt.driver().event_sync(pre.raw);
-    }
-    let raw = rt.raw_stream(s);
-    if raw.0 == 0 {
-        // Retired since the decision (§9): idle, its work done.
-        return Ok(());
-    }
-    let ev = rt.take_event()?;
-    // Untracked record: the event covers nothing (§8).
-    rt.inner.ledger.record_untracked(&ev.coverage);
-    let recorded = rt.driver().record(ev.raw, raw);
-    drop(slot);
-    let r = recorded.and_then(|_| rt.driver().event_sync(ev.raw));
-    rt.give_event(ev);
-    r
 }
 
 /// One buffer an operation touches.
@@ -420,7 +316,7 @@ impl TaskContext {
     /// # Errors
     ///
     /// [`Error::WrongDevice`]; driver errors from the wait.
-    pub fn after_fence(&self, fence: crate::event::Fence) -> Result<()> {
+    pub fn after_fence(&self, fence: crate::fence::Fence) -> Result<()> {
         if self.slot.get().is_some() {
             self.wait_fence(fence)
         } else {
@@ -437,7 +333,7 @@ impl TaskContext {
     /// # Errors
     ///
     /// Driver errors from recording the fence.
-    pub fn fences_for_child(&self) -> Result<smallvec::SmallVec<[crate::event::Fence; 1]>> {
+    pub fn fences_for_child(&self) -> Result<smallvec::SmallVec<[crate::fence::Fence; 1]>> {
         if self.submitted.get() {
             Ok(smallvec::smallvec![self.fence()?])
         } else {

@@ -2,6 +2,7 @@
 
 use crate::context::TaskContext;
 use crate::error::Result;
+use crate::fence::{Fence, FenceEvent};
 use crate::pool::PooledEvent;
 use crate::runtime::Runtime;
 
@@ -192,64 +193,6 @@ impl TaskContext {
                 Err(e)
             }
         }
-    }
-}
-
-/// A recorded point on a task's stream that other tasks can be ordered
-/// after: what `spawn` hands a child and a finished child hands its joiner.
-/// Clones share one pooled event, which goes back to the pool once the last
-/// clone is gone: by then every device wait on it was submitted (a wait
-/// captures the record when it is submitted), so it may be recorded again.
-#[derive(Clone)]
-pub struct Fence {
-    inner: std::sync::Arc<FenceEvent>,
-}
-
-/// The pooled event of a fence and its runtime.
-struct FenceEvent {
-    rt: Runtime,
-    ev: Option<Box<PooledEvent>>,
-}
-
-impl Drop for FenceEvent {
-    fn drop(&mut self) {
-        if let Some(p) = self.ev.take() {
-            self.rt.give_event(p);
-        }
-    }
-}
-
-impl std::fmt::Debug for Fence {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fence").finish_non_exhaustive()
-    }
-}
-
-impl Fence {
-    fn event(&self) -> &PooledEvent {
-        self.inner
-            .ev
-            .as_ref()
-            .expect("a fence's event lives as long as it")
-    }
-
-    /// The id of the fence's runtime.
-    pub(crate) fn runtime_id(&self) -> u64 {
-        self.inner.rt.id()
-    }
-
-    /// Waits on the host for the fence (R6) and consumes it.
-    ///
-    /// # Errors
-    ///
-    /// Driver errors.
-    pub fn synchronize(self) -> Result<()> {
-        let rt = &self.inner.rt;
-        let p = self.event();
-        rt.inner
-            .ledger
-            .event_complete(&p.coverage, || rt.driver().event_sync(p.raw).map(|()| true))?;
-        Ok(())
     }
 }
 

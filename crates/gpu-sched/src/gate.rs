@@ -6,7 +6,7 @@
 use crate::context::TaskContext;
 use crate::driver::BackendKind;
 use crate::error::Result;
-use crate::event::Fence;
+use crate::fence::Fence;
 use crate::kernel::LaunchConfig;
 use crate::launch::KernelRef;
 use crate::runtime::Runtime;

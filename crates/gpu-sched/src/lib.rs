@@ -7,14 +7,34 @@
 //! threads with a race detector), the stream and event pools, tracked
 //! buffers and operations. Every operation asks the [`gpu_epoch::Ledger`]
 //! whether a cross-stream wait is needed and does what it says.
+//!
+//! # Layout (for readers of the source)
+//!
+//! Modules import only modules before them in this order, so there is no
+//! import circle:
+//!
+//! ```text
+//! error, kernel -> driver (cuda/, host/) -> pool, trace -> runtime
+//!   -> handoff, fence -> buffer -> context -> event, launch, graph, gate, staging
+//! ```
+//!
+//! A type's core lives in its own module. A module above it may add an
+//! `impl` block for what it alone makes or needs, and nothing else:
+//! `Runtime` gets `free_ordered`/`decide` (handoff.rs), `begin_task`
+//! (context.rs), `event` (event.rs), `gate` (gate.rs) and its page-locked
+//! memory pool (staging.rs); `Buffer` gets its one-off-task conveniences
+//! (context.rs); `TaskContext` gets its operations by kind (event.rs,
+//! launch.rs, graph.rs, gate.rs). Everything else of a type is in its module.
 
 mod buffer;
 mod context;
 mod driver;
 mod error;
 mod event;
+mod fence;
 mod gate;
 mod graph;
+mod handoff;
 mod kernel;
 mod launch;
 mod pool;
@@ -26,7 +46,8 @@ pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Split, ViewMut};
 pub use context::TaskContext;
 pub use driver::{BackendChoice, BackendKind, SyncMode};
 pub use error::{Error, Result};
-pub use event::{Event, Fence};
+pub use event::Event;
+pub use fence::Fence;
 pub use gate::Gate;
 pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,

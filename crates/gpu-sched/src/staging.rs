@@ -16,7 +16,7 @@ pub struct Staging<T: DeviceRepr> {
     /// A fence after the last copy that may still read or write the
     /// memory (a fence, not the stream: the stream may be recycled or
     /// retired once its task ends).
-    in_flight: Option<crate::event::Fence>,
+    in_flight: Option<crate::fence::Fence>,
     /// A copy may be in flight that nothing tracks (recording its fence
     /// failed, and so did a synchronize): the memory is never freed.
     lost: bool,

@@ -1,0 +1,151 @@
+//! Hand-offs (R9, R11) and ordered frees (X4): carrying out the ledger's
+//! decision for a buffer that moves to a stream, by a device wait or a host
+//! wait, and freeing a buffer's memory once every use is ordered before
+//! the free. Below the task context, which calls these for every tracked
+//! operation, and below buffers, whose drop frees through them.
+
+use crate::driver::RawStream;
+use crate::error::Result;
+use crate::runtime::Runtime;
+use gpu_epoch::{Access, Decision, StreamId, Task, Uses};
+
+impl Runtime {
+    /// X4: frees `ptr` in stream order on the reclaim stream, after a
+    /// hand-off of its uses (so every reader and writer is ordered first).
+    /// Never blocks.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` is a buffer's allocation of `device_bytes(bytes)` by this
+    /// runtime's driver ([`TaskContext::alloc`]), freed once; `uses` are its
+    /// uses (every operation on it stamped them, or they are unknown), and
+    /// no operation on it is submitted after this call.
+    pub(crate) unsafe fn free_ordered(&self, ptr: u64, bytes: usize, uses: &Uses) {
+        let i = &self.inner;
+        let s = i.reclaim_stream;
+        let raw = self.raw_stream(s);
+        let d = self.decide(uses, s, Access::Write, true);
+        if wait_streams(self, &i.reclaimer, s, raw, d).is_err() {
+            // The context is broken: the device may still use the memory,
+            // so keep it rather than free it under a running kernel.
+            return;
+        }
+        // SAFETY: the caller's contract: `ptr` is an allocation of this size
+        // by this driver, freed once and used no more; the hand-off above
+        // ordered every use before the reclaim stream reaches the free.
+        if unsafe { self.driver().free(ptr, device_bytes(bytes), raw) }.is_ok() {
+            i.allocations
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            i.device_bytes
+                .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// R9: the ledger's decision for `uses` moving to `s2`.
+    #[inline]
+    pub(crate) fn decide(
+        &self,
+        uses: &Uses,
+        s2: StreamId,
+        access: Access,
+        device: bool,
+    ) -> Decision {
+        self.inner.ledger.hand_off(uses, s2, access, device)
+    }
+}
+
+/// The size the driver allocates (and frees: the two must agree, §8) for
+/// a buffer of `bytes`: at least 4, so that every buffer has an address of
+/// its own and 4-byte memsets.
+#[inline]
+pub(crate) fn device_bytes(bytes: usize) -> usize {
+    bytes.max(4)
+}
+
+/// Carries out a hand-off decision for `task` on `s2`.
+pub(crate) fn wait_streams(
+    rt: &Runtime,
+    task: &Task,
+    s2: StreamId,
+    raw2: RawStream,
+    d: Decision,
+) -> Result<()> {
+    match d {
+        Decision::NoWait(_) => Ok(()),
+        Decision::DeviceWait(set) => {
+            for s in set.iter() {
+                let l = &rt.inner.ledger;
+                let covered = l.closed_counted(s);
+                // While `s`'s owner captures it, its captured work runs only
+                // when the graph is launched: wait for what was queued
+                // before the capture, never record into another task's
+                // graph.
+                let slot = rt.inner.streams.capture_slot(s).lock();
+                // Read under the slot's lock, which a retiring stream's
+                // handle is taken away under (§9): 0 is a stream retired
+                // since the decision, idle, so its work is done.
+                let raw = rt.raw_stream(s);
+                let r = match slot.as_ref() {
+                    Some(pre) => rt.driver().wait_event(raw2, pre.raw),
+                    None if raw.0 == 0 => Ok(()),
+                    None => {
+                        let ev = rt.take_event()?;
+                        // A record the ledger does not make: the event
+                        // covers nothing from now on (§8), or a user who
+                        // gets it from the pool next would learn a false
+                        // fact by synchronizing it.
+                        l.record_untracked(&ev.coverage);
+                        let r = rt
+                            .driver()
+                            .record(ev.raw, raw)
+                            .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
+                        // The wait captured the record: the event may be
+                        // reused now.
+                        rt.give_event(ev);
+                        r
+                    }
+                };
+                drop(slot);
+                r?;
+                l.mark_ordered(task, s2, s, covered);
+            }
+            Ok(())
+        }
+        Decision::HostSync(set) => {
+            for s in set.iter() {
+                host_wait(rt, s)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Waits on the host for everything queued on `s` so far. A stream its
+/// owner is capturing cannot be synchronized (an error) nor recorded on
+/// (that would add to the owner's graph): wait for what was queued before
+/// the capture began, the only work of it that runs on the stream.
+fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
+    let slot = rt.inner.streams.capture_slot(s).lock();
+    if let Some(pre) = slot.as_ref() {
+        // Synchronized under the lock: once the lock is let go, the capture
+        // may end and its pre event go back to the pool and be recorded on
+        // another stream, and a synchronize then would wait for that
+        // stream instead. The capture's end waits for this (the work before
+        // the capture runs whatever the capture does: no deadlock); the
+        // lock is the pool's, no ledger lock (R14).
+        return rt.driver().event_sync(pre.raw);
+    }
+    let raw = rt.raw_stream(s);
+    if raw.0 == 0 {
+        // Retired since the decision (§9): idle, its work done.
+        return Ok(());
+    }
+    let ev = rt.take_event()?;
+    // Untracked record: the event covers nothing (§8).
+    rt.inner.ledger.record_untracked(&ev.coverage);
+    let recorded = rt.driver().record(ev.raw, raw);
+    drop(slot);
+    let r = recorded.and_then(|_| rt.driver().event_sync(ev.raw));
+    rt.give_event(ev);
+    r
+}
