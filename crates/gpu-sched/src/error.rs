@@ -62,6 +62,35 @@ pub enum Error {
         /// What is wrong.
         problem: String,
     },
+    /// PTX text the runtime (or the driver's JIT) refused.
+    #[error("not loadable PTX: {problem}")]
+    BadPtx {
+        /// What is wrong.
+        problem: String,
+    },
+    /// NVRTC refused a CUDA C source.
+    #[error("CUDA C did not compile (NVRTC): {log}")]
+    Compile {
+        /// NVRTC's log.
+        log: String,
+    },
+    /// NVRTC, which compiles CUDA C at run time, is not installed.
+    #[error("NVRTC is not available: {0}; install the CUDA toolkit's NVRTC library, or load PTX instead")]
+    NvrtcUnavailable(String),
+    /// A launch configuration CUDA refuses.
+    #[error("kernel `{kernel}`: {problem}")]
+    BadLaunch {
+        /// The kernel.
+        kernel: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A kernel without a host implementation, launched on the host backend.
+    #[error("kernel `{kernel}` has no host implementation, so it cannot run on the host backend; give it one (`Kernel::with_host`) or run on a GPU")]
+    NoHostImplementation {
+        /// The kernel.
+        kernel: String,
+    },
     /// No kernel of that name in the loaded modules.
     #[error("no kernel `{0}` in the loaded modules")]
     NoSuchKernel(String),

@@ -32,6 +32,42 @@ pub struct LaunchConfig {
 }
 
 impl LaunchConfig {
+    /// What CUDA refuses of a configuration, said before anything is
+    /// submitted, on both backends: a grid or block dimension of 0, more
+    /// than 1024 threads a block (x, y <= 1024, z <= 64), a grid beyond
+    /// 2^31 - 1 blocks in x or 65 535 in y and z, more than 48 KiB of
+    /// dynamic shared memory (the default without an opt-in).
+    pub fn check(&self) -> Result<(), String> {
+        let [gx, gy, gz] = self.grid;
+        let [bx, by, bz] = self.block;
+        if self.grid.contains(&0) || self.block.contains(&0) {
+            return Err(format!(
+                "a grid of {:?} blocks of {:?} threads: every dimension must be at least 1",
+                self.grid, self.block
+            ));
+        }
+        let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+        if bx > 1024 || by > 1024 || bz > 64 || threads > 1024 {
+            return Err(format!(
+                "blocks of {:?} threads ({threads}): at most 1024 a block, (1024, 1024, 64) a dimension",
+                self.block
+            ));
+        }
+        if gx > i32::MAX as u32 || gy > 65_535 || gz > 65_535 {
+            return Err(format!(
+                "a grid of {:?} blocks: at most (2^31 - 1, 65535, 65535)",
+                self.grid
+            ));
+        }
+        if self.shared_mem_bytes > 48 * 1024 {
+            return Err(format!(
+                "{} bytes of dynamic shared memory: at most 49152",
+                self.shared_mem_bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// A 1-D launch of `grid` blocks of `block` threads.
     pub const fn linear(grid: u32, block: u32) -> Self {
         LaunchConfig {
@@ -91,6 +127,11 @@ impl Param {
 /// Callers pass arguments that match the kernel's [`Param`] list, with every
 /// pointer a live host-backend allocation large enough for the launch.
 pub type HostKernelFn = unsafe fn(args: &[KernelArg], cfg: LaunchConfig);
+
+/// A typed kernel's host implementation with its signature erased: over a
+/// launch's arguments and its buffers' lengths in elements (see
+/// `crate::typed`).
+pub(crate) type ErasedHost = dyn Fn(&[KernelArg], &[usize]) + Send + Sync;
 
 /// One kernel of a module.
 #[derive(Clone, Copy, Debug)]

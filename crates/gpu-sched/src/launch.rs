@@ -227,6 +227,7 @@ impl<'c, 'b> Launch<'c, 'b> {
     ///
     /// # Errors
     ///
+    /// [`Error::BadLaunch`] for a configuration CUDA refuses;
     /// [`Error::BadKernelArgs`] for a wrong argument list (nothing is
     /// submitted); [`Error::WrongDevice`]; driver errors.
     pub unsafe fn submit(mut self) -> Result<()> {
@@ -234,6 +235,10 @@ impl<'c, 'b> Launch<'c, 'b> {
             return Err(e);
         }
         let def = self.kernel.def();
+        self.cfg.check().map_err(|problem| Error::BadLaunch {
+            kernel: def.name.to_owned(),
+            problem,
+        })?;
         if self.nargs != def.params.len() {
             return Err(Error::BadKernelArgs {
                 kernel: def.name,
@@ -252,7 +257,8 @@ impl<'c, 'b> Launch<'c, 'b> {
         // stream (`mem` lists them), and a buffer's drop frees it only after
         // a hand-off from this stream (X4).
         ctx.tracked(def.name, &mut self.touches, |mem| unsafe {
-            rt.driver().launch(k, cfg, &args[..n], mem, raw)
+            rt.driver()
+                .launch(&k.into(), cfg, &args[..n], &[], mem, raw)
         })
     }
 }

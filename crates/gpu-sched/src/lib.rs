@@ -37,10 +37,13 @@ mod graph;
 mod handoff;
 mod kernel;
 mod launch;
+mod loader;
 mod pool;
+mod ptx;
 mod runtime;
 mod staging;
 pub mod trace;
+mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Split, ViewMut};
 pub use context::TaskContext;
@@ -55,5 +58,7 @@ pub use gpu_epoch::{
 pub use graph::{Graph, GraphLaunch};
 pub use kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig, Module, Param};
 pub use launch::{KernelRef, Launch, ScalarArg};
+pub use loader::LoadedModule;
 pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};
 pub use staging::Staging;
+pub use typed::{Arg, Args, HostFn, In, Kernel, KernelParam, Out, Signature};

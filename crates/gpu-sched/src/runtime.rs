@@ -4,7 +4,9 @@ use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, Sy
 use crate::error::{Error, Result};
 use crate::kernel::Module;
 use crate::pool::{EventPool, PooledEvent, StreamPool};
+use crate::ptx::LoadedPtx;
 use gpu_epoch::{CounterSnapshot, Generation, Ledger, StreamEpoch, StreamId, Task, TaskId};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -13,6 +15,9 @@ const MAX_MODULES: usize = 64;
 
 /// A loaded module: the address of its `Module`, and its kernels.
 type LoadedModule = (usize, Box<[RawKernel]>);
+
+/// A module being loaded from text, or its outcome.
+type LoadSlot = Arc<OnceLock<Result<Arc<LoadedPtx>>>>;
 
 /// How a runtime is set up.
 #[derive(Clone, Debug)]
@@ -138,6 +143,10 @@ pub(crate) struct RuntimeInner {
     modules: Box<[OnceLock<LoadedModule>]>,
     /// Serializes loading, so a module is loaded once.
     loading: parking_lot::Mutex<()>,
+    /// Modules loaded from text, by their source and options (§10): a
+    /// source is loaded (or compiled) once per runtime, the built-in
+    /// modules and users' alike.
+    by_source: parking_lot::Mutex<HashMap<String, LoadSlot>>,
     pub(crate) sync_mode: SyncMode,
     pub(crate) allocations: AtomicUsize,
     pub(crate) device_bytes: AtomicUsize,
@@ -264,6 +273,7 @@ impl Runtime {
                 events,
                 modules: (0..MAX_MODULES).map(|_| OnceLock::new()).collect(),
                 loading: parking_lot::Mutex::new(()),
+                by_source: Default::default(),
                 sync_mode: opts.sync_mode,
                 allocations: AtomicUsize::new(0),
                 device_bytes: AtomicUsize::new(0),
@@ -471,11 +481,58 @@ impl Runtime {
             .ok_or(Error::Unsupported(
                 "more than 64 kernel modules in one runtime",
             ))?;
-        let k: Box<[RawKernel]> = self.inner.driver.load_module(m.ptx, m.kernels)?.into();
+        let ptx = self.load_text(m.ptx, || self.load_checked_ptx(m.ptx.to_owned()))?;
+        let k = m
+            .kernels
+            .iter()
+            .map(|def| {
+                ptx.entry(def.name, def.params)
+                    .map_err(|problem| Error::BadKernelArgs {
+                        kernel: def.name,
+                        problem,
+                    })?;
+                Ok(RawKernel {
+                    handle: self.driver().function(ptx.handle, def.name)?,
+                    host: def.host,
+                })
+            })
+            .collect::<Result<Box<[RawKernel]>>>()?;
         let r = k[index];
         // Only loaders set slots, one at a time (the lock): this one is free.
         let _ = slot.set((key, k));
         Ok(r)
+    }
+
+    /// The module loaded from `key` (its source and options), loading it
+    /// with `load` the first time; a failure is not kept (the next call
+    /// tries again).
+    pub(crate) fn load_text(
+        &self,
+        key: &str,
+        load: impl FnOnce() -> Result<LoadedPtx>,
+    ) -> Result<Arc<LoadedPtx>> {
+        let cell = self
+            .inner
+            .by_source
+            .lock()
+            .entry(key.to_owned())
+            .or_default()
+            .clone();
+        // Loaded outside the map's lock: loading other sources goes on.
+        let r = cell.get_or_init(|| load().map(Arc::new)).clone();
+        if r.is_err() {
+            self.inner.by_source.lock().remove(key);
+        }
+        r
+    }
+
+    /// Checks `ptx` ([`crate::ptx`]) and loads it.
+    pub(crate) fn load_checked_ptx(&self, ptx: String) -> Result<LoadedPtx> {
+        let entries = crate::ptx::entries(&ptx).map_err(|problem| Error::BadPtx { problem })?;
+        Ok(LoadedPtx {
+            handle: self.driver().load_ptx(&ptx)?,
+            entries,
+        })
     }
 
     /// The kernels of the module at `key`, if loaded.

@@ -194,7 +194,8 @@ unsafe fn faulting_kernel(_: &[KernelArg], _: LaunchConfig) {
 
 static FAULTY: Module = Module {
     name: "faulty",
-    ptx: "",
+    // Host-only kernels; the PTX is checked on every backend.
+    ptx: ".version 7.0\n.target sm_70\n.visible .entry faulting_kernel(.param .u64 a)\n{\n\tret;\n}\n",
     kernels: &[KernelDef {
         name: "faulting_kernel",
         params: &[Param::U64],

@@ -6,7 +6,7 @@
 //! with a race detector). Nothing here tracks anything: the ledger does.
 
 use crate::error::Result;
-use crate::kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig};
+use crate::kernel::{ErasedHost, HostKernelFn, KernelArg, LaunchConfig};
 use gpu_epoch::Access;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -69,13 +69,42 @@ pub(crate) struct RawEvent(pub(crate) u64);
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct RawGraph(pub(crate) u64);
 
-/// A loaded kernel: a `CUfunction` on CUDA, a host function on the host.
+/// A loaded built-in kernel: a `CUfunction` on CUDA, a host function on
+/// the host.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RawKernel {
     /// `CUfunction` as an integer (0 on the host backend).
     pub(crate) handle: u64,
     /// The host implementation (used by the host backend only).
     pub(crate) host: HostKernelFn,
+}
+
+/// What a launch runs: the function on CUDA, and on the host backend its
+/// host implementation.
+pub(crate) struct KernelCall<'a> {
+    /// `CUfunction` as an integer (0 on the host backend).
+    pub(crate) handle: u64,
+    /// The host implementation.
+    pub(crate) host: HostCall<'a>,
+}
+
+/// A kernel's host implementation, as the host backend calls it.
+pub(crate) enum HostCall<'a> {
+    /// A built-in kernel's: over the raw arguments.
+    Builtin(HostKernelFn),
+    /// A typed kernel's: over the arguments and the buffers' lengths.
+    User(&'a std::sync::Arc<ErasedHost>),
+    /// None (CUDA launches of a kernel without one).
+    None,
+}
+
+impl From<RawKernel> for KernelCall<'static> {
+    fn from(k: RawKernel) -> Self {
+        KernelCall {
+            handle: k.handle,
+            host: HostCall::Builtin(k.host),
+        }
+    }
 }
 
 /// A memory range an operation touches, for the host backend's race
@@ -251,21 +280,33 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// `dst` is 4-aligned, live and ordered for `count` words.
     unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
 
-    /// Loads a module, `ptx` on CUDA and the kernels' host functions on the
-    /// host, and returns its kernels in the order of `kernels`.
-    fn load_module(&self, ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>>;
+    /// Loads PTX text (checked by [`crate::ptx`] first) as a module of this
+    /// context, kept until the driver is dropped; returns its handle (the
+    /// host backend: a number).
+    fn load_ptx(&self, ptx: &str) -> Result<u64>;
+    /// The kernel `name` of the module `module` ([`Driver::load_ptx`]):
+    /// a `CUfunction` on CUDA, 0 on the host backend.
+    fn function(&self, module: u64, name: &str) -> Result<u64>;
+    /// The device's compute capability (major, minor); `None` on the host
+    /// backend.
+    fn compute_capability(&self) -> Option<(i32, i32)> {
+        None
+    }
     /// Launches `k` on `s`.
     ///
     /// # Safety
     ///
-    /// `k` was loaded by this driver and `args` match its parameter list;
-    /// what the kernel touches with `cfg` through `args` is live and ordered
-    /// memory, listed in `accesses` (for the host backend's detector).
+    /// `k` is a function of this driver (or a host implementation) and
+    /// `args` match its parameter list, with `lens` the element counts of
+    /// its buffers (for a user's host implementation); what the kernel
+    /// touches with `cfg` through `args` is live and ordered memory, listed
+    /// in `accesses` (for the host backend's detector).
     unsafe fn launch(
         &self,
-        k: RawKernel,
+        k: &KernelCall<'_>,
         cfg: LaunchConfig,
         args: &[KernelArg],
+        lens: &[usize],
         accesses: &[MemAccess],
         s: RawStream,
     ) -> Result<()>;

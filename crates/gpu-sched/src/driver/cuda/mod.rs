@@ -30,12 +30,11 @@
 //! kernel, ...) is kept: every later call returns it at once, without calling
 //! the driver.
 
-use super::{BackendKind, Driver, MemAccess, RawEvent, RawGraph, RawKernel, RawStream, SyncMode};
+use super::{BackendKind, Driver, KernelCall, MemAccess, RawEvent, RawGraph, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::kernel::{KernelArg, KernelDef, LaunchConfig};
+use crate::kernel::{KernelArg, LaunchConfig};
 use cudarc::driver::sys::{self, CUresult};
 use parking_lot::Mutex;
-use std::borrow::Cow;
 use std::cell::Cell;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::ptr;
@@ -149,6 +148,8 @@ pub(crate) struct CudaDriver {
     sticky: OnceLock<(i32, String)>,
     /// Loaded `CUmodule`s, unloaded on drop.
     modules: Mutex<Vec<u64>>,
+    /// (major, minor), for NVRTC's target.
+    compute_capability: (i32, i32),
 }
 
 impl CudaDriver {
@@ -179,17 +180,14 @@ impl CudaDriver {
         let r = unsafe { sys::cuDeviceGet(&mut device, index) };
         check_free(r, "cuDeviceGet")?;
 
-        let mut pools: i32 = 0;
-        // SAFETY: `device` is a valid device; `pools` is a valid out-pointer.
-        let r = unsafe {
-            sys::cuDeviceGetAttribute(
-                &mut pools,
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
-                device,
-            )
+        use sys::CUdevice_attribute as A;
+        let attribute = |a: A| -> Result<i32> {
+            let mut v: i32 = 0;
+            // SAFETY: `device` is a valid device; `v` is a valid out-pointer.
+            let r = unsafe { sys::cuDeviceGetAttribute(&mut v, a, device) };
+            check_free(r, "cuDeviceGetAttribute").map(|()| v)
         };
-        check_free(r, "cuDeviceGetAttribute")?;
-        if pools == 0 {
+        if attribute(A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)? == 0 {
             return Err(Error::NoDevice(format!(
                 "CUDA device {ordinal} has no stream-ordered allocator (memory pools)"
             )));
@@ -217,7 +215,13 @@ impl CudaDriver {
         let r = unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device) };
         check_free(r, "cuDevicePrimaryCtxRetain")?;
 
+        let compute_capability = (
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        );
+
         let driver = CudaDriver {
+            compute_capability,
             id: NEXT_DRIVER_ID.fetch_add(1, Ordering::Relaxed),
             ordinal,
             device,
@@ -631,48 +635,51 @@ impl Driver for CudaDriver {
         })
     }
 
-    fn load_module(&self, ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>> {
-        if let Some(k) = kernels.iter().find(|k| k.params.len() > MAX_KERNEL_ARGS) {
-            return Err(too_many_args(k.name, k.params.len()));
-        }
-        let image: Cow<'_, CStr> = match CStr::from_bytes_with_nul(ptx.as_bytes()) {
-            Ok(c) => Cow::Borrowed(c),
-            Err(_) => Cow::Owned(CString::new(ptx).map_err(|_| Error::Driver {
-                code: CUresult::CUDA_ERROR_INVALID_PTX as i32,
-                name: "CUDA_ERROR_INVALID_PTX".to_owned(),
-                during: "cuModuleLoadData (the PTX text holds a NUL byte; not sent)",
-            })?),
-        };
+    fn load_ptx(&self, ptx: &str) -> Result<u64> {
+        let image = CString::new(ptx.trim_end_matches('\0')).map_err(|_| Error::BadPtx {
+            problem: "the text holds a NUL byte".to_owned(),
+        })?;
         let mut module: sys::CUmodule = ptr::null_mut();
         // SAFETY: `call` made the context current; `image` is NUL-terminated
         // PTX text that lives for the call; `module` is a valid out-pointer.
-        self.call("cuModuleLoadData", || unsafe {
+        let loaded = self.call("cuModuleLoadData", || unsafe {
             sys::cuModuleLoadData(&mut module, image.as_ptr().cast())
-        })?;
-        let mut raw = Vec::with_capacity(kernels.len());
-        for k in kernels {
-            match self.get_function(module, k.name) {
-                Ok(f) => raw.push(RawKernel {
-                    handle: f as usize as u64,
-                    host: k.host,
-                }),
-                Err(e) => {
-                    // SAFETY: `module` was loaded above and no function of it
-                    // was handed out.
-                    let _ = unsafe { sys::cuModuleUnload(module) };
-                    return Err(e);
-                }
+        });
+        match loaded {
+            Ok(()) => {
+                self.modules.lock().push(module as usize as u64);
+                Ok(module as usize as u64)
             }
+            // The JIT refused what the runtime's own check let through.
+            Err(Error::Driver { code, name, .. })
+                if code == CUresult::CUDA_ERROR_INVALID_PTX as i32
+                    || code == CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION as i32
+                    || code == CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU as i32 =>
+            {
+                Err(Error::BadPtx {
+                    problem: format!("the driver's JIT refused it ({name})"),
+                })
+            }
+            Err(e) => Err(e),
         }
-        self.modules.lock().push(module as usize as u64);
-        Ok(raw)
+    }
+
+    fn function(&self, module: u64, name: &str) -> Result<u64> {
+        self.enter()?;
+        self.get_function(module as usize as sys::CUmodule, name)
+            .map(|f| f as usize as u64)
+    }
+
+    fn compute_capability(&self) -> Option<(i32, i32)> {
+        Some(self.compute_capability)
     }
 
     unsafe fn launch(
         &self,
-        k: RawKernel,
+        k: &KernelCall<'_>,
         cfg: LaunchConfig,
         args: &[KernelArg],
+        _lens: &[usize],
         _accesses: &[MemAccess],
         s: RawStream,
     ) -> Result<()> {

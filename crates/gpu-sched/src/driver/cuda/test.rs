@@ -2,7 +2,8 @@
 
 use super::error::is_sticky_code;
 use super::*;
-use crate::kernel::Param;
+use crate::driver::RawKernel;
+use crate::kernel::{KernelDef, Param};
 use std::process::Command;
 
 // The test kernels (`test_kernels.ptx`), compiled by NVRTC 12.0 (`cargo xtask ptx`'s options:
@@ -120,10 +121,21 @@ fn gpu() -> CudaDriver {
     }
 }
 
+/// Loads the test module and looks its kernels up.
+fn load_module(d: &CudaDriver, ptx: &str, defs: &[KernelDef]) -> Result<Vec<RawKernel>> {
+    let m = d.load_ptx(ptx)?;
+    defs.iter()
+        .map(|k| {
+            Ok(RawKernel {
+                handle: d.function(m, k.name)?,
+                host: k.host,
+            })
+        })
+        .collect()
+}
+
 fn kernels(d: &CudaDriver) -> Vec<RawKernel> {
-    let k = d
-        .load_module(TEST_PTX, TEST_KERNELS)
-        .expect("load the test module");
+    let k = load_module(d, TEST_PTX, TEST_KERNELS).expect("load the test module");
     assert_eq!(k.len(), TEST_KERNELS.len());
     assert!(k.iter().all(|k| k.handle != 0));
     k
@@ -325,8 +337,15 @@ fn kernels_get_every_argument_type() {
             KernelArg::F32(3.5),
             KernelArg::F64(-1.0e100),
         ];
-        d.launch(k[PROBE_ARGS], LaunchConfig::linear(1, 32), &args, &[], s)
-            .expect("launch probe_args");
+        d.launch(
+            &k[PROBE_ARGS].into(),
+            LaunchConfig::linear(1, 32),
+            &args,
+            &[],
+            &[],
+            s,
+        )
+        .expect("launch probe_args");
         let mut got = [0u64; 5];
         d.copy_dtoh(got.as_mut_ptr().cast(), out, 40, s)
             .expect("dtoh");
@@ -346,13 +365,27 @@ fn kernels_get_every_argument_type() {
             *arg = KernelArg::U32(v);
             want += i as u32 * v;
         }
-        d.launch(k[SUM15], LaunchConfig::linear(1, 1), &args, &[], s)
-            .expect("launch sum15");
+        d.launch(
+            &k[SUM15].into(),
+            LaunchConfig::linear(1, 1),
+            &args,
+            &[],
+            &[],
+            s,
+        )
+        .expect("launch sum15");
         assert_eq!(read_u32(&d, out, 1, s), vec![want]);
 
         // Seventeen are refused before the driver sees them.
         let too_many = [KernelArg::U32(0); MAX_KERNEL_ARGS + 1];
-        match d.launch(k[SUM15], LaunchConfig::linear(1, 1), &too_many, &[], s) {
+        match d.launch(
+            &k[SUM15].into(),
+            LaunchConfig::linear(1, 1),
+            &too_many,
+            &[],
+            &[],
+            s,
+        ) {
             Err(Error::BadKernelArgs { .. }) => {}
             other => panic!("expected Error::BadKernelArgs, got {other:?}"),
         }
@@ -386,9 +419,10 @@ fn mapped_host_memory_is_shared_with_kernels() {
             KernelArg::U64(n as u64),
         ];
         d.launch(
-            k[ADD_U32],
+            &k[ADD_U32].into(),
             LaunchConfig::for_elements(n, 256),
             &args,
+            &[],
             &[],
             s,
         )
@@ -434,13 +468,27 @@ fn queries_and_waits_follow_a_gate() {
             KernelArg::Ptr(gate_dev + 4),
             KernelArg::U64(GATE_TIMEOUT_CYCLES),
         ];
-        d.launch(k[WAIT_FLAG], LaunchConfig::linear(1, 1), &gate_args, &[], a)
-            .expect("launch wait_flag");
+        d.launch(
+            &k[WAIT_FLAG].into(),
+            LaunchConfig::linear(1, 1),
+            &gate_args,
+            &[],
+            &[],
+            a,
+        )
+        .expect("launch wait_flag");
         d.record(e, a).expect("record");
         d.wait_event(b, e).expect("wait_event");
         let add = [KernelArg::Ptr(buf), KernelArg::U32(1), KernelArg::U64(1)];
-        d.launch(k[ADD_U32], LaunchConfig::linear(1, 32), &add, &[], b)
-            .expect("launch add_u32");
+        d.launch(
+            &k[ADD_U32].into(),
+            LaunchConfig::linear(1, 32),
+            &add,
+            &[],
+            &[],
+            b,
+        )
+        .expect("launch add_u32");
 
         std::thread::sleep(Duration::from_millis(50));
         assert!(
@@ -495,9 +543,10 @@ fn timing_events_measure_and_plain_ones_do_not() {
             KernelArg::U64(n as u64),
         ];
         d.launch(
-            k[ADD_U32],
+            &k[ADD_U32].into(),
             LaunchConfig::for_elements(n, 256),
             &args,
+            &[],
             &[],
             s,
         )
@@ -547,9 +596,10 @@ fn captured_graph_replays() {
             KernelArg::U64(n as u64),
         ];
         d.launch(
-            k[ADD_U32],
+            &k[ADD_U32].into(),
             LaunchConfig::for_elements(n, 256),
             &args,
+            &[],
             &[],
             s,
         )
@@ -611,13 +661,14 @@ fn unknown_kernel_is_no_such_kernel() {
         params: &[],
         host: no_host,
     }];
-    match d.load_module(TEST_PTX, &missing) {
+    match load_module(&d, TEST_PTX, &missing) {
         Err(Error::NoSuchKernel(name)) => assert_eq!(name, "not_in_the_ptx"),
         other => panic!("expected Error::NoSuchKernel, got {other:?}"),
     }
-    match d.load_module("this is not PTX", &[]) {
-        Err(Error::Driver { during, .. }) => assert_eq!(during, "cuModuleLoadData"),
-        other => panic!("expected Error::Driver, got {other:?}"),
+    // The driver's JIT refuses what the runtime's own check would have.
+    match d.load_ptx("this is not PTX") {
+        Err(Error::BadPtx { problem }) => assert!(problem.contains("JIT"), "{problem}"),
+        other => panic!("expected Error::BadPtx, got {other:?}"),
     }
 }
 
@@ -642,9 +693,10 @@ fn other_threads_bind_the_context() {
                     KernelArg::U64(n as u64),
                 ];
                 d.launch(
-                    k[ADD_U32],
+                    &k[ADD_U32].into(),
                     LaunchConfig::for_elements(n, 128),
                     &args,
+                    &[],
                     &[],
                     s,
                 )
@@ -704,8 +756,15 @@ fn sticky_fault_child() {
     unsafe {
         // Writes to address 16: an illegal address.
         let args = [KernelArg::Ptr(16), KernelArg::U32(1), KernelArg::U64(1)];
-        d.launch(k[ADD_U32], LaunchConfig::linear(1, 1), &args, &[], s)
-            .expect("the launch itself succeeds");
+        d.launch(
+            &k[ADD_U32].into(),
+            LaunchConfig::linear(1, 1),
+            &args,
+            &[],
+            &[],
+            s,
+        )
+        .expect("the launch itself succeeds");
         let first = match d.stream_sync(s, SyncMode::Blocking) {
             Err(err @ Error::StickyDeviceError { .. }) => err,
             other => panic!("expected Error::StickyDeviceError, got {other:?}"),

@@ -5,9 +5,11 @@
 //! from stream order, event waits and host observations, and reports two
 //! unordered accesses to one byte range where one writes.
 
-use super::{BackendKind, Driver, MemAccess, RawEvent, RawGraph, RawKernel, RawStream, SyncMode};
+use super::{
+    BackendKind, Driver, HostCall, KernelCall, MemAccess, RawEvent, RawGraph, RawStream, SyncMode,
+};
 use crate::error::{Error, Result};
-use crate::kernel::{KernelArg, KernelDef, LaunchConfig};
+use crate::kernel::{KernelArg, LaunchConfig};
 use gpu_epoch::Access;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::alloc::Layout;
@@ -724,31 +726,44 @@ impl Driver for HostDriver {
         self.submit(s, OpKind::Run(body), acc)
     }
 
-    fn load_module(&self, _ptx: &str, kernels: &[KernelDef]) -> Result<Vec<RawKernel>> {
-        Ok(kernels
-            .iter()
-            .map(|k| RawKernel {
-                handle: 0,
-                host: k.host,
-            })
-            .collect())
+    fn load_ptx(&self, _ptx: &str) -> Result<u64> {
+        // Checked by `crate::ptx` already; the host implementations run
+        // instead.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Ok(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn function(&self, _module: u64, _name: &str) -> Result<u64> {
+        Ok(0)
     }
 
     unsafe fn launch(
         &self,
-        k: RawKernel,
+        k: &KernelCall<'_>,
         cfg: LaunchConfig,
         args: &[KernelArg],
+        lens: &[usize],
         accesses: &[MemAccess],
         s: RawStream,
     ) -> Result<()> {
         let args: Arc<[KernelArg]> = args.into();
-        let f = k.host;
-        let body: Body = Arc::new(move || {
-            // SAFETY: this function's contract: the arguments match the
-            // kernel's parameters and it touches only live, ordered memory.
-            unsafe { f(&args, cfg) }
-        });
+        let body: Body = match k.host {
+            HostCall::Builtin(f) => Arc::new(move || {
+                // SAFETY: this function's contract: the arguments match the
+                // kernel's parameters and it touches only live, ordered
+                // memory.
+                unsafe { f(&args, cfg) }
+            }),
+            HostCall::User(f) => {
+                let (f, lens): (_, Arc<[usize]>) = (f.clone(), lens.into());
+                Arc::new(move || f(&args, &lens))
+            }
+            HostCall::None => {
+                return Err(Error::Unsupported(
+                    "a kernel without a host implementation on the host backend",
+                ))
+            }
+        };
         self.submit(s, OpKind::Run(body), accesses.to_vec())
     }
 

@@ -1,0 +1,253 @@
+//! Users' modules (§10): PTX from a string, or CUDA C compiled at run time
+//! by NVRTC for the runtime's device, loaded once per runtime and source
+//! (the built-in modules take the same path), and their kernels looked up
+//! by name as typed [`Kernel`]s checked against the PTX.
+
+use crate::error::{Error, Result};
+use crate::ptx::{Entry, LoadedPtx};
+use crate::runtime::Runtime;
+use crate::typed::{Kernel, Signature};
+use std::sync::Arc;
+
+/// A module loaded into a runtime ([`Runtime::load_ptx`],
+/// [`Runtime::compile_cuda`]); its kernels are looked up by name with
+/// [`LoadedModule::kernel`]. The module stays loaded as long as the runtime.
+#[derive(Clone)]
+pub struct LoadedModule {
+    rt: Runtime,
+    ptx: Arc<LoadedPtx>,
+}
+
+impl std::fmt::Debug for LoadedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModule")
+            .field("kernels", &self.kernel_names())
+            .finish()
+    }
+}
+
+impl LoadedModule {
+    /// The kernel `name`, with the signature `S` (see [`Kernel`]). The
+    /// signature is checked against the PTX entry's parameters: their
+    /// count, and each one's size and kind (pointers and 64-bit integers
+    /// are 8-byte integers, `f32` a 4-byte float, ...).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoSuchKernel`]; [`Error::BadKernelArgs`] when the PTX entry
+    /// and `S` disagree; driver errors.
+    pub fn kernel<S: Signature>(&self, name: &str) -> Result<Kernel<S>> {
+        if !self.ptx.entries.iter().any(|e| e.name == name) {
+            return Err(Error::NoSuchKernel(name.to_owned()));
+        }
+        let name = intern(name);
+        self.ptx
+            .entry(name, S::PARAMS)
+            .map_err(|problem| Error::BadKernelArgs {
+                kernel: name,
+                problem,
+            })?;
+        Ok(Kernel {
+            name,
+            rt: self.rt.clone(),
+            handle: self.rt.driver().function(self.ptx.handle, name)?,
+            host: None,
+            _sig: std::marker::PhantomData,
+        })
+    }
+
+    /// The names of the module's kernels.
+    pub fn kernel_names(&self) -> Vec<&str> {
+        self.ptx.entries.iter().map(|e| e.name.as_str()).collect()
+    }
+}
+
+impl Runtime {
+    /// Loads PTX text (an owned string: nothing is leaked). The text is
+    /// checked first, on every backend, as CUDA would refuse it: a
+    /// `.version` and a `.target` directive, and well-formed entries.
+    /// Loading the same text again returns the loaded module.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadPtx`] saying what is wrong; driver errors.
+    pub fn load_ptx(&self, ptx: impl Into<String>) -> Result<LoadedModule> {
+        let ptx: String = ptx.into();
+        let key = format!("ptx\0{ptx}");
+        let loaded = self.load_text(&key, || self.load_checked_ptx(ptx))?;
+        Ok(LoadedModule {
+            rt: self.clone(),
+            ptx: loaded,
+        })
+    }
+
+    /// Compiles CUDA C with NVRTC for this runtime's device (PTX for its
+    /// compute capability, with `options` such as `"--use_fast_math"`
+    /// after the runtime's) and loads it. Kernels are found by name, so
+    /// declare them `extern "C"`. Compiled once per runtime, source and
+    /// options.
+    ///
+    /// On the host backend the kernels' host implementations run: the
+    /// source is compiled (and so checked) when NVRTC is installed;
+    /// without it only the names of its `extern "C" __global__` functions
+    /// are read, and a signature is not checked against the source.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NvrtcUnavailable`] on CUDA without NVRTC;
+    /// [`Error::Compile`] with NVRTC's log; [`Error::BadPtx`]; driver
+    /// errors.
+    pub fn compile_cuda(&self, src: &str, options: &[&str]) -> Result<LoadedModule> {
+        let key = format!("cuda\0{}\0{src}", options.join("\0"));
+        let loaded = self.load_text(&key, || {
+            let nvrtc = nvrtc_available();
+            match (self.backend(), nvrtc) {
+                (crate::BackendKind::Host, Err(_)) => Ok(LoadedPtx {
+                    handle: 0,
+                    entries: global_functions(src)?,
+                }),
+                (_, Err(why)) => Err(Error::NvrtcUnavailable(why)),
+                (_, Ok(())) => {
+                    let arch = match self.driver().compute_capability() {
+                        Some((major, minor)) => format!("compute_{major}{minor}"),
+                        // What NVRTC of CUDA 12 and 13 both target.
+                        None => "compute_75".to_owned(),
+                    };
+                    let ptx = compile(src, &arch, options)?;
+                    self.load_checked_ptx(ptx)
+                }
+            }
+        })?;
+        Ok(LoadedModule {
+            rt: self.clone(),
+            ptx: loaded,
+        })
+    }
+}
+
+/// Whether NVRTC can be loaded (`Err` says why not).
+fn nvrtc_available() -> std::result::Result<(), String> {
+    // SAFETY: loading the library runs its initialisers, as cudarc's own
+    // loader would; nothing is called through it here.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        let names = cudarc::get_lib_name_candidates("nvrtc");
+        Err(format!(
+            "no NVRTC library found (searched for {})",
+            names.join(", ")
+        ))
+    }
+}
+
+/// NVRTC: `src` to PTX for the virtual architecture `arch`.
+fn compile(src: &str, arch: &str, options: &[&str]) -> Result<String> {
+    if src.contains('\0') {
+        return Err(Error::Compile {
+            log: "the source holds a NUL byte".to_owned(),
+        });
+    }
+    let mut opts = vec![format!("--gpu-architecture={arch}")];
+    opts.extend(options.iter().map(|o| o.to_string()));
+    let compiled = cudarc::nvrtc::compile_ptx_with_opts(
+        src,
+        cudarc::nvrtc::CompileOptions {
+            options: opts,
+            ..Default::default()
+        },
+    );
+    match compiled {
+        Ok(ptx) => Ok(ptx.to_src()),
+        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(Error::Compile {
+            log: log.to_string_lossy().into_owned(),
+        }),
+        Err(e) => Err(Error::Compile {
+            log: format!("{e:?}"),
+        }),
+    }
+}
+
+/// The `extern "C" __global__` functions of a CUDA C source, by name (their
+/// parameters unknown): what the host backend knows of a source it cannot
+/// compile.
+fn global_functions(src: &str) -> Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Some(i) = rest.find("__global__") {
+        rest = &rest[i + "__global__".len()..];
+        let Some(mut open) = rest.find('(') else {
+            break;
+        };
+        let mut name = last_word(&rest[..open]);
+        if name == "__launch_bounds__" {
+            // `__global__ void __launch_bounds__(256) name(...)`
+            let Some(close) = rest[open..].find(')') else {
+                break;
+            };
+            rest = &rest[open + close + 1..];
+            let Some(o) = rest.find('(') else { break };
+            open = o;
+            name = last_word(&rest[..open]);
+        }
+        if !name.is_empty() {
+            out.push(Entry {
+                name: name.to_owned(),
+                params: None,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Compile {
+            log: "no `__global__` function in the source".to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// The last identifier in `s`.
+fn last_word(s: &str) -> &str {
+    s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .rfind(|w| !w.is_empty())
+        .unwrap_or_default()
+}
+
+/// `name` as a `&'static str`, for errors and timelines: kept once per
+/// distinct kernel name for the life of the process.
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashSet<&'static str>>> =
+        std::sync::OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock();
+    match names.get(name) {
+        Some(n) => n,
+        None => {
+            let n: &'static str = Box::leak(name.to_owned().into_boxed_str());
+            names.insert(n);
+            n
+        }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn global_functions_are_found_by_name() {
+        let src = r#"extern "C" __global__ void stencil(float* out, const float* in) {}
+            extern "C" __global__ void __launch_bounds__(256) other(int n) {}"#;
+        let names: Vec<_> = global_functions(src)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["stencil", "other"]);
+        assert!(global_functions("int main() {}").is_err());
+    }
+
+    #[test]
+    fn names_are_interned_once() {
+        let a = intern(&String::from("k_interned"));
+        let b = intern("k_interned");
+        assert!(std::ptr::eq(a, b));
+    }
+}

@@ -1,0 +1,357 @@
+//! Typed kernels (§10): a kernel's signature declared once, as a tuple of
+//! parameter types, so that the compiler checks every launch's argument
+//! count, kinds and element types, and a host implementation written as
+//! safe Rust over slices and scalars.
+//!
+//! ```text
+//! Kernel<(Out<f32>, In<f32>, u64)>   // __global__ void k(float*, const float*, unsigned long long)
+//!   .with_host(|out: &mut [f32], inp: &[f32], n: u64| ..)
+//! unsafe { k.launch(t, cfg, (&mut out, &inp, n)) }
+//! ```
+
+use crate::buffer::{DeviceRepr, DeviceSlice};
+use crate::context::{TaskContext, Touch};
+use crate::error::{Error, Result};
+use crate::kernel::{KernelArg, LaunchConfig, Param};
+use crate::runtime::Runtime;
+use smallvec::SmallVec;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// A kernel parameter that is a buffer the kernel only reads (`const T*`):
+/// a `&` device slice at launch, a `&[T]` in the host implementation.
+#[derive(Debug)]
+pub struct In<T>(PhantomData<fn() -> T>);
+
+/// A kernel parameter that is a buffer the kernel writes and may read
+/// (`T*`): a `&mut` device slice at launch, a `&mut [T]` in the host
+/// implementation.
+#[derive(Debug)]
+pub struct Out<T>(PhantomData<fn() -> T>);
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A type that may stand in a kernel's signature: [`In`], [`Out`], `u64`,
+/// `u32`, `i32`, `f32`, `f64`. Sealed.
+pub trait KernelParam: sealed::Sealed + 'static {
+    /// The parameter as the runtime checks it.
+    const PARAM: Param;
+    /// What the host implementation receives for it.
+    type Host<'a>;
+    /// The host implementation's argument for `arg`, with `len` elements
+    /// when it is a buffer.
+    ///
+    /// # Safety
+    ///
+    /// A buffer's `arg` points to `len` elements of `T`, live, aligned and
+    /// ordered for the access the parameter declares, with no other
+    /// reference to them while the result lives.
+    #[doc(hidden)]
+    unsafe fn host<'a>(arg: KernelArg, len: usize) -> Self::Host<'a>;
+}
+
+impl<T: DeviceRepr> sealed::Sealed for In<T> {}
+impl<T: DeviceRepr> KernelParam for In<T> {
+    const PARAM: Param = Param::PtrRead;
+    type Host<'a> = &'a [T];
+    unsafe fn host<'a>(arg: KernelArg, len: usize) -> &'a [T] {
+        let KernelArg::Ptr(p) = arg else {
+            unreachable!("the launch pushed a pointer for a buffer")
+        };
+        // SAFETY: the caller's contract: `p` holds `len` live, aligned,
+        // ordered elements that nothing writes while this borrow lives.
+        unsafe { std::slice::from_raw_parts(p as *const T, len) }
+    }
+}
+
+impl<T: DeviceRepr> sealed::Sealed for Out<T> {}
+impl<T: DeviceRepr> KernelParam for Out<T> {
+    const PARAM: Param = Param::PtrWrite;
+    type Host<'a> = &'a mut [T];
+    unsafe fn host<'a>(arg: KernelArg, len: usize) -> &'a mut [T] {
+        let KernelArg::Ptr(p) = arg else {
+            unreachable!("the launch pushed a pointer for a buffer")
+        };
+        // SAFETY: the caller's contract: `p` holds `len` live, aligned,
+        // ordered elements and no other reference to them exists while this
+        // borrow lives (the launch took the buffer as `&mut`).
+        unsafe { std::slice::from_raw_parts_mut(p as *mut T, len) }
+    }
+}
+
+macro_rules! scalar_param {
+    ($($t:ty => $p:ident),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl KernelParam for $t {
+            const PARAM: Param = Param::$p;
+            type Host<'a> = $t;
+            unsafe fn host<'a>(arg: KernelArg, _len: usize) -> Self::Host<'a> {
+                match arg {
+                    KernelArg::$p(v) => v,
+                    _ => unreachable!("the launch pushed a {} for it", stringify!($t)),
+                }
+            }
+        }
+    )*};
+}
+scalar_param!(u64 => U64, u32 => U32, i32 => I32, f32 => F32, f64 => F64);
+
+/// The arguments of one launch, as [`Args`] lays them out.
+#[doc(hidden)]
+#[allow(missing_debug_implementations)] // internal; holds borrowed stamps
+pub struct ArgList<'b> {
+    args: [KernelArg; MAX_ARGS],
+    lens: [usize; MAX_ARGS],
+    n: usize,
+    touches: SmallVec<[Touch<'b>; 4]>,
+    runtimes: SmallVec<[u64; 4]>,
+}
+
+/// The most parameters a typed kernel has.
+const MAX_ARGS: usize = 12;
+
+impl<'b> ArgList<'b> {
+    fn push(&mut self, arg: KernelArg, len: usize) {
+        self.args[self.n] = arg;
+        self.lens[self.n] = len;
+        self.n += 1;
+    }
+}
+
+/// A value that can be passed for parameter `P`: `&B` for [`In<T>`], `&mut
+/// B` for [`Out<T>`] (`B` a [`crate::Buffer`] or a view of `T`), the scalar
+/// itself for a scalar (a `usize` for a `u64`).
+pub trait Arg<'b, P: KernelParam> {
+    #[doc(hidden)]
+    fn push(self, l: &mut ArgList<'b>);
+}
+
+impl<'b, T: DeviceRepr, B: DeviceSlice<T> + ?Sized> Arg<'b, In<T>> for &'b B {
+    fn push(self, l: &mut ArgList<'b>) {
+        l.runtimes.push(self.runtime_id());
+        l.push(KernelArg::Ptr(self.device_ptr()), self.len());
+        l.touches.push(Touch::read(self));
+    }
+}
+
+impl<'b, T: DeviceRepr, B: DeviceSlice<T> + ?Sized> Arg<'b, Out<T>> for &'b mut B {
+    fn push(self, l: &mut ArgList<'b>) {
+        l.runtimes.push(self.runtime_id());
+        l.push(KernelArg::Ptr(self.device_ptr()), self.len());
+        l.touches.push(Touch::write(self));
+    }
+}
+
+macro_rules! scalar_arg {
+    ($($t:ty => $p:ty, $v:ident),*) => {$(
+        impl<'b> Arg<'b, $p> for $t {
+            fn push(self, l: &mut ArgList<'b>) {
+                l.push(KernelArg::$v(self as $p), 0);
+            }
+        }
+    )*};
+}
+scalar_arg!(u64 => u64, U64, usize => u64, U64, u32 => u32, U32, i32 => i32, I32,
+    f32 => f32, F32, f64 => f64, F64);
+
+/// A kernel signature: a tuple of [`KernelParam`]s, `(Out<f32>, In<f32>,
+/// u64)` for `(float*, const float*, unsigned long long)`. Implemented for
+/// tuples of up to 12.
+pub trait Signature: 'static {
+    /// The parameters, in order.
+    const PARAMS: &'static [Param];
+}
+
+/// The arguments of a launch of a kernel of signature `S`: a tuple of
+/// [`Arg`]s, one per parameter.
+pub trait Args<'b, S: Signature> {
+    #[doc(hidden)]
+    fn push_all(self, l: &mut ArgList<'b>);
+}
+
+/// A host implementation of a kernel of signature `S`: any `Fn` over the
+/// host forms of its parameters (`&[T]` for [`In<T>`], `&mut [T]` for
+/// [`Out<T>`], scalars as they are), run once per launch on the stream's
+/// thread of the host backend. Annotate the closure's parameter types.
+pub trait HostFn<S: Signature>: Send + Sync + 'static {
+    /// Runs the implementation on the arguments of one launch.
+    ///
+    /// # Safety
+    ///
+    /// `args` and `lens` are a launch's, as [`Args`] laid them out: each
+    /// buffer live, ordered and not otherwise referenced while it runs.
+    #[doc(hidden)]
+    unsafe fn call(&self, args: &[KernelArg], lens: &[usize]);
+}
+
+macro_rules! signature {
+    ($($p:ident $a:ident $i:tt),+) => {
+        impl<$($p: KernelParam),+> Signature for ($($p,)+) {
+            const PARAMS: &'static [Param] = &[$($p::PARAM),+];
+        }
+        impl<'b, $($p: KernelParam, $a: Arg<'b, $p>),+> Args<'b, ($($p,)+)> for ($($a,)+) {
+            fn push_all(self, l: &mut ArgList<'b>) {
+                $(self.$i.push(l);)+
+            }
+        }
+        impl<F, $($p: KernelParam),+> HostFn<($($p,)+)> for F
+        where
+            F: for<'a> Fn($($p::Host<'a>),+) + Send + Sync + 'static,
+        {
+            unsafe fn call(&self, args: &[KernelArg], lens: &[usize]) {
+                // SAFETY: the caller's contract, argument by argument.
+                self($(unsafe { $p::host(args[$i], lens[$i]) }),+)
+            }
+        }
+    };
+}
+signature!(A0 X0 0);
+signature!(A0 X0 0, A1 X1 1);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 7);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 7, A8 X8 8);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 7, A8 X8 8,
+    A9 X9 9);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 7, A8 X8 8,
+    A9 X9 9, A10 X10 10);
+signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 7, A8 X8 8,
+    A9 X9 9, A10 X10 10, A11 X11 11);
+
+/// A host implementation, its signature erased (the host backend calls it).
+pub(crate) type ErasedHost = dyn Fn(&[KernelArg], &[usize]) + Send + Sync;
+
+/// A kernel of a loaded module with signature `S`, looked up by name
+/// ([`crate::LoadedModule::kernel`]) and checked against the module's PTX.
+/// Cheap to clone; belongs to one runtime.
+pub struct Kernel<S: Signature> {
+    pub(crate) name: &'static str,
+    pub(crate) rt: Runtime,
+    /// `CUfunction` on CUDA, 0 on the host backend.
+    pub(crate) handle: u64,
+    pub(crate) host: Option<Arc<ErasedHost>>,
+    pub(crate) _sig: PhantomData<fn(S)>,
+}
+
+impl<S: Signature> Clone for Kernel<S> {
+    fn clone(&self) -> Self {
+        Kernel {
+            name: self.name,
+            rt: self.rt.clone(),
+            handle: self.handle,
+            host: self.host.clone(),
+            _sig: PhantomData,
+        }
+    }
+}
+
+impl<S: Signature> std::fmt::Debug for Kernel<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.name)
+            .field("params", &S::PARAMS)
+            .field("host", &self.host.is_some())
+            .finish()
+    }
+}
+
+impl<S: Signature> Kernel<S> {
+    /// The entry's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Gives the kernel a host implementation, which the host backend runs
+    /// in place of the PTX (once per launch, whatever the configuration).
+    /// Without one, a launch on the host backend is
+    /// [`Error::NoHostImplementation`].
+    pub fn with_host(mut self, f: impl HostFn<S>) -> Self {
+        self.host = Some(Arc::new(move |args: &[KernelArg], lens: &[usize]| {
+            // SAFETY: the host backend calls this with a launch's
+            // arguments, each buffer live and ordered for the stream's
+            // thread, and `&mut` ones not aliased (the launch borrowed them
+            // so).
+            unsafe { f.call(args, lens) }
+        }));
+        self
+    }
+
+    /// Launches the kernel with `cfg` on `t`'s stream: `&` buffers are
+    /// reads and `&mut` buffers writes for the ledger (X2), checked against
+    /// the signature by the compiler; the configuration is checked against
+    /// CUDA's limits on both backends.
+    ///
+    /// # Safety
+    ///
+    /// The runtime orders every buffer passed, but cannot see what the
+    /// kernel does with them. The caller guarantees, for this
+    /// configuration and these scalars, that the kernel (and its host
+    /// implementation) reads only within the buffers passed and writes only
+    /// within those passed as `&mut`, each within its length. A wrapper
+    /// that derives the configuration and the scalars from its buffers'
+    /// lengths can be a safe function.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadLaunch`] for a configuration CUDA refuses;
+    /// [`Error::NoHostImplementation`] on the host backend without one;
+    /// [`Error::WrongDevice`]; driver errors. Nothing is submitted then.
+    pub unsafe fn launch<'b>(
+        &self,
+        t: &TaskContext,
+        cfg: LaunchConfig,
+        args: impl Args<'b, S>,
+    ) -> Result<()> {
+        let mut l = ArgList {
+            args: [KernelArg::U64(0); MAX_ARGS],
+            lens: [0; MAX_ARGS],
+            n: 0,
+            touches: SmallVec::new(),
+            runtimes: SmallVec::new(),
+        };
+        args.push_all(&mut l);
+        let rt = t.runtime();
+        rt.check_same(self.rt.id(), "the kernel")?;
+        for &id in &l.runtimes {
+            rt.check_same(id, "a kernel argument")?;
+        }
+        cfg.check().map_err(|problem| Error::BadLaunch {
+            kernel: self.name.to_owned(),
+            problem,
+        })?;
+        let host = match (&self.host, rt.backend()) {
+            (Some(h), _) => Some(h),
+            (None, crate::BackendKind::Cuda) => None,
+            (None, crate::BackendKind::Host) => {
+                return Err(Error::NoHostImplementation {
+                    kernel: self.name.to_owned(),
+                })
+            }
+        };
+        let k = crate::driver::KernelCall {
+            handle: self.handle,
+            host: match host {
+                Some(h) => crate::driver::HostCall::User(h),
+                None => crate::driver::HostCall::None,
+            },
+        };
+        let (args, lens, n) = (&l.args, &l.lens, l.n);
+        let raw = t.bound()?.1;
+        // SAFETY: this function's contract: the kernel stays within the
+        // buffers passed, writing only the `&mut` ones. The arguments match
+        // the signature, which `LoadedModule::kernel` checked against the
+        // PTX entry; `handle` is a function of this runtime's driver (same
+        // runtime, checked above). `tracked` handed every buffer to this
+        // stream (`mem` lists them), and a buffer's drop frees it only after
+        // a hand-off from this stream (X4).
+        t.tracked(self.name, &mut l.touches, |mem| unsafe {
+            rt.driver()
+                .launch(&k, cfg, &args[..n], &lens[..n], mem, raw)
+        })
+    }
+}
