@@ -31,6 +31,11 @@ pub struct Out<T>(PhantomData<fn() -> T>);
 
 mod sealed {
     pub trait Sealed {}
+    pub trait SealedArg {}
+    impl<B: ?Sized> SealedArg for &B {}
+    impl<B: ?Sized> SealedArg for &mut B {}
+    macro_rules! scalars { ($($t:ty),*) => {$(impl SealedArg for $t {})*}; }
+    scalars!(u64, usize, u32, i32, f32, f64);
 }
 
 /// A type that may stand in a kernel's signature: [`In`], [`Out`], `u64`,
@@ -122,8 +127,9 @@ impl<'b> ArgList<'b> {
 
 /// A value that can be passed for parameter `P`: `&B` for [`In<T>`], `&mut
 /// B` for [`Out<T>`] (`B` a [`crate::Buffer`] or a view of `T`), the scalar
-/// itself for a scalar (a `usize` for a `u64`).
-pub trait Arg<'b, P: KernelParam> {
+/// itself for a scalar (a `usize` for a `u64`). Sealed: a launch's argument
+/// list is laid out by the runtime alone.
+pub trait Arg<'b, P: KernelParam>: sealed::SealedArg {
     #[doc(hidden)]
     fn push(self, l: &mut ArgList<'b>);
 }
@@ -315,6 +321,13 @@ impl<S: Signature> Kernel<S> {
             runtimes: SmallVec::new(),
         };
         args.push_all(&mut l);
+        if l.n != S::PARAMS.len() {
+            // Only an `Args` of this crate's tuples lays out arguments.
+            return Err(Error::BadKernelArgs {
+                kernel: self.name,
+                problem: format!("{} arguments for {} parameters", l.n, S::PARAMS.len()),
+            });
+        }
         let rt = t.runtime();
         rt.check_same(self.rt.id(), "the kernel")?;
         for &id in &l.runtimes {
