@@ -60,6 +60,13 @@ impl LoadedModule {
     pub fn kernel_names(&self) -> Vec<&str> {
         self.ptx.entries.iter().map(|e| e.name.as_str()).collect()
     }
+
+    /// Whether `self` and `other` are the same loaded module: one load of
+    /// one source (and options) into one runtime, as the cache hands it
+    /// out again.
+    pub fn same(&self, other: &LoadedModule) -> bool {
+        self.rt.same(&other.rt) && Arc::ptr_eq(&self.ptx, &other.ptx)
+    }
 }
 
 impl Runtime {
