@@ -176,15 +176,25 @@ fn compile(src: &str, arch: &str, options: &[&str]) -> Result<String> {
 
 /// The `extern "C" __global__` functions of a CUDA C source, by name (their
 /// parameters unknown): what the host backend knows of a source it cannot
-/// compile.
+/// compile. Comments are skipped; a `__global__` function counts when
+/// `extern "C"` stands in its declaration or around it in an `extern "C"
+/// { ... }` block (other names are mangled, and CUDA would not find them).
 fn global_functions(src: &str) -> Result<Vec<Entry>> {
+    let code = crate::ptx::strip_comments(src);
+    let blocks = extern_c_blocks(&code);
     let mut out = Vec::new();
-    let mut rest = src;
-    while let Some(i) = rest.find("__global__") {
-        rest = &rest[i + "__global__".len()..];
+    let mut from = 0;
+    while let Some(i) = code[from..].find("__global__") {
+        let at = from + i;
+        from = at + "__global__".len();
+        let decl_start = code[..at].rfind([';', '}', '{']).map_or(0, |b| b + 1);
+        let extern_c =
+            code[decl_start..at].contains("extern \"C\"") || blocks.iter().any(|r| r.contains(&at));
+        let rest = &code[from..];
         let Some(mut open) = rest.find('(') else {
             break;
         };
+        let mut rest = rest;
         let mut name = last_word(&rest[..open]);
         if name == "__launch_bounds__" {
             // `__global__ void __launch_bounds__(256) name(...)`
@@ -196,19 +206,43 @@ fn global_functions(src: &str) -> Result<Vec<Entry>> {
             open = o;
             name = last_word(&rest[..open]);
         }
-        if !name.is_empty() {
+        if extern_c && !name.is_empty() {
             out.push(Entry {
                 name: name.to_owned(),
                 params: None,
             });
         }
     }
-    if out.is_empty() {
-        return Err(Error::Compile {
-            log: "no `__global__` function in the source".to_owned(),
-        });
-    }
     Ok(out)
+}
+
+/// The byte ranges of `extern "C" { ... }` blocks in `code`.
+fn extern_c_blocks(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = code[from..].find("extern \"C\"") {
+        let after = from + i + "extern \"C\"".len();
+        from = after;
+        if !code[after..].trim_start().starts_with('{') {
+            continue;
+        }
+        let open = after + code[after..].find('{').unwrap_or(0);
+        let mut depth = 0usize;
+        for (k, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push(open..open + k);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 /// The last identifier in `s`.
@@ -242,13 +276,21 @@ mod test {
     fn global_functions_are_found_by_name() {
         let src = r#"extern "C" __global__ void stencil(float* out, const float* in) {}
             extern "C" __global__ void __launch_bounds__(256) other(int n) {}"#;
-        let names: Vec<_> = global_functions(src)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.name)
-            .collect();
-        assert_eq!(names, ["stencil", "other"]);
-        assert!(global_functions("int main() {}").is_err());
+        let names = |src| -> Vec<String> {
+            global_functions(src)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect()
+        };
+        assert_eq!(names(src), ["stencil", "other"]);
+        assert!(names("int main() {}").is_empty());
+        // Commented out, or C++ linkage (a mangled name): CUDA finds neither.
+        let src = "// extern \"C\" __global__ void old(float*) {}\n__global__ void m(float*) {}";
+        assert!(names(src).is_empty());
+        let src =
+            "extern \"C\" {\n__global__ void a(int n) { if (n) {} }\n}\n__global__ void b() {}";
+        assert_eq!(names(src), ["a"]);
     }
 
     #[test]

@@ -145,8 +145,8 @@ fn param(p: &str) -> Option<PtxParam> {
     })
 }
 
-/// `ptx` without `//` and `/* */` comments.
-fn strip_comments(ptx: &str) -> String {
+/// `ptx` (or C) without `//` and `/* */` comments.
+pub(crate) fn strip_comments(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len());
     let mut rest = ptx;
     while !rest.is_empty() {
