@@ -5,7 +5,7 @@
 #![allow(missing_docs)] // criterion_group! generates undocumented items
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use gpu::{BackendKind, Buffer, LaunchConfig, Runtime, TaskContext};
+use gpu::{BackendKind, Buffer, In, LaunchConfig, Out, Runtime, TaskContext};
 use gpu_kernels as k;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -155,6 +155,63 @@ fn b3_launch(c: &mut Criterion) {
                     .write(&mut sums)
                     .arg(n)
                     .submit()
+            }
+            .unwrap();
+            drain(&t, i, 1024);
+            i += 1;
+        })
+    });
+    // The same kernel as a user's module: the built-in PTX text loaded with
+    // `load_ptx` (a module of its own, apart from the built-in one), looked
+    // up as a typed kernel and launched through `Kernel::launch`, on the
+    // same buffers with the same configuration as `tracked`. The host
+    // implementation (what the host backend runs; unused on CUDA) is the
+    // kernel's single tile, since `n <= SCAN_TILE`.
+    assert!(n <= k::SCAN_TILE as usize);
+    let user = rt
+        .load_ptx(k::KERNELS_PTX.to_owned())
+        .unwrap()
+        .kernel::<(In<f32>, Out<f32>, Out<f32>, u64)>(k::names::SCAN_BLOCK_F32)
+        .unwrap()
+        .with_host(|inp: &[f32], out: &mut [f32], sums: &mut [f32], n: u64| {
+            let n = n as usize;
+            k::host::inclusive_scan(&inp[..n], &mut out[..n]);
+            sums[0] = out[n - 1];
+        });
+    // Once, checked, before timing: x is all ones, so y is 1..=n.
+    // SAFETY: as in the timed launches below.
+    unsafe {
+        user.launch(
+            &t,
+            LaunchConfig::linear(1, k::BLOCK),
+            (&x, &mut y, &mut sums, n),
+        )
+    }
+    .unwrap();
+    let want: Vec<f32> = (1..=n).map(|i| i as f32).collect();
+    assert_eq!(
+        t.to_vec(&y).unwrap(),
+        want,
+        "B3/user: scan_block_f32's output"
+    );
+    assert_eq!(
+        t.to_vec(&sums).unwrap(),
+        [n as f32],
+        "B3/user: its tile total"
+    );
+    g.bench_function("user", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            // SAFETY: scan_block_f32(const float* in, float* out, float*
+            // block_sums, u64 n) with one block of BLOCK threads and n <=
+            // SCAN_TILE reads n elements of `x`, writes n of `y` and one of
+            // `sums`: within the buffers passed, `&mut` ones for the writes.
+            unsafe {
+                user.launch(
+                    &t,
+                    LaunchConfig::linear(1, k::BLOCK),
+                    (&x, &mut y, &mut sums, n),
+                )
             }
             .unwrap();
             drain(&t, i, 1024);

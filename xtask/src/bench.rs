@@ -258,6 +258,9 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
     ratio("B2", get(r, "B2/tracked"), get(r, "B2/raw"));
     ratio("B3", get(r, "B3/tracked"), get(r, "B3/raw"));
     ratio("B3-vs-cudarc", get(r, "B3/tracked"), get(r, "B3/cudarc"));
+    // Issue 13: the same kernel as a user's module, launched through the
+    // typed path (`Kernel::launch`), against the raw call; goal <= 1.05.
+    ratio("B3-user", get(r, "B3/user"), get(r, "B3/raw"));
     // B4's baseline: the same scope without the parent's later work (the
     // child's latency then still includes waiting for the fill it needs).
     let alone = get(r, "B4/child-latency-alone");
