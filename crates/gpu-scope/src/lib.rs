@@ -39,6 +39,41 @@
 //! The backend is CUDA when a device is present and the host backend
 //! (streams as CPU threads) otherwise; `GPU_BACKEND=host` or `=cuda` forces
 //! one, and [`backend`] says which runs.
+//!
+//! ## Bring your own kernel
+//!
+//! A kernel of your own, in CUDA C compiled at run time or in PTX, with a
+//! host implementation for the host backend (the README's second program,
+//! which the same test keeps the same; see [`Kernel`] and
+//! [`LoadedModule`]):
+//!
+//! ```
+//! use gpu::{Buffer, In, Kernel, LaunchConfig, Out, Result, TaskContext};
+//!
+//! const SRC: &str = r#"extern "C" __global__ void axpy(float* y, const float* x, float a, size_t n) {
+//!     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+//!         y[i] += a * x[i];
+//! }"#;
+//! type Axpy = Kernel<(Out<f32>, In<f32>, f32, u64)>; // the parameters, in order
+//!
+//! fn axpy(t: &TaskContext, k: &Axpy, a: f32, x: &Buffer<f32>, y: &mut Buffer<f32>) -> Result<()> {
+//!     let n = y.len();
+//!     assert_eq!(x.len(), n, "x and y of one length");
+//!     // SAFETY: the kernel touches x[i] and y[i] for i < n only, and both hold n elements.
+//!     unsafe { k.launch(t, LaunchConfig::for_elements(n, 256), (y, x, a, n)) }
+//! }
+//!
+//! fn main() -> Result<()> {
+//!     let k: Axpy = gpu::runtime()?.compile_cuda(SRC, &[])?.kernel("axpy")?
+//!         .with_host(|y: &mut [f32], x: &[f32], a: f32, _n: u64| {
+//!             y.iter_mut().zip(x).for_each(|(y, x)| *y += a * x)
+//!         });
+//!     let (x, mut y) = (Buffer::from_host(&[1.0f32; 1000])?, Buffer::from_host(&[2.0f32; 1000])?);
+//!     gpu::scope(|s| axpy(s, &k, 3.0, &x, &mut y))?;
+//!     assert!(y.to_vec()?.iter().all(|&v| v == 5.0));
+//!     Ok(())
+//! }
+//! ```
 
 mod pipeline;
 mod pool;
