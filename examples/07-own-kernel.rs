@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (true, BackendKind::Host) =>
                 "CUDA C compiled by NVRTC (checked); the host implementation runs",
             (false, _) =>
-                "no NVRTC: the kernel's name read from the source; the host implementation runs",
+                "no NVRTC: the kernel's name and parameters read from the source; the host implementation runs",
         }
     );
 

@@ -74,12 +74,7 @@ impl Heat {
     /// rounds as the CPU loop does.
     pub(crate) fn load(rt: &Runtime) -> gpu::Result<Heat> {
         let module = rt.compile_cuda(SRC, &["--fmad=false"])?;
-        // The API does not say who made the module; a wrong signature is
-        // refused only when PTX (here NVRTC's) gives the parameters.
-        let nvrtc = matches!(
-            module.kernel::<(u64,)>(NAME),
-            Err(gpu::Error::BadKernelArgs { .. })
-        );
+        let nvrtc = module.is_compiled();
         let kernel = module.kernel::<HeatRows>(NAME)?.with_host(heat_rows_host);
         Ok(Heat { kernel, nvrtc })
     }
@@ -118,12 +113,7 @@ impl Heat {
         )?;
         let by = rows.len().min(16) as u32;
         let bx = 256 / by;
-        let blocks = |n: usize, b: u32| u32::try_from(n.div_ceil(b as usize)).unwrap_or(u32::MAX);
-        let cfg = gpu::LaunchConfig {
-            grid: [blocks(nx, bx), blocks(rows.len(), by), 1],
-            block: [bx, by, 1],
-            shared_mem_bytes: 0,
-        };
+        let cfg = gpu::LaunchConfig::for_grid_2d(nx, rows.len(), bx, by);
         let (row0, n_rows) = (rows.start, rows.len());
         // SAFETY: checked above: `inp` has `nx * ny` elements and `out`
         // `n_rows * nx` (the products without overflow), with

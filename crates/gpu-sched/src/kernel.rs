@@ -77,6 +77,18 @@ impl LaunchConfig {
         }
     }
 
+    /// A 2-D launch covering `nx` x `ny` elements (one thread each) with
+    /// blocks of `bx` x `by` threads.
+    pub fn for_grid_2d(nx: usize, ny: usize, bx: u32, by: u32) -> Self {
+        let blocks =
+            |n: usize, b: u32| n.div_ceil(b.max(1) as usize).clamp(1, u32::MAX as usize) as u32;
+        LaunchConfig {
+            grid: [blocks(nx, bx), blocks(ny, by), 1],
+            block: [bx, by, 1],
+            shared_mem_bytes: 0,
+        }
+    }
+
     /// A 1-D launch covering `n` elements with `block` threads per block,
     /// grid-stride kernels assumed (the grid is capped at 65 535 * 8 blocks).
     pub fn for_elements(n: usize, block: u32) -> Self {

@@ -4,7 +4,7 @@
 //! by name as typed [`Kernel`]s checked against the PTX.
 
 use crate::error::{Error, Result};
-use crate::ptx::{Entry, LoadedPtx};
+use crate::ptx::{Entry, LoadedPtx, PtxParam};
 use crate::runtime::Runtime;
 use crate::typed::{Kernel, Signature};
 use std::sync::Arc;
@@ -54,6 +54,20 @@ impl LoadedModule {
             host: None,
             _sig: std::marker::PhantomData,
         })
+    }
+
+    /// Whether the kernels' parameter lists are known, so that
+    /// [`LoadedModule::kernel`] checks signatures: PTX, CUDA C that NVRTC
+    /// compiled, or CUDA C whose parameters are all pointers and plain
+    /// numbers (what the host backend reads without NVRTC).
+    pub fn is_checked(&self) -> bool {
+        self.ptx.entries.iter().all(|e| e.params.is_some())
+    }
+
+    /// Whether NVRTC compiled this module's source on this machine (false
+    /// for PTX and for CUDA C the host backend read without NVRTC).
+    pub fn is_compiled(&self) -> bool {
+        self.ptx.nvrtc
     }
 
     /// The names of the module's kernels.
@@ -112,6 +126,7 @@ impl Runtime {
                 (crate::BackendKind::Host, Err(_)) => Ok(LoadedPtx {
                     handle: 0,
                     entries: global_functions(src)?,
+                    nvrtc: false,
                 }),
                 (_, Err(why)) => Err(Error::NvrtcUnavailable(why)),
                 (_, Ok(())) => {
@@ -121,7 +136,11 @@ impl Runtime {
                         None => "compute_75".to_owned(),
                     };
                     let ptx = compile(src, &arch, options)?;
-                    self.load_checked_ptx(ptx)
+                    let loaded = self.load_checked_ptx(ptx)?;
+                    Ok(LoadedPtx {
+                        nvrtc: true,
+                        ..loaded
+                    })
                 }
             }
         })?;
@@ -207,13 +226,51 @@ fn global_functions(src: &str) -> Result<Vec<Entry>> {
             name = last_word(&rest[..open]);
         }
         if extern_c && !name.is_empty() {
+            let list = rest[open + 1..].split(')').next().unwrap_or_default();
             out.push(Entry {
                 name: name.to_owned(),
-                params: None,
+                params: c_params(list),
             });
         }
     }
     Ok(out)
+}
+
+/// The parameters of a C parameter list, as PTX would pass them, when every
+/// type is a pointer or a plain number (`None` when one is not: a struct, a
+/// template, a typedef this does not know).
+fn c_params(list: &str) -> Option<Vec<PtxParam>> {
+    let list = list.trim();
+    if list.is_empty() || list == "void" {
+        return Some(Vec::new());
+    }
+    list.split(',')
+        .map(|p| {
+            if p.contains('*') {
+                return Some(PtxParam {
+                    bytes: 8,
+                    float: false,
+                });
+            }
+            // The type: every word but the last (the parameter's name).
+            let words: Vec<&str> = p
+                .split_whitespace()
+                .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__" | "signed"))
+                .collect();
+            let ty = words[..words.len().saturating_sub(1)].join(" ");
+            let (bytes, float) = match ty.as_str() {
+                "float" => (4, true),
+                "double" => (8, true),
+                "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" => (4, false),
+                "long long" | "unsigned long long" | "long long int" | "size_t" | "int64_t"
+                | "uint64_t" | "long" | "unsigned long" => (8, false),
+                "short" | "unsigned short" | "int16_t" | "uint16_t" => (2, false),
+                "char" | "unsigned char" | "bool" | "int8_t" | "uint8_t" => (1, false),
+                _ => return None,
+            };
+            Some(PtxParam { bytes, float })
+        })
+        .collect()
 }
 
 /// The byte ranges of `extern "C" { ... }` blocks in `code`.
@@ -291,6 +348,21 @@ mod test {
         let src =
             "extern \"C\" {\n__global__ void a(int n) { if (n) {} }\n}\n__global__ void b() {}";
         assert_eq!(names(src), ["a"]);
+        let e = global_functions(
+            "extern \"C\" __global__ void k(float* __restrict__ y, const float* x, float a, unsigned long long n, int m) {}",
+        )
+        .unwrap();
+        let p = |bytes, float| PtxParam { bytes, float };
+        let want = vec![
+            p(8, false),
+            p(8, false),
+            p(4, true),
+            p(8, false),
+            p(4, false),
+        ];
+        assert_eq!(e[0].params, Some(want));
+        let e = global_functions("extern \"C\" __global__ void k(MyStruct s) {}").unwrap();
+        assert_eq!(e[0].params, None, "an unknown type: not checked");
     }
 
     #[test]

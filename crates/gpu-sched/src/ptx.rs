@@ -30,6 +30,8 @@ pub(crate) struct LoadedPtx {
     /// The driver's module handle.
     pub(crate) handle: u64,
     pub(crate) entries: Vec<Entry>,
+    /// NVRTC compiled it from CUDA C.
+    pub(crate) nvrtc: bool,
 }
 
 impl LoadedPtx {
@@ -226,6 +228,7 @@ mod test {
         let m = LoadedPtx {
             handle: 0,
             entries: entries(PTX).unwrap(),
+            nvrtc: false,
         };
         let (ptr, f32) = (Param::PtrWrite, Param::F32);
         assert!(m.entry("scale", &[ptr, f32, Param::U64]).is_err());

@@ -532,6 +532,7 @@ impl Runtime {
         Ok(LoadedPtx {
             handle: self.driver().load_ptx(&ptx)?,
             entries,
+            nvrtc: false,
         })
     }
 

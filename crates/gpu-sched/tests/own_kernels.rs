@@ -314,11 +314,11 @@ fn ptx_kernel_hand_offs(rt: &Runtime) {
 backend_tests!(ptx_kernel_hand_offs);
 
 /// CUDA C through NVRTC: `compile_cuda` loads the source on every backend
-/// (on the host backend without NVRTC, from the names in the source: then
-/// a wrong signature is not caught), the kernel computes what the CPU and
-/// its host implementation compute, and where the source was compiled a
-/// signature that disagrees with it is `BadKernelArgs`. A name not in the
-/// source is `NoSuchKernel` either way.
+/// (on the host backend without NVRTC, from the `extern "C"` kernels' names
+/// and parameter types in the source), the kernel computes what the CPU and
+/// its host implementation compute, and a signature that disagrees with the
+/// source is `BadKernelArgs` either way. A name not in the source is
+/// `NoSuchKernel`.
 fn cuda_c_through_nvrtc(rt: &Runtime) {
     let compiled = compiles(rt);
     let m = rt
@@ -333,26 +333,22 @@ fn cuda_c_through_nvrtc(rt: &Runtime) {
     saxpy(&t, &kernel, LaunchConfig::linear(2, 128), A, &x, &mut y).unwrap();
     assert_same(&t.to_vec(&y).unwrap(), &reference(A, &xs, &ys), "saxpy_c");
 
-    let wrong = m.kernel::<(Out<f32>, In<f32>, u64, u64)>("saxpy_c");
-    if compiled {
-        let e = error(wrong);
-        assert!(
-            matches!(
-                e,
-                Error::BadKernelArgs {
-                    kernel: "saxpy_c",
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-        says(&e, &["parameter 2", "4-byte float", "U64"]);
-    } else {
-        assert!(
-            wrong.is_ok(),
-            "without NVRTC the host backend knows only the names: {wrong:?}"
-        );
-    }
+    // Checked either way: NVRTC's PTX, or (host backend without NVRTC) the
+    // parameter types read from the source.
+    assert!(m.is_checked());
+    assert_eq!(m.is_compiled(), compiled);
+    let e = error(m.kernel::<(Out<f32>, In<f32>, u64, u64)>("saxpy_c"));
+    assert!(
+        matches!(
+            e,
+            Error::BadKernelArgs {
+                kernel: "saxpy_c",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    says(&e, &["parameter 2", "4-byte float", "U64"]);
     let e = error(m.kernel::<Saxpy>("saxpy"));
     assert!(
         matches!(&e, Error::NoSuchKernel(n) if n == "saxpy"),
