@@ -653,6 +653,7 @@ impl Driver for CudaDriver {
             // The JIT refused what the runtime's own check let through.
             Err(Error::Driver { code, name, .. })
                 if code == CUresult::CUDA_ERROR_INVALID_PTX as i32
+                    || code == CUresult::CUDA_ERROR_INVALID_IMAGE as i32
                     || code == CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION as i32
                     || code == CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU as i32 =>
             {
