@@ -8,7 +8,7 @@
 //! `u'[i][j] = u + k (u[i-1][j] + u[i+1][j] + u[i][j-1] + u[i][j+1] - 4 u)`
 //! inside, `u'[i][j] = u[i][j]` on the edges (stable for `k <= 1/4`).
 
-use gpu::{DeviceSlice, In, Kernel, Out, Runtime, TaskContext};
+use gpu::{DeviceSlice, DeviceSliceMut, In, Kernel, Out, Runtime, TaskContext};
 use std::ops::Range;
 
 /// The kernel, in CUDA C. It writes the rows `row0 .. row0 + rows` of the
@@ -95,7 +95,7 @@ impl Heat {
     pub(crate) fn step(
         &self,
         t: &TaskContext,
-        out: &mut (impl DeviceSlice<f32> + ?Sized),
+        out: &mut (impl DeviceSliceMut<f32> + ?Sized),
         inp: &(impl DeviceSlice<f32> + ?Sized),
         (nx, ny): (usize, usize),
         rows: Range<usize>,

@@ -6,8 +6,8 @@
 
 use crate::{grid_for, host, names, scan_tiles, BLOCK, KERNELS_PTX, MAX_GRID};
 use gpu_sched::{
-    DeviceRepr, DeviceSlice, Error, Gate, KernelArg, KernelDef, KernelRef, LaunchConfig, Module,
-    Param, Result, TaskContext,
+    DeviceRepr, DeviceSlice, DeviceSliceMut, Error, Gate, KernelArg, KernelDef, KernelRef,
+    LaunchConfig, Module, Param, Result, TaskContext,
 };
 use std::time::Duration;
 
@@ -283,12 +283,23 @@ fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
     }
 }
 
-/// `x[i] = v`.
+/// `x[i] = v`. `x` is a buffer or a mutable view, never a read-only
+/// [`gpu_sched::View`]:
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, b: &gpu_sched::Buffer<f32>) -> gpu_sched::Result<()> {
+/// gpu_kernels::fill(t, &mut b.slice(..2)?, 1.0)?; // error: `View` is not `DeviceSliceMut`
+/// # Ok(()) }
+/// ```
 ///
 /// # Errors
 ///
 /// Driver errors; [`Error::WrongDevice`].
-pub fn fill<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Sized), v: T) -> Result<()> {
+pub fn fill<T: Float>(
+    t: &TaskContext,
+    x: &mut (impl DeviceSliceMut<T> + ?Sized),
+    v: T,
+) -> Result<()> {
     let n = x.len();
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
@@ -309,7 +320,7 @@ pub fn fill<T: Float>(t: &TaskContext, x: &mut (impl DeviceSlice<T> + ?Sized), v
 /// Driver errors; [`Error::WrongDevice`].
 pub fn add_scalar<T: Float>(
     t: &TaskContext,
-    x: &mut (impl DeviceSlice<T> + ?Sized),
+    x: &mut (impl DeviceSliceMut<T> + ?Sized),
     v: T,
 ) -> Result<()> {
     let n = x.len();
@@ -332,7 +343,7 @@ pub fn add_scalar<T: Float>(
 /// Driver errors; [`Error::WrongDevice`].
 pub fn scale<T: Float>(
     t: &TaskContext,
-    x: &mut (impl DeviceSlice<T> + ?Sized),
+    x: &mut (impl DeviceSliceMut<T> + ?Sized),
     a: T,
 ) -> Result<()> {
     let n = x.len();
@@ -358,7 +369,7 @@ pub fn scale<T: Float>(
 pub fn scale_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
-    y: &mut (impl DeviceSlice<T> + ?Sized),
+    y: &mut (impl DeviceSliceMut<T> + ?Sized),
     a: T,
 ) -> Result<()> {
     let n = y.len();
@@ -385,7 +396,7 @@ pub fn axpy<T: Float>(
     t: &TaskContext,
     a: T,
     x: &(impl DeviceSlice<T> + ?Sized),
-    y: &mut (impl DeviceSlice<T> + ?Sized),
+    y: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     let n = y.len();
     same_len("axpy's x", n, x.len())?;
@@ -410,7 +421,7 @@ pub fn axpy<T: Float>(
 pub fn copy<T: Float>(
     t: &TaskContext,
     src: &(impl DeviceSlice<T> + ?Sized),
-    dst: &mut (impl DeviceSlice<T> + ?Sized),
+    dst: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     let n = dst.len();
     same_len("copy's source", n, src.len())?;
@@ -434,7 +445,7 @@ pub fn copy<T: Float>(
 pub fn sum<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
-    out: &mut (impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     same_len("sum's output", 1, out.len())?;
     t.memset_zero(out)?;
@@ -459,7 +470,7 @@ pub fn sum<T: Float>(
 pub fn inclusive_scan<T: Float>(
     t: &TaskContext,
     src: &(impl DeviceSlice<T> + ?Sized),
-    dst: &mut (impl DeviceSlice<T> + ?Sized),
+    dst: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     let n = dst.len();
     same_len("scan's source", n, src.len())?;
@@ -524,7 +535,7 @@ pub fn spin(t: &TaskContext, d: Duration) -> Result<()> {
 /// Driver errors.
 pub fn spin_touch(
     t: &TaskContext,
-    x: &mut (impl DeviceSlice<f32> + ?Sized),
+    x: &mut (impl DeviceSliceMut<f32> + ?Sized),
     d: Duration,
 ) -> Result<()> {
     let n = x.len();

@@ -1,10 +1,11 @@
 //! Device buffers and their views, each with its own stamps (X2, X3), and
 //! the stream-ordered free (X4).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use gpu_epoch::{BufferStamps, Uses};
 use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
 
 /// Element types that can live in device memory.
 ///
@@ -29,9 +30,11 @@ unsafe impl DeviceRepr for u64 {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for i64 {}
 
-/// Device memory the runtime tracks: a [`Buffer`] or a view of one.
+/// Device memory the runtime tracks and may read: a [`Buffer`], a mutable
+/// view ([`ViewMut`]) or a read-only one ([`View`]).
 ///
-/// `&impl DeviceSlice` is a read, `&mut impl DeviceSlice` a write (X2).
+/// `&impl DeviceSlice` is a read; a write needs [`DeviceSliceMut`] through
+/// `&mut` (X2).
 ///
 /// The runtime trusts a slice's address, length and stamps, so the trait is
 /// sealed (§8): only this crate's types implement it.
@@ -41,6 +44,11 @@ unsafe impl DeviceRepr for i64 {}
 /// ```compile_fail
 /// let mut b = gpu_sched::Buffer::<f32>::zeros(4).unwrap();
 /// *gpu_sched::DeviceSlice::stamps_mut(&mut b) = Default::default(); // error: no such method
+/// ```
+///
+/// ```compile_fail
+/// let mut b = gpu_sched::Buffer::<f32>::zeros(4).unwrap();
+/// *gpu_sched::DeviceSliceMut::stamps_mut(&mut b) = Default::default(); // error: no such method
 /// ```
 ///
 /// ```compile_fail
@@ -65,23 +73,40 @@ pub trait DeviceSlice<T: DeviceRepr>: sealed::Tracked {
     }
 }
 
+/// Device memory the runtime tracks and may write: a [`Buffer`] or a
+/// [`ViewMut`], never a read-only [`View`]. `&mut impl DeviceSliceMut` is a
+/// write (X2). Sealed, as [`DeviceSlice`] is.
+///
+/// ```compile_fail
+/// struct Fake;
+/// impl gpu_sched::DeviceSliceMut<f32> for Fake {} // error: `TrackedMut` is private
+/// ```
+pub trait DeviceSliceMut<T: DeviceRepr>: DeviceSlice<T> + sealed::TrackedMut {}
+
 pub(crate) mod sealed {
     use gpu_epoch::BufferStamps;
 
     /// What the runtime keeps of a tracked slice; out of reach of other
     /// crates, so no safe code outside can forge or reset stamps.
     pub trait Tracked {
-        /// The stamps.
+        /// The stamps (a read locks them).
         fn stamps(&self) -> &BufferStamps;
-        /// The stamps, exclusively.
-        fn stamps_mut(&mut self) -> &mut BufferStamps;
         /// The id of the runtime that owns the memory.
         fn runtime_id(&self) -> u64;
+    }
+
+    /// A tracked slice that may be written: its stamps, exclusively. A
+    /// read-only [`View`](super::View) shares its parent's stamps, so it has
+    /// no such access.
+    pub trait TrackedMut: Tracked {
+        /// The stamps, exclusively.
+        fn stamps_mut(&mut self) -> &mut BufferStamps;
     }
 }
 
 /// `DeviceSlice` for a type with `ptr`, `len` and `stamps` fields; `$rt`
-/// gives the owning runtime's id.
+/// gives the owning runtime's id. `mut` adds `DeviceSliceMut` (the
+/// `stamps` field is then owned or `&mut`).
 macro_rules! impl_device_slice {
     ($ty:ty, |$s:ident| $rt:expr) => {
         impl<T: DeviceRepr> DeviceSlice<T> for $ty {
@@ -100,16 +125,54 @@ macro_rules! impl_device_slice {
                 &self.stamps
             }
             #[inline]
-            fn stamps_mut(&mut self) -> &mut BufferStamps {
-                &mut self.stamps
-            }
-            #[inline]
             fn runtime_id(&self) -> u64 {
                 let $s = self;
                 $rt
             }
         }
     };
+    (mut $ty:ty, |$s:ident| $rt:expr) => {
+        impl_device_slice!($ty, |$s| $rt);
+        impl<T: DeviceRepr> DeviceSliceMut<T> for $ty {}
+        impl<T: DeviceRepr> sealed::TrackedMut for $ty {
+            #[inline]
+            fn stamps_mut(&mut self) -> &mut BufferStamps {
+                &mut self.stamps
+            }
+        }
+    };
+}
+
+/// `range` of a slice of `len` elements as `(start, end)`, or
+/// [`Error::OutOfRange`] for `what` (no panic, whatever the bounds).
+fn checked_range(
+    range: impl RangeBounds<usize>,
+    len: usize,
+    what: &'static str,
+) -> Result<(usize, usize)> {
+    // Bounds that overflow saturate: the range is then out of bounds anyway
+    // (no slice has `usize::MAX` elements), and the error says so.
+    let start = match range.start_bound() {
+        Bound::Included(&s) => s,
+        Bound::Excluded(&s) => s.saturating_add(1),
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.saturating_add(1),
+        Bound::Excluded(&e) => e,
+        Bound::Unbounded => len,
+    };
+    let overflow = matches!(range.start_bound(), Bound::Excluded(&usize::MAX))
+        || matches!(range.end_bound(), Bound::Included(&usize::MAX));
+    if overflow || start > end || end > len {
+        return Err(Error::OutOfRange {
+            what,
+            start,
+            end,
+            len,
+        });
+    }
+    Ok((start, end))
 }
 
 /// A typed allocation in device memory (host memory on the host backend).
@@ -155,6 +218,41 @@ impl<T: DeviceRepr> Buffer<T> {
         self.stamps.snapshot()
     }
 
+    /// A read-only view of `range` (any range of `usize`: `a..b`, `a..`,
+    /// `..=b`, `..`). It shares the buffer's stamps: a read through it is a
+    /// read of the buffer, so a later write to the buffer waits for it, and
+    /// reads never wait for each other.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<View<'_, T>> {
+        let (start, end) = checked_range(range, self.len, "Buffer::slice")?;
+        Ok(View::part(self.ptr, 0, start, end, &self.rt, &self.stamps))
+    }
+
+    /// A mutable view of `range`: it borrows the buffer's stamps
+    /// exclusively (one such view at a time), and a write through it is a
+    /// write of the whole buffer. For parts that tasks use at once, without
+    /// waiting for each other, split the buffer
+    /// ([`Buffer::split_at_mut`], [`Buffer::split_chunks`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
+        let (start, end) = checked_range(range, self.len, "Buffer::slice_mut")?;
+        Ok(ViewMut::part(
+            self.ptr,
+            0,
+            0,
+            start,
+            end,
+            &self.rt,
+            &mut self.stamps,
+        ))
+    }
+
     /// Splits the buffer into chunks of `chunk` elements (the last may be
     /// shorter): a [`Split`] that hands out disjoint views, each starting
     /// with the buffer's uses and stamped on its own from then on (X3).
@@ -171,25 +269,37 @@ impl<T: DeviceRepr> Buffer<T> {
     /// [`crate::Error::ZeroChunk`] if `chunk` is 0.
     pub fn split_chunks(&mut self, chunk: usize) -> Result<Split<'_, T>> {
         if chunk == 0 {
-            return Err(crate::Error::ZeroChunk);
+            return Err(Error::ZeroChunk);
         }
-        let uses = self.stamps.get_mut().clone();
-        let stamps = (0..self.len.div_ceil(chunk))
-            .map(|_| BufferStamps::from_uses(uses.clone()))
-            .collect();
-        // From here until a rejoin restamps it, the buffer's uses are those
-        // of views that may be anywhere (§8): a leaked split cannot leave
-        // stale stamps behind.
-        self.rt.inner.ledger.forget_uses(self.stamps.get_mut());
-        Ok(Split {
-            buf: self,
-            chunk,
-            stamps,
-        })
+        Ok(Split::new(
+            &self.rt,
+            &mut self.stamps,
+            (self.ptr, self.len, 0),
+            Layout::Chunks(chunk),
+        ))
+    }
+
+    /// Splits the buffer at `mid` into two views, `..mid` and `mid..`, with
+    /// stamps of their own (X3): tasks using one never wait for tasks using
+    /// the other. A [`Split`] of two views ([`Split::halves`]), given back
+    /// to [`TaskContext::rejoin`](crate::TaskContext::rejoin) as
+    /// [`Buffer::split_chunks`]'s is.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfRange`] (for the range `0..mid`) if `mid > self.len()`.
+    pub fn split_at_mut(&mut self, mid: usize) -> Result<Split<'_, T>> {
+        checked_range(..mid, self.len, "Buffer::split_at_mut")?;
+        Ok(Split::new(
+            &self.rt,
+            &mut self.stamps,
+            (self.ptr, self.len, 0),
+            Layout::At(mid),
+        ))
     }
 }
 
-impl_device_slice!(Buffer<T>, |b| b.rt.id());
+impl_device_slice!(mut Buffer<T>, |b| b.rt.id());
 
 impl<T: DeviceRepr> Drop for Buffer<T> {
     fn drop(&mut self) {
@@ -197,39 +307,111 @@ impl<T: DeviceRepr> Drop for Buffer<T> {
         // SAFETY: `ptr` came from `TaskContext::alloc` of `rt` with
         // `device_bytes` of these bytes (the only constructor) and is freed
         // once, here; every tracked operation on the buffer stamped
-        // `stamps` (a split forgot them: unknown uses wait for every
+        // `stamps` (a read-only `View` or a `slice_mut` view stamps the
+        // buffer's own; a split forgot them: unknown uses wait for every
         // stream); nothing can use the buffer after its drop.
         unsafe { self.rt.free_ordered(self.ptr, bytes, self.stamps.get_mut()) };
     }
 }
 
-/// A buffer split into chunks ([`Buffer::split_chunks`]): hands out the
-/// chunks' views ([`Split::views`]) and keeps their stamps, so that
+/// How a [`Split`] cuts its parent.
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    /// Chunks of this many elements (at least 1), the last maybe shorter.
+    Chunks(usize),
+    /// Two views, `..mid` and `mid..` (`mid <= len`).
+    At(usize),
+}
+
+impl Layout {
+    /// The number of views of a parent of `len` elements.
+    fn count(self, len: usize) -> usize {
+        match self {
+            Layout::Chunks(c) => len.div_ceil(c),
+            Layout::At(_) => 2,
+        }
+    }
+
+    /// View `i`'s range, `(start, end)`, in a parent of `len` elements
+    /// (`i < self.count(len)`).
+    fn range(self, i: usize, len: usize) -> (usize, usize) {
+        match self {
+            Layout::Chunks(c) => {
+                let start = i * c;
+                (start, start + c.min(len - start))
+            }
+            Layout::At(mid) if i == 0 => (0, mid),
+            Layout::At(mid) => (mid, len),
+        }
+    }
+}
+
+/// A buffer (or a mutable view) split into disjoint views
+/// ([`Buffer::split_chunks`], [`Buffer::split_at_mut`],
+/// [`ViewMut::split_at_mut`]): hands out the views ([`Split::views`]) and
+/// keeps their stamps, so that
 /// [`TaskContext::rejoin`](crate::TaskContext::rejoin) sees every view's
 /// uses, even those of views that were leaked.
 pub struct Split<'a, T: DeviceRepr> {
-    buf: &'a mut Buffer<T>,
-    chunk: usize,
+    rt: &'a Runtime,
+    /// The split parent's stamps (forgotten until the rejoin).
+    parent: &'a mut BufferStamps,
+    ptr: u64,
+    len: usize,
+    /// The parent's first element's index in its buffer.
+    offset: usize,
+    layout: Layout,
     stamps: Vec<BufferStamps>,
+    _t: PhantomData<&'a mut [T]>,
 }
 
 impl<T: DeviceRepr> std::fmt::Debug for Split<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Split")
-            .field("len", &self.buf.len)
-            .field("chunk", &self.chunk)
+            .field("len", &self.len)
+            .field("offset", &self.offset)
+            .field("layout", &self.layout)
             .field("views", &self.stamps.len())
             .finish()
     }
 }
 
 impl<'a, T: DeviceRepr> Split<'a, T> {
+    /// Splits the parent `(ptr, len, offset)` whose stamps are `parent`:
+    /// each view starts with the parent's uses, and the parent's are
+    /// forgotten until a rejoin restamps them.
+    fn new(
+        rt: &'a Runtime,
+        parent: &'a mut BufferStamps,
+        (ptr, len, offset): (u64, usize, usize),
+        layout: Layout,
+    ) -> Self {
+        let uses = parent.get_mut().clone();
+        let stamps = (0..layout.count(len))
+            .map(|_| BufferStamps::from_uses(uses.clone()))
+            .collect();
+        // From here until a rejoin restamps it, the parent's uses are those
+        // of views that may be anywhere (§8): a leaked split cannot leave
+        // stale stamps behind.
+        rt.inner.ledger.forget_uses(parent.get_mut());
+        Split {
+            rt,
+            parent,
+            ptr,
+            len,
+            offset,
+            layout,
+            stamps,
+            _t: PhantomData,
+        }
+    }
+
     /// The number of views.
     pub fn len(&self) -> usize {
         self.stamps.len()
     }
 
-    /// Whether there are no views (an empty buffer).
+    /// Whether there are no views (an empty buffer split into chunks).
     pub fn is_empty(&self) -> bool {
         self.stamps.is_empty()
     }
@@ -246,46 +428,49 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
     /// # Ok(()) }
     /// ```
     pub fn views(&mut self) -> Vec<ViewMut<'_, T>> {
-        let size = std::mem::size_of::<T>() as u64;
-        let (ptr, len, chunk, rt_id) = (self.buf.ptr, self.buf.len, self.chunk, self.buf.rt.id());
+        let (ptr, len, offset, layout, rt) =
+            (self.ptr, self.len, self.offset, self.layout, self.rt);
         self.stamps
             .iter_mut()
             .enumerate()
             .map(|(index, stamps)| {
-                let start = index * chunk;
-                ViewMut {
-                    ptr: ptr + start as u64 * size,
-                    len: chunk.min(len - start),
-                    offset: start,
-                    index,
-                    rt_id,
-                    stamps,
-                    _t: PhantomData,
-                }
+                let (start, end) = layout.range(index, len);
+                ViewMut::part(ptr, offset, index, start, end, rt, stamps)
             })
             .collect()
     }
 
+    /// The two views of a split in two ([`Buffer::split_at_mut`]); `None`
+    /// for a split into another number of views.
+    pub fn halves(&mut self) -> Option<(ViewMut<'_, T>, ViewMut<'_, T>)> {
+        if self.stamps.len() != 2 {
+            return None;
+        }
+        let mut views = self.views().into_iter();
+        Some((views.next()?, views.next()?))
+    }
+
     /// The runtime of the split buffer.
     pub(crate) fn runtime_id(&self) -> u64 {
-        self.buf.rt.id()
+        self.rt.id()
     }
 
     /// The parent's stamps and the views' stamps, for a rejoin.
     pub(crate) fn parts(&mut self) -> (&mut BufferStamps, &mut [BufferStamps]) {
-        (&mut self.buf.stamps, &mut self.stamps)
+        (&mut *self.parent, &mut self.stamps)
     }
 }
 
-/// A disjoint, mutable view of part of a [`Buffer`], with its own stamps
-/// (X3), kept by its [`Split`]. Views of one buffer never wait for each
-/// other.
+/// A mutable view of part of a [`Buffer`]: one of a [`Split`]'s disjoint
+/// views, with stamps of its own (X3) that the split keeps, so views of one
+/// split never wait for each other; or a [`Buffer::slice_mut`] (or
+/// [`ViewMut::slice_mut`]), which stamps its parent's.
 pub struct ViewMut<'s, T: DeviceRepr> {
     ptr: u64,
     len: usize,
     offset: usize,
     index: usize,
-    rt_id: u64,
+    rt: &'s Runtime,
     stamps: &'s mut BufferStamps,
     _t: PhantomData<&'s mut [T]>,
 }
@@ -300,13 +485,36 @@ impl<T: DeviceRepr> std::fmt::Debug for ViewMut<'_, T> {
     }
 }
 
-impl<T: DeviceRepr> ViewMut<'_, T> {
-    /// The view's position among its siblings.
+impl<'s, T: DeviceRepr> ViewMut<'s, T> {
+    /// `start..end` of a parent at `ptr` whose first element is at `offset`
+    /// in its buffer, stamping `stamps`.
+    fn part(
+        ptr: u64,
+        offset: usize,
+        index: usize,
+        start: usize,
+        end: usize,
+        rt: &'s Runtime,
+        stamps: &'s mut BufferStamps,
+    ) -> Self {
+        ViewMut {
+            ptr: ptr + (start * std::mem::size_of::<T>()) as u64,
+            len: end - start,
+            offset: offset + start,
+            index,
+            rt,
+            stamps,
+            _t: PhantomData,
+        }
+    }
+
+    /// The view's position among its split's views (a `slice_mut` keeps
+    /// its parent's; 0 for one of a buffer).
     pub fn index(&self) -> usize {
         self.index
     }
 
-    /// The first element's index in the parent buffer.
+    /// The first element's index in the buffer.
     pub fn offset(&self) -> usize {
         self.offset
     }
@@ -325,6 +533,176 @@ impl<T: DeviceRepr> ViewMut<'_, T> {
     pub fn uses(&self) -> Uses {
         self.stamps.snapshot()
     }
+
+    /// A read-only view of `range` of this view (see [`Buffer::slice`]): it
+    /// shares this view's stamps.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<View<'_, T>> {
+        let (start, end) = checked_range(range, self.len, "ViewMut::slice")?;
+        Ok(View::part(
+            self.ptr,
+            self.offset,
+            start,
+            end,
+            self.rt,
+            self.stamps,
+        ))
+    }
+
+    /// A mutable view of `range` of this view (see [`Buffer::slice_mut`]):
+    /// it borrows this view's stamps exclusively.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
+        let (start, end) = checked_range(range, self.len, "ViewMut::slice_mut")?;
+        Ok(ViewMut::part(
+            self.ptr,
+            self.offset,
+            self.index,
+            start,
+            end,
+            self.rt,
+            self.stamps,
+        ))
+    }
+
+    /// Splits this view at `mid` into two views with stamps of their own,
+    /// as [`Buffer::split_at_mut`] does; rejoining the split restamps this
+    /// view.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfRange`] (for the range `0..mid`) if `mid > self.len()`.
+    pub fn split_at_mut(&mut self, mid: usize) -> Result<Split<'_, T>> {
+        checked_range(..mid, self.len, "ViewMut::split_at_mut")?;
+        Ok(Split::new(
+            self.rt,
+            self.stamps,
+            (self.ptr, self.len, self.offset),
+            Layout::At(mid),
+        ))
+    }
 }
 
-impl_device_slice!(ViewMut<'_, T>, |v| v.rt_id);
+impl_device_slice!(mut ViewMut<'_, T>, |v| v.rt.id());
+
+/// A read-only view of part of a [`Buffer`] ([`Buffer::slice`],
+/// [`ViewMut::slice`], [`View::slice`]). It shares its parent's stamps: a
+/// read through it is a read of the parent (reads never conflict, so that
+/// is exact), and a later write to the parent waits for it.
+///
+/// It is a [`DeviceSlice`] but not a [`DeviceSliceMut`]: nothing can write
+/// through it.
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, b: &gpu_sched::Buffer<f32>) -> gpu_sched::Result<()> {
+/// let mut v = b.slice(1..3)?;
+/// t.memset_zero(&mut v)?; // error: `View` is not `DeviceSliceMut`
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, a: &gpu_sched::Buffer<f32>, b: &gpu_sched::Buffer<f32>) -> gpu_sched::Result<()> {
+/// let mut v = b.slice(..2)?;
+/// t.copy(&a.slice(..2)?, &mut v)?; // error: `View` is not `DeviceSliceMut`
+/// # Ok(()) }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, k: gpu_sched::KernelRef, b: &gpu_sched::Buffer<f32>) -> gpu_sched::Result<()> {
+/// let mut v = b.slice(..)?;
+/// let _ = t.launch(k, gpu_sched::LaunchConfig::for_elements(2, 32)).write(&mut v); // error: as above
+/// # Ok(()) }
+/// ```
+pub struct View<'a, T: DeviceRepr> {
+    ptr: u64,
+    len: usize,
+    offset: usize,
+    rt: &'a Runtime,
+    stamps: &'a BufferStamps,
+    _t: PhantomData<&'a [T]>,
+}
+
+impl<T: DeviceRepr> Clone for View<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T: DeviceRepr> Copy for View<'_, T> {}
+
+impl<T: DeviceRepr> std::fmt::Debug for View<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl<'a, T: DeviceRepr> View<'a, T> {
+    /// `start..end` of a parent at `ptr` whose first element is at `offset`
+    /// in its buffer, sharing `stamps`.
+    fn part(
+        ptr: u64,
+        offset: usize,
+        start: usize,
+        end: usize,
+        rt: &'a Runtime,
+        stamps: &'a BufferStamps,
+    ) -> Self {
+        View {
+            ptr: ptr + (start * std::mem::size_of::<T>()) as u64,
+            len: end - start,
+            offset: offset + start,
+            rt,
+            stamps,
+            _t: PhantomData,
+        }
+    }
+
+    /// The first element's index in the buffer.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The uses of the stamps the view shares with its parent.
+    pub fn uses(&self) -> Uses {
+        self.stamps.snapshot()
+    }
+
+    /// A read-only view of `range` of this view, sharing the same stamps
+    /// (and borrowing what this view borrows, not this view).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<View<'a, T>> {
+        let (start, end) = checked_range(range, self.len, "View::slice")?;
+        Ok(View::part(
+            self.ptr,
+            self.offset,
+            start,
+            end,
+            self.rt,
+            self.stamps,
+        ))
+    }
+}
+
+impl_device_slice!(View<'_, T>, |v| v.rt.id());

@@ -1,6 +1,6 @@
 //! A task's handle on its stream, and the tracked operations (R1, R9-R11).
 
-use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, Split};
+use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split};
 use crate::driver::{MemAccess, RawStream};
 use crate::error::{Error, Result};
 use crate::handoff::{device_bytes, wait_streams};
@@ -135,7 +135,7 @@ impl<'a> Touch<'a> {
         }
     }
 
-    pub(crate) fn write<T: DeviceRepr>(b: &'a mut (impl DeviceSlice<T> + ?Sized)) -> Self {
+    pub(crate) fn write<T: DeviceRepr>(b: &'a mut (impl DeviceSliceMut<T> + ?Sized)) -> Self {
         Touch {
             mem: MemAccess {
                 ptr: b.device_ptr(),
@@ -505,7 +505,7 @@ impl TaskContext {
     /// A driver error, or [`Error::WrongDevice`].
     pub fn memset_zero<T: DeviceRepr>(
         &self,
-        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
         let (ptr, bytes) = (dst.device_ptr(), dst.bytes());
@@ -549,7 +549,7 @@ impl TaskContext {
     /// [`Error::LengthMismatch`] unless the lengths agree; driver errors.
     pub fn copy_from_host<T: DeviceRepr>(
         &self,
-        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
         src: &[T],
     ) -> Result<()> {
         // This runtime's page-locked memory, or any the driver knows as such
@@ -571,7 +571,7 @@ impl TaskContext {
     /// waits for it before the host touches the memory again.
     pub(crate) fn copy_from_host_staged<T: DeviceRepr>(
         &self,
-        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
         src: &[T],
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
@@ -616,7 +616,7 @@ impl TaskContext {
     /// Driver errors; [`Error::WrongDevice`].
     pub unsafe fn copy_from_host_async<T: DeviceRepr>(
         &self,
-        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
         src: *const T,
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
@@ -726,7 +726,9 @@ impl TaskContext {
         Ok(v)
     }
 
-    /// Copies `src` into `dst` on the device.
+    /// Copies `src` into `dst` on the device: buffers or views, of two
+    /// buffers or of one (two ranges of one buffer are the views of a
+    /// [`Buffer::split_at_mut`]).
     ///
     /// # Errors
     ///
@@ -734,7 +736,7 @@ impl TaskContext {
     pub fn copy<T: DeviceRepr>(
         &self,
         src: &(impl DeviceSlice<T> + ?Sized),
-        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
         self.check(src, "the source buffer")?;
         self.check(dst, "the destination buffer")?;
@@ -794,7 +796,10 @@ impl TaskContext {
     /// moves to another stream, which then waits for everything this stream
     /// queued. Work submitted through the pointer after the buffer moved is
     /// not ordered with other tasks' work: order it yourself.
-    pub fn raw_ptr<T: DeviceRepr>(&self, buf: &mut (impl DeviceSlice<T> + ?Sized)) -> Result<u64> {
+    pub fn raw_ptr<T: DeviceRepr>(
+        &self,
+        buf: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<u64> {
         self.check(buf, "the buffer")?;
         self.bind()?;
         let u = buf.stamps_mut().get_mut();
@@ -813,7 +818,7 @@ impl TaskContext {
     /// [`Error::Capturing`] while capturing; driver errors.
     pub fn host_sync_ptr<T: DeviceRepr>(
         &self,
-        buf: &mut (impl DeviceSlice<T> + ?Sized),
+        buf: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<u64> {
         self.check(buf, "the buffer")?;
         self.bind()?;

@@ -45,6 +45,21 @@ pub enum Error {
         /// Actual length.
         got: usize,
     },
+    /// A range outside the buffer or view it was asked of (`slice`,
+    /// `slice_mut`, `split_at_mut`).
+    #[error(
+        "{what}: the range {start}..{end} is not within 0..{len}; ask for start <= end <= {len}"
+    )]
+    OutOfRange {
+        /// The call.
+        what: &'static str,
+        /// The range's first element asked for.
+        start: usize,
+        /// The range's end asked for (exclusive).
+        end: usize,
+        /// The length of the buffer or view.
+        len: usize,
+    },
     /// A chunk size of zero.
     #[error("chunk size must be at least 1")]
     ZeroChunk,

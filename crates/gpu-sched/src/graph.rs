@@ -1,6 +1,6 @@
 //! Graph capture and launch (R12).
 
-use crate::buffer::{DeviceRepr, DeviceSlice};
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::context::{TaskContext, Touch};
 use crate::driver::{MemAccess, RawGraph};
 use crate::error::{Error, Result};
@@ -184,7 +184,7 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
     }
 
     /// A buffer the graph writes.
-    pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSlice<T> + ?Sized)) -> Self {
+    pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSliceMut<T> + ?Sized)) -> Self {
         self.check(buf.runtime_id());
         self.touches.push(Touch::write(buf));
         self

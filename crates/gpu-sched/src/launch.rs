@@ -2,7 +2,7 @@
 //! `&mut Buffer` a write (X2); the list is checked against the kernel's
 //! parameters before anything is submitted.
 
-use crate::buffer::{DeviceRepr, DeviceSlice};
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::context::{TaskContext, Touch};
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, KernelDef, LaunchConfig, Module, Param};
@@ -162,7 +162,7 @@ impl<'c, 'b> Launch<'c, 'b> {
     }
 
     /// A buffer the kernel writes (and may read).
-    pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSlice<T> + ?Sized)) -> Self {
+    pub fn write<T: DeviceRepr>(mut self, buf: &'b mut (impl DeviceSliceMut<T> + ?Sized)) -> Self {
         self.check_runtime(buf.runtime_id());
         self.push(
             KernelArg::Ptr(buf.device_ptr()),

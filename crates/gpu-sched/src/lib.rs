@@ -45,7 +45,7 @@ mod staging;
 pub mod trace;
 mod typed;
 
-pub use buffer::{Buffer, DeviceRepr, DeviceSlice, Split, ViewMut};
+pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use context::TaskContext;
 pub use driver::{BackendChoice, BackendKind, SyncMode};
 pub use error::{Error, Result};

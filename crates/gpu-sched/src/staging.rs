@@ -1,6 +1,6 @@
 //! Pinned staging memory for host <-> device pipelines (`par_map`).
 
-use crate::buffer::{DeviceRepr, DeviceSlice};
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::context::{TaskContext, Touch};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
@@ -143,7 +143,7 @@ impl<T: DeviceRepr> Staging<T> {
     pub fn send(
         &mut self,
         ctx: &TaskContext,
-        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
         self.same_runtime(ctx)?;
         self.check(dst.len())?;
@@ -212,7 +212,7 @@ impl<T: DeviceRepr> Staging<T> {
         &mut self,
         ctx: &TaskContext,
         src: &[T],
-        dst: &mut (impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
         self.same_runtime(ctx)?;
         if src.len() != dst.len() {

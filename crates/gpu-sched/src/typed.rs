@@ -9,7 +9,7 @@
 //! unsafe { k.launch(t, cfg, (&mut out, &inp, n)) }
 //! ```
 
-use crate::buffer::{DeviceRepr, DeviceSlice};
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::context::{TaskContext, Touch};
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig, Param};
@@ -126,7 +126,8 @@ impl<'b> ArgList<'b> {
 }
 
 /// A value that can be passed for parameter `P`: `&B` for [`In<T>`], `&mut
-/// B` for [`Out<T>`] (`B` a [`crate::Buffer`] or a view of `T`), the scalar
+/// B` for [`Out<T>`] (`B` a [`crate::Buffer`] or a view of `T`; for
+/// `Out`, a writable one: not a read-only [`crate::View`]), the scalar
 /// itself for a scalar (a `usize` for a `u64`). Sealed: a launch's argument
 /// list is laid out by the runtime alone.
 pub trait Arg<'b, P: KernelParam>: sealed::SealedArg {
@@ -142,7 +143,7 @@ impl<'b, T: DeviceRepr, B: DeviceSlice<T> + ?Sized> Arg<'b, In<T>> for &'b B {
     }
 }
 
-impl<'b, T: DeviceRepr, B: DeviceSlice<T> + ?Sized> Arg<'b, Out<T>> for &'b mut B {
+impl<'b, T: DeviceRepr, B: DeviceSliceMut<T> + ?Sized> Arg<'b, Out<T>> for &'b mut B {
     fn push(self, l: &mut ArgList<'b>) {
         l.runtimes.push(self.runtime_id());
         l.push(KernelArg::Ptr(self.device_ptr()), self.len());

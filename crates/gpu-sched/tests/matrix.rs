@@ -24,7 +24,8 @@ use common::{assert_no_races, backend_tests, same_backend, OPENED_BY_TEST, PROBE
 use gpu_epoch::Binding;
 use gpu_kernels as k;
 use gpu_sched::{
-    CounterSnapshot, DeviceSlice, Gate, LaunchConfig, Reason, Runtime, RuntimeOptions, TaskContext,
+    CounterSnapshot, DeviceSlice, DeviceSliceMut, Gate, LaunchConfig, Reason, Runtime,
+    RuntimeOptions, TaskContext,
 };
 use std::time::{Duration, Instant};
 
@@ -103,7 +104,7 @@ fn scale_raw(ctx: &TaskContext, p: u64, n: usize, a: f32) {
 
 /// The parent's later work behind a gate the test opens: `later` is filled
 /// with 5 once the gate opens.
-fn gated_later_work(ctx: &TaskContext, gate: &Gate, later: &mut impl DeviceSlice<f32>) {
+fn gated_later_work(ctx: &TaskContext, gate: &Gate, later: &mut impl DeviceSliceMut<f32>) {
     k::gate(ctx, gate, OPENED_BY_TEST).unwrap();
     k::fill(ctx, later, 5.0).unwrap();
 }

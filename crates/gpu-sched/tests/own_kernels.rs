@@ -12,8 +12,8 @@ mod common;
 use common::{assert_no_races, backend_tests, same_backend, OPENED_BY_TEST};
 use gpu_kernels as k;
 use gpu_sched::{
-    BackendKind, Buffer, DeviceSlice, Error, In, Kernel, LaunchConfig, Out, Runtime,
-    RuntimeOptions, TaskContext,
+    BackendKind, Buffer, DeviceSlice, DeviceSliceMut, Error, In, Kernel, LaunchConfig, Out,
+    Runtime, RuntimeOptions, TaskContext,
 };
 
 /// Elements per buffer: not a multiple of any block size used here.
@@ -117,7 +117,7 @@ fn saxpy(
     cfg: LaunchConfig,
     a: f32,
     x: &(impl DeviceSlice<f32> + ?Sized),
-    y: &mut (impl DeviceSlice<f32> + ?Sized),
+    y: &mut (impl DeviceSliceMut<f32> + ?Sized),
 ) -> gpu_sched::Result<()> {
     if x.len() != y.len() {
         return Err(Error::LengthMismatch {

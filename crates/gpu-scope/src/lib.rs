@@ -82,9 +82,10 @@ mod scope;
 pub use gpu_sched::trace;
 pub use gpu_sched::{
     Access, Arg, Args, BackendChoice, BackendKind, Buffer, CounterSnapshot, DeviceRepr,
-    DeviceSlice, Error, Event, Fence, Gate, Graph, HostFn, In, Kernel, KernelArg, KernelDef,
-    KernelParam, KernelRef, LaunchConfig, LiveCounts, LoadedModule, Module, Out, Param, Reason,
-    Result, Runtime, RuntimeOptions, Signature, Split, Staging, SyncMode, TaskContext, ViewMut,
+    DeviceSlice, DeviceSliceMut, Error, Event, Fence, Gate, Graph, HostFn, In, Kernel, KernelArg,
+    KernelDef, KernelParam, KernelRef, LaunchConfig, LiveCounts, LoadedModule, Module, Out, Param,
+    Reason, Result, Runtime, RuntimeOptions, Signature, Split, Staging, SyncMode, TaskContext,
+    View, ViewMut,
 };
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuilder};

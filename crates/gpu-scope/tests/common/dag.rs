@@ -46,7 +46,7 @@
 #![allow(dead_code)] // each user takes the part it needs
 
 use gpu::{
-    BackendKind, Buffer, DeviceSlice, Error, Event, LaunchConfig, Result, Runtime, Scope, Split,
+    BackendKind, Buffer, DeviceSliceMut, Error, Event, LaunchConfig, Result, Runtime, Scope, Split,
     TaskContext, ViewMut,
 };
 use gpu_kernels as k;
@@ -1240,7 +1240,7 @@ impl Generator {
 
 // ----- running the programs ----------------------------------------------
 
-type Dyn<'a> = dyn DeviceSlice<f32> + Send + Sync + 'a;
+type Dyn<'a> = dyn DeviceSliceMut<f32> + Send + Sync + 'a;
 
 /// How a running task holds a buffer.
 enum Ref<'a> {
