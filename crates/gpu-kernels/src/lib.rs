@@ -3,7 +3,8 @@
 //! - [`KERNELS_PTX`] is the PTX of `src/cuda/kernels.cu`: compiled by the
 //!   build script when it finds an nvcc, otherwise the committed
 //!   `ptx/kernels.ptx` (see the crate's `README.md` for the toolchain that
-//!   makes it and the drivers that load it).
+//!   makes it and the drivers that load it); [`REDUCE_PTX`] likewise of
+//!   `src/cuda/reduce.cu`, the deterministic reductions of [`reduce`].
 //! - [`names`] lists every kernel's PTX symbol.
 //! - [`BLOCK`], [`SCAN_ITEMS`] and [`SCAN_TILE`] are the launch contract, the
 //!   same numbers as in `src/cuda/kernels.cuh`.
@@ -37,6 +38,12 @@
 //!
 //!   When `n <= SCAN_TILE`, step 1 alone gives the result. `in == out` is
 //!   allowed (each tile is read into shared memory before it is written).
+//! - `reduce_*` ([`reduce`]): [`BLOCK`] threads per block, any grid (blocks
+//!   stride over parts; ideally [`reduce_parts`]`(n)` blocks): part `p` of
+//!   `n` elements ([`reduce_chunk`]`(n)` elements from `p * chunk`) into
+//!   `partials[p]`, for every one of the [`reduce_parts`]`(n)` parts, in a
+//!   fixed order and without atomics. Pass 2 is the sum (min, max) kernel of
+//!   the accumulator type over the partials, one part, into `out[0]`.
 //! - `spin_ns` and `gate`: one thread does the work; launch with one block of
 //!   one thread.
 //! - `gate`'s two flags are `u32` in pinned host memory mapped into the
@@ -50,6 +57,8 @@
 //! bit-identical. `sum` and the scan add in a different order than the
 //! sequential host references; compare those with a tolerance, or use inputs
 //! whose partial sums are exact (small integers).
+//! The `reduce_*` kernels add in the order that [`host::reduce`] follows,
+//! rounding each operation as it does: their results are bit-identical.
 
 mod kernels {
     include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
@@ -58,6 +67,7 @@ mod kernels {
 pub mod host;
 pub mod names;
 mod ops;
+pub mod reduce;
 
 pub use ops::{
     add_scalar, axpy, copy, fill, gate, inclusive_scan, kernel_ref, scale, scale_into, spin,
@@ -67,7 +77,8 @@ pub use ops::{
 #[cfg(test)]
 mod test;
 
-pub use kernels::{KERNELS_PTX, PTX_FROM_NVCC};
+pub use kernels::{KERNELS_PTX, PTX_FROM_NVCC, REDUCE_PTX};
+pub use reduce::{reduce_chunk, reduce_parts, REDUCE_PARTS, REDUCE_TILE};
 
 /// Threads per block for `sum_*`, `scan_block_*`, `scan_sums_*` and
 /// `scan_add_*` (`GK_BLOCK` in `kernels.cuh`). Element-wise kernels accept any

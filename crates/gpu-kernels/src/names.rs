@@ -1,5 +1,5 @@
-//! PTX symbol of every kernel in [`KERNELS_PTX`](crate::KERNELS_PTX), with
-//! its C parameter list.
+//! PTX symbol of every kernel in [`KERNELS_PTX`](crate::KERNELS_PTX) and
+//! [`REDUCE_PTX`](crate::REDUCE_PTX), with its C parameter list.
 //!
 //! `u64` is `unsigned long long`. Pass parameters in the order shown; scalar
 //! `T` parameters are passed by value as `f32` or `f64`, pointers as device
@@ -82,7 +82,8 @@ pub const SPIN_TOUCH_F32: &str = "spin_touch_f32";
 /// device. Launch with one block of one thread.
 pub const GATE: &str = "gate";
 
-/// Every kernel name above.
+/// Every kernel of [`KERNELS_PTX`](crate::KERNELS_PTX), in the order of
+/// [`MODULE`](crate::MODULE).
 pub const ALL: &[&str] = &[
     FILL_F32,
     FILL_F64,
@@ -107,4 +108,52 @@ pub const ALL: &[&str] = &[
     SPIN_NS,
     SPIN_TOUCH_F32,
     GATE,
+];
+
+// Reductions (`REDUCE_PTX`, `src/cuda/reduce.cu`): every kernel reduces part
+// `p` of `n` elements into `partials[p]`, for `reduce_parts(n)` parts; launch
+// with `BLOCK` threads per block and any grid (blocks stride over parts).
+// Pass 2 is the sum, min or max kernel of the accumulator type over the
+// partials, with `n = reduce_parts(..)`: one part, one block. See
+// `crate::reduce` for the order.
+
+/// `reduce_sum_f32(const float* x, float* partials, u64 n)`.
+pub const REDUCE_SUM_F32: &str = "reduce_sum_f32";
+/// `reduce_sum_f64(const double* x, double* partials, u64 n)`.
+pub const REDUCE_SUM_F64: &str = "reduce_sum_f64";
+/// `reduce_min_f32(const float* x, float* partials, u64 n)`: skips NaN,
+/// `-0 < +0`, `+inf` for an empty part.
+pub const REDUCE_MIN_F32: &str = "reduce_min_f32";
+/// `reduce_min_f64(const double* x, double* partials, u64 n)`.
+pub const REDUCE_MIN_F64: &str = "reduce_min_f64";
+/// `reduce_max_f32(const float* x, float* partials, u64 n)`: skips NaN,
+/// `+0 > -0`, `-inf` for an empty part.
+pub const REDUCE_MAX_F32: &str = "reduce_max_f32";
+/// `reduce_max_f64(const double* x, double* partials, u64 n)`.
+pub const REDUCE_MAX_F64: &str = "reduce_max_f64";
+/// `reduce_dot_f32(const float* x, const float* y, float* partials, u64 n)`:
+/// adds the rounded products `x[i] * y[i]`.
+pub const REDUCE_DOT_F32: &str = "reduce_dot_f32";
+/// `reduce_dot_f64(const double* x, const double* y, double* partials, u64 n)`.
+pub const REDUCE_DOT_F64: &str = "reduce_dot_f64";
+/// `reduce_sum_f32_f64(const float* x, double* partials, u64 n)`: each
+/// element widened to `double`, added in `double`.
+pub const REDUCE_SUM_F32_F64: &str = "reduce_sum_f32_f64";
+/// `reduce_dot_f32_f64(const float* x, const float* y, double* partials, u64
+/// n)`: products and sums in `double` (the products are exact).
+pub const REDUCE_DOT_F32_F64: &str = "reduce_dot_f32_f64";
+
+/// Every kernel of [`REDUCE_PTX`](crate::REDUCE_PTX), in the order of
+/// [`reduce::MODULE`](crate::reduce::MODULE).
+pub const REDUCE_ALL: &[&str] = &[
+    REDUCE_SUM_F32,
+    REDUCE_SUM_F64,
+    REDUCE_MIN_F32,
+    REDUCE_MIN_F64,
+    REDUCE_MAX_F32,
+    REDUCE_MAX_F64,
+    REDUCE_DOT_F32,
+    REDUCE_DOT_F64,
+    REDUCE_SUM_F32_F64,
+    REDUCE_DOT_F32_F64,
 ];

@@ -1,10 +1,12 @@
 use crate::{
-    grid_for, names, scan_tiles, BLOCK, GATE, KERNELS_PTX, MAX_GRID, MODULE, SCAN_ITEMS, SCAN_TILE,
-    SPIN_NS, SPIN_TOUCH_F32,
+    grid_for, names, reduce, reduce_chunk, reduce_parts, scan_tiles, BLOCK, GATE, KERNELS_PTX,
+    MAX_GRID, MODULE, REDUCE_PARTS, REDUCE_PTX, REDUCE_TILE, SCAN_ITEMS, SCAN_TILE, SPIN_NS,
+    SPIN_TOUCH_F32,
 };
 
 const HEADER: &str = include_str!("cuda/kernels.cuh");
 const COMMITTED_PTX: &str = include_str!("../ptx/kernels.ptx");
+const COMMITTED_REDUCE_PTX: &str = include_str!("../ptx/reduce.ptx");
 
 /// The names of the `.entry` directives of a PTX text.
 fn entries(ptx: &str) -> Vec<&str> {
@@ -39,16 +41,59 @@ fn directive<'a>(ptx: &'a str, directive: &str) -> &'a str {
 
 #[test]
 fn ptx_has_an_entry_for_every_name() {
-    for ptx in [KERNELS_PTX, COMMITTED_PTX] {
+    for (ptx, all) in [
+        (KERNELS_PTX, names::ALL),
+        (COMMITTED_PTX, names::ALL),
+        (REDUCE_PTX, names::REDUCE_ALL),
+        (COMMITTED_REDUCE_PTX, names::REDUCE_ALL),
+    ] {
         let found = entries(ptx);
-        for name in names::ALL {
+        for name in all {
             assert!(found.contains(name), "no .entry {name} in the PTX");
         }
-        assert_eq!(
-            found.len(),
-            names::ALL.len(),
-            "entries not in names::ALL: {found:?}"
-        );
+        assert_eq!(found.len(), all.len(), "entries not in the list: {found:?}");
+    }
+}
+
+/// The reduction wrappers find kernels by their index in `reduce::MODULE`,
+/// which lists them in the order of `names::REDUCE_ALL`.
+#[test]
+fn reduce_module_lists_the_kernels_in_names_order() {
+    let listed: Vec<&str> = reduce::MODULE.kernels.iter().map(|k| k.name).collect();
+    assert_eq!(listed, names::REDUCE_ALL);
+    for name in names::REDUCE_ALL {
+        let r = reduce::kernel_ref(name).unwrap_or_else(|| panic!("no kernel {name}"));
+        assert_eq!(r.def().name, *name);
+        assert!(crate::kernel_ref(name).is_none(), "{name} in both modules");
+    }
+}
+
+#[test]
+fn reduce_partition_covers_n_in_whole_blocks() {
+    let tile = u64::from(REDUCE_TILE);
+    let block = u64::from(BLOCK);
+    for n in [
+        0,
+        1,
+        31,
+        block,
+        tile - 1,
+        tile,
+        tile + 1,
+        1000 * tile + 5,
+        (1 << 20) + 3,
+        u64::from(REDUCE_PARTS) * tile,
+        u64::from(REDUCE_PARTS) * tile + 1,
+        1 << 40,
+    ] {
+        let (parts, chunk) = (reduce_parts(n), reduce_chunk(n));
+        assert!((1..=u64::from(REDUCE_PARTS)).contains(&parts), "n = {n}");
+        assert_eq!(chunk % block, 0, "n = {n}");
+        assert!(parts * chunk >= n, "n = {n}: the parts cover n");
+        assert!(chunk < n.div_ceil(parts) + block, "n = {n}: chunk {chunk}");
+        // The partials are one part.
+        assert_eq!(reduce_parts(parts), 1);
+        assert!(reduce_chunk(parts) >= parts);
     }
 }
 
@@ -83,9 +128,11 @@ fn names_are_unique() {
 #[test]
 fn committed_ptx_targets_old_drivers() {
     // PTX ISA 8.0 (CUDA 12.0, driver >= 525) for sm_70: see README.md.
-    assert_eq!(directive(COMMITTED_PTX, ".version"), "8.0");
-    assert_eq!(directive(COMMITTED_PTX, ".target"), "sm_70");
-    assert_eq!(directive(COMMITTED_PTX, ".address_size"), "64");
+    for ptx in [COMMITTED_PTX, COMMITTED_REDUCE_PTX] {
+        assert_eq!(directive(ptx, ".version"), "8.0");
+        assert_eq!(directive(ptx, ".target"), "sm_70");
+        assert_eq!(directive(ptx, ".address_size"), "64");
+    }
 }
 
 #[test]
@@ -93,6 +140,8 @@ fn constants_match_the_cuda_header() {
     assert_eq!(define("GK_BLOCK"), BLOCK);
     assert_eq!(define("GK_SCAN_ITEMS"), SCAN_ITEMS);
     assert_eq!(define("GK_SCAN_TILE"), SCAN_TILE);
+    assert_eq!(define("GK_REDUCE_TILE"), REDUCE_TILE);
+    assert_eq!(define("GK_REDUCE_PARTS"), REDUCE_PARTS);
     assert_eq!(BLOCK % 32, 0);
 }
 

@@ -18,7 +18,15 @@
 // Elements per scan tile: one block scans one tile at a time.
 #define GK_SCAN_TILE 1024
 
+// Reductions (`reduce.cu`): the input is cut into at most
+// `GK_REDUCE_PARTS` parts, one more per `GK_REDUCE_TILE` elements; each part
+// gets one block and one partial result. A reduction of at most
+// `GK_REDUCE_PARTS` elements (the partials) is therefore one part.
+#define GK_REDUCE_TILE 2048
+#define GK_REDUCE_PARTS 1024
+
 static_assert(GK_SCAN_TILE == GK_BLOCK * GK_SCAN_ITEMS, "tile = block * items");
+static_assert(GK_REDUCE_PARTS <= GK_REDUCE_TILE, "the partials are one part");
 static_assert(GK_BLOCK % 32 == 0 && GK_BLOCK <= 1024, "block = whole warps");
 
 typedef unsigned long long u64;

@@ -8,6 +8,8 @@
 //! multiply-add on either side), so their results are bit-identical. [`sum`]
 //! and [`inclusive_scan`] add sequentially from index 0; the kernels add in
 //! another order, so floating-point results may differ in the last bits.
+//! The deterministic reductions of [`reduce`] follow the kernels' order, so
+//! their results are bit-identical.
 //!
 //! # Examples
 //!
@@ -25,6 +27,8 @@
 //! ```
 
 use std::ops::{Add, Mul};
+
+pub mod reduce;
 
 #[cfg(test)]
 mod test;
