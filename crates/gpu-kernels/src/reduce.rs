@@ -66,8 +66,8 @@
 
 use crate::{host, names, Float, BLOCK};
 use gpu_sched::{
-    Buffer, DeviceRepr, DeviceSlice, Error, KernelArg, KernelDef, KernelRef, LaunchConfig, Module,
-    Param, Result, TaskContext,
+    Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Error, KernelArg, KernelDef, KernelRef,
+    LaunchConfig, Module, Param, Result, TaskContext,
 };
 
 /// Elements per part (`GK_REDUCE_TILE`): a reduction of `n` elements has one
@@ -291,7 +291,7 @@ where
     A: DeviceRepr,
     X: DeviceSlice<In> + ?Sized,
     Y: DeviceSlice<In> + ?Sized,
-    P: DeviceSlice<A> + ?Sized,
+    P: DeviceSliceMut<A> + ?Sized,
 {
     let n = x.len();
     let grid = LaunchConfig::linear(reduce_parts(n as u64) as u32, BLOCK);
@@ -327,7 +327,7 @@ where
     A: DeviceRepr,
     X: DeviceSlice<In> + ?Sized,
     Y: DeviceSlice<In> + ?Sized,
-    O: DeviceSlice<A> + ?Sized,
+    O: DeviceSliceMut<A> + ?Sized,
 {
     let parts = reduce_parts(x.len() as u64);
     if parts == 1 {
@@ -364,7 +364,7 @@ fn to_host<A: DeviceRepr + Default>(
 pub fn sum_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
-    out: &mut (impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     one_element("sum's output", out.len())?;
     // SAFETY: `reduce_sum_{f32,f64}` for `T`, in and out.
@@ -390,7 +390,7 @@ pub fn sum<T: Float>(t: &TaskContext, x: &(impl DeviceSlice<T> + ?Sized)) -> Res
 pub fn sum_f64_into(
     t: &TaskContext,
     x: &(impl DeviceSlice<f32> + ?Sized),
-    out: &mut (impl DeviceSlice<f64> + ?Sized),
+    out: &mut (impl DeviceSliceMut<f64> + ?Sized),
 ) -> Result<()> {
     one_element("sum_f64's output", out.len())?;
     // SAFETY: `reduce_sum_f32_f64` (f32 in, f64 partials), then
@@ -418,7 +418,7 @@ pub fn sum_f64(t: &TaskContext, x: &(impl DeviceSlice<f32> + ?Sized)) -> Result<
 pub fn min_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
-    out: &mut (impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     one_element("min's output", out.len())?;
     // SAFETY: `reduce_min_{f32,f64}` for `T`, in and out.
@@ -443,7 +443,7 @@ pub fn min<T: Float>(t: &TaskContext, x: &(impl DeviceSlice<T> + ?Sized)) -> Res
 pub fn max_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
-    out: &mut (impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     one_element("max's output", out.len())?;
     // SAFETY: `reduce_max_{f32,f64}` for `T`, in and out.
@@ -483,7 +483,7 @@ pub fn dot_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
     y: &(impl DeviceSlice<T> + ?Sized),
-    out: &mut (impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     same_len("dot's y", x.len(), y.len())?;
     one_element("dot's output", out.len())?;
@@ -516,7 +516,7 @@ pub fn dot_f64_into(
     t: &TaskContext,
     x: &(impl DeviceSlice<f32> + ?Sized),
     y: &(impl DeviceSlice<f32> + ?Sized),
-    out: &mut (impl DeviceSlice<f64> + ?Sized),
+    out: &mut (impl DeviceSliceMut<f64> + ?Sized),
 ) -> Result<()> {
     same_len("dot_f64's y", x.len(), y.len())?;
     one_element("dot_f64's output", out.len())?;
