@@ -1,4 +1,4 @@
-"""B7's PyTorch counterpart: the same host -> device -> host pipeline
+"""B7's PyTorch counterpart (and B14's: torch.sum, at the end): the same host -> device -> host pipeline
 (copy in, y = 2 * x, copy out) over pinned memory, chunked over several CUDA
 streams with events, as a PyTorch user would write it. Prints one JSON row
 per variant: {"name": ..., "value": median ns, "unit": "ns"}.
@@ -54,5 +54,22 @@ def main():
         print(json.dumps({"name": f"B7/torch-{lanes}", "value": statistics.median(times) * 1e9, "unit": "ns"}))
 
 
+def sum_rows():
+    """B14's PyTorch counterpart: torch.sum of 1 GiB of f32 on the device."""
+    n = 1 << 28
+    x = (torch.arange(n, dtype=torch.float32, device="cuda") % 1000) * 1e-3
+    torch.sum(x)  # warm up
+    times = []
+    for _ in range(20):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        s = torch.sum(x)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    assert abs(s.item() - 1.340e8) / 1.340e8 < 1e-2, s.item()
+    print(json.dumps({"name": "B14/torch-sum", "value": statistics.median(times) * 1e9, "unit": "ns"}))
+
+
 if __name__ == "__main__":
     main()
+    sum_rows()
