@@ -40,6 +40,40 @@
 //! (streams as CPU threads) otherwise; `GPU_BACKEND=host` or `=cuda` forces
 //! one, and [`backend`] says which runs.
 //!
+//! ## Parallel iterators over chunks
+//!
+//! Rayon's `par_chunks` for device buffers (the README's third program,
+//! kept the same by the same test; see [`iter`] for every adaptor and
+//! terminal method): each chunk is a task with a stream of its own, and
+//! the values a `map` returns are combined on the host in chunk order.
+//!
+//! ```
+//! use gpu_kernels as k;
+//!
+//! fn main() -> gpu::Result<()> {
+//!     let n = 1 << 20;
+//!     let x = gpu::Buffer::from_host(&vec![1.0f32; n])?;
+//!     let mut y = gpu::Buffer::<f32>::zeros(n)?;
+//!     // y = 2 x + 1: a task, on a stream of its own, per chunk of 2^16 elements
+//!     gpu::par_chunks(&x, 1 << 16)
+//!         .zip(gpu::par_chunks_mut(&mut y, 1 << 16))
+//!         .for_each(|t, (x, mut y)| {
+//!             k::scale_into(t, &x, &mut y, 2.0)?;
+//!             k::add_scalar(t, &mut y, 1.0)
+//!         })?;
+//!     // each chunk's sum on the device, added on the host in chunk order
+//!     let total: f64 = gpu::par_chunks(&y, 1 << 16)
+//!         .map(|t, chunk| {
+//!             let mut s = t.zeros::<f32>(1)?;
+//!             k::sum(t, &chunk, &mut s)?;
+//!             Ok(f64::from(t.to_vec(&s)?[0]))
+//!         })
+//!         .sum()?;
+//!     assert_eq!(total, 3.0 * n as f64);
+//!     Ok(())
+//! }
+//! ```
+//!
 //! ## Bring your own kernel
 //!
 //! A kernel of your own, in CUDA C compiled at run time or in PTX, with a
@@ -75,6 +109,7 @@
 //! }
 //! ```
 
+pub mod iter;
 mod pipeline;
 mod pool;
 mod scope;
@@ -87,9 +122,10 @@ pub use gpu_sched::{
     Reason, Result, Runtime, RuntimeOptions, Signature, Split, Staging, SyncMode, TaskContext,
     View, ViewMut,
 };
+pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuilder};
-pub use scope::{in_place_scope, join, par_chunks_mut, scope, scope_on, ParChunksMut, Scope};
+pub use scope::{in_place_scope, join, scope, scope_on, Scope};
 
 /// The global runtime's backend.
 ///

@@ -28,7 +28,11 @@ fn the_readme_programs_are_the_crate_doctests() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    for heading in ["## Getting started", "## Bring your own kernel"] {
+    for heading in [
+        "## Getting started",
+        "## Parallel iterators over chunks",
+        "## Bring your own kernel",
+    ] {
         assert_eq!(
             block_after(&readme, heading, "```rust\n"),
             block_after(&doc, heading, "```\n"),

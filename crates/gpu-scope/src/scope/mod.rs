@@ -1,7 +1,8 @@
-//! `scope`, `spawn`, `join` and `par_chunks_mut`.
+//! `scope`, `spawn` and `join` (the chunk iterators, `crate::iter`, run
+//! their chunks as the tasks of a scope of this module).
 
 use crate::pool;
-use gpu_sched::{Buffer, DeviceRepr, Error, Fence, Result, Runtime, TaskContext, ViewMut};
+use gpu_sched::{Error, Fence, Result, Runtime, TaskContext};
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -434,9 +435,9 @@ where
 
 /// Whether a scope's task waits on the device for its tasks' final fences.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Join {
+pub(crate) enum Join {
     /// Always: the task goes on (a nested scope, `Scope::join`) or restamps
-    /// buffers after the join (`par_chunks_mut`).
+    /// buffers after the join (the chunk iterators, `crate::iter`).
     Always,
     /// Only if the task submitted work of its own: the task of a top-level
     /// scope ends with the scope, and a stream that ends with nothing after
@@ -445,7 +446,7 @@ enum Join {
     IfSubmitted,
 }
 
-fn run_scope<'scope, OP, R>(ctx: &TaskContext, op: OP, join: Join) -> Result<R>
+pub(crate) fn run_scope<'scope, OP, R>(ctx: &TaskContext, op: OP, join: Join) -> Result<R>
 where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
@@ -769,84 +770,5 @@ where
         run()
     } else {
         pool::install(run)
-    }
-}
-
-/// Splits `buf` into chunks of `chunk` elements for a parallel map (X3).
-pub fn par_chunks_mut<T: DeviceRepr>(buf: &mut Buffer<T>, chunk: usize) -> ParChunksMut<'_, T> {
-    ParChunksMut { buf, chunk }
-}
-
-/// Disjoint mutable chunks of a buffer, one task per chunk.
-#[derive(Debug)]
-pub struct ParChunksMut<'a, T: DeviceRepr> {
-    buf: &'a mut Buffer<T>,
-    chunk: usize,
-}
-
-impl<T: DeviceRepr> ParChunksMut<'_, T> {
-    /// Runs `f` on each chunk, each as a task with its own stream. The
-    /// chunks are views with their own stamps: siblings never wait for each
-    /// other; afterwards the buffer is restamped on the joining stream.
-    ///
-    /// A chunk view cannot escape its task:
-    ///
-    /// ```compile_fail
-    /// let mut b = gpu::Buffer::<f32>::zeros(8).unwrap();
-    /// let kept = std::sync::Mutex::new(Vec::new());
-    /// gpu::par_chunks_mut(&mut b, 4).for_each(|_t, chunk| {
-    ///     kept.lock().unwrap().push(chunk); // error: borrowed data escapes
-    ///     Ok(())
-    /// }).unwrap();
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ZeroChunk`] for a zero chunk size; the first error of a
-    /// task.
-    pub fn for_each<F>(self, f: F) -> Result<()>
-    where
-        F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
-    {
-        let rt = self.buf.runtime().clone();
-        let ctx = rt.begin_task()?;
-        par_chunks_in(&ctx, self.buf, self.chunk, &f)
-    }
-}
-
-fn par_chunks_in<T, F>(ctx: &TaskContext, buf: &mut Buffer<T>, chunk: usize, f: &F) -> Result<()>
-where
-    T: DeviceRepr,
-    F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
-{
-    let mut split = buf.split_chunks(chunk)?;
-    let mut views = split.views();
-    run_scope(
-        ctx,
-        |s| {
-            for v in views.iter_mut() {
-                s.spawn(move |t| f(t, v));
-            }
-            Ok(())
-        },
-        Join::Always,
-    )?;
-    drop(views);
-    ctx.rejoin(split)
-}
-
-impl Scope<'_, '_> {
-    /// [`par_chunks_mut`] from inside a task: the chunks' tasks are ordered
-    /// after this task's work so far, and this task after them.
-    ///
-    /// # Errors
-    ///
-    /// As [`ParChunksMut::for_each`].
-    pub fn par_chunks_mut<T, F>(&self, buf: &mut Buffer<T>, chunk: usize, f: F) -> Result<()>
-    where
-        T: DeviceRepr,
-        F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
-    {
-        par_chunks_in(self.ctx, buf, chunk, &f)
     }
 }
