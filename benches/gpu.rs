@@ -1,4 +1,4 @@
-//! Benchmarks B1-B8 (DESIGN.md §7), each measured side by side with what it
+//! Benchmarks B1-B8, B10 and B14 (DESIGN.md §7, §12), each measured side by side with what it
 //! is compared to, in the same process run. `cargo xtask bench` runs them
 //! on the GPU machine and turns criterion's medians into the results table
 //! and `ratio/B*` rows. On the host backend the raw-driver rows are skipped.
@@ -434,6 +434,38 @@ fn b6_par_chunks(c: &mut Criterion) {
     g.finish();
 }
 
+/// B14: `par_chunks(&x, n / 8).map(sum).sum()` over 1 GiB of f32 against
+/// one device reduction of it all (`torch.sum` of the same data is in
+/// `torch_pipeline.py`). Each chunk is a task that reduces its chunk on the
+/// device and reads the sum back; the sums are added on the host.
+fn b14_reduce(c: &mut Criterion) {
+    let rt = rt();
+    let n: usize = if cuda() { 1 << 28 } else { 1 << 20 };
+    let host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 1e-3).collect();
+    let want: f64 = host.iter().map(|&v| f64::from(v)).sum();
+    let x = Buffer::from_host(&host).unwrap();
+    drop(host);
+    let t = rt.begin_task().unwrap();
+    let par_sum = || -> f32 {
+        gpu::par_chunks(&x, n / 8)
+            .map(|t, chunk| k::reduce::sum(t, &chunk))
+            .sum()
+            .unwrap()
+    };
+    // Both are right before either is timed (f32 accumulators: 1e-5).
+    let one = f64::from(k::reduce::sum(&t, &x).unwrap());
+    let par = f64::from(par_sum());
+    assert!((one - want).abs() / want < 1e-5, "{one} vs {want}");
+    assert!((par - want).abs() / want < 1e-5, "{par} vs {want}");
+    let mut g = c.benchmark_group("B14");
+    g.sample_size(20);
+    g.bench_function("one-reduction", |b| {
+        b.iter(|| black_box(k::reduce::sum(&t, &x).unwrap()))
+    });
+    g.bench_function("par-chunks-sum", |b| b.iter(|| black_box(par_sum())));
+    g.finish();
+}
+
 /// B7: host -> device -> host over pinned memory: `par_map` against
 /// copy-all/compute/copy-back on one stream, and the transfer bound (both
 /// directions at once).
@@ -700,6 +732,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon
+    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon, b14_reduce
 }
 criterion_main!(benches);

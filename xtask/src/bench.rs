@@ -285,7 +285,11 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
     ratio("B6", get(r, "B6/one-launch"), get(r, "B6/par-chunks"));
     // Issue 14: `par_chunks(&x, n).map(sum).sum()` over 1 GiB against one
     // device reduction of it all and against `torch.sum`; goals >= 0.9.
-    ratio("B14", get(r, "B14/one-reduction"), get(r, "B14/par-chunks-sum"));
+    ratio(
+        "B14",
+        get(r, "B14/one-reduction"),
+        get(r, "B14/par-chunks-sum"),
+    );
     ratio(
         "B14-vs-torch",
         get(r, "B14/torch-sum"),

@@ -61,13 +61,10 @@
 //!             k::scale_into(t, &x, &mut y, 2.0)?;
 //!             k::add_scalar(t, &mut y, 1.0)
 //!         })?;
-//!     // each chunk's sum on the device, added on the host in chunk order
+//!     // each chunk's sum: a device reduction (f64 accumulator), then the
+//!     // chunks' sums added on the host in chunk order
 //!     let total: f64 = gpu::par_chunks(&y, 1 << 16)
-//!         .map(|t, chunk| {
-//!             let mut s = t.zeros::<f32>(1)?;
-//!             k::sum(t, &chunk, &mut s)?;
-//!             Ok(f64::from(t.to_vec(&s)?[0]))
-//!         })
+//!         .map(|t, chunk| k::reduce::sum_f64(t, &chunk))
 //!         .sum()?;
 //!     assert_eq!(total, 3.0 * n as f64);
 //!     Ok(())
