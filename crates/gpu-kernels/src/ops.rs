@@ -19,18 +19,7 @@ mod hostk {
 
     use super::*;
 
-    fn ptr(a: KernelArg) -> u64 {
-        match a {
-            KernelArg::Ptr(p) => p,
-            _ => unreachable!("checked by the runtime"),
-        }
-    }
-    fn len(a: KernelArg) -> usize {
-        match a {
-            KernelArg::U64(n) => n as usize,
-            _ => unreachable!("checked by the runtime"),
-        }
-    }
+    use crate::host::{arg_len as len, arg_ptr as ptr};
     pub(super) trait Scalar:
         Copy + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self>
     {

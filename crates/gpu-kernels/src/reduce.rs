@@ -129,18 +129,7 @@ mod hostk {
     use super::*;
     use host::reduce::{dot_pass, max_pass, min_pass, sum_pass, Real};
 
-    fn ptr(a: KernelArg) -> u64 {
-        match a {
-            KernelArg::Ptr(p) => p,
-            _ => unreachable!("checked by the runtime"),
-        }
-    }
-    fn len(a: KernelArg) -> usize {
-        match a {
-            KernelArg::U64(n) => n as usize,
-            _ => unreachable!("checked by the runtime"),
-        }
-    }
+    use crate::host::{arg_len as len, arg_ptr as ptr};
 
     /// # Safety
     /// `p` is a live allocation of `n` `T`s with no live `&mut` to it.

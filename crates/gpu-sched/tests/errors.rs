@@ -4,28 +4,10 @@
 
 mod common;
 
-use common::{assert_no_races, backend_tests, same_backend};
+use common::{assert_no_races, backend_tests, error, same_backend, says};
 use gpu_kernels as k;
 use gpu_sched::{BackendKind, Error, LaunchConfig, Runtime, RuntimeOptions, TaskContext};
 use std::time::Duration;
-
-/// The error of `r`, which must have failed.
-#[track_caller]
-fn error<T: std::fmt::Debug>(r: gpu_sched::Result<T>) -> Error {
-    match r {
-        Ok(v) => panic!("expected an error, got Ok({v:?})"),
-        Err(e) => e,
-    }
-}
-
-/// `msg` contains every one of `parts`.
-#[track_caller]
-fn says(e: &Error, parts: &[&str]) {
-    let msg = e.to_string();
-    for p in parts {
-        assert!(msg.contains(p), "the message {msg:?} does not say {p:?}");
-    }
-}
 
 #[track_caller]
 fn assert_values(t: &TaskContext, b: &gpu_sched::Buffer<f32>, want: &[f32]) {

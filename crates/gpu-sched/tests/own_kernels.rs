@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{assert_no_races, backend_tests, same_backend, OPENED_BY_TEST};
+use common::{assert_no_races, backend_tests, error, same_backend, says, OPENED_BY_TEST};
 use gpu_kernels as k;
 use gpu_sched::{
     BackendKind, Buffer, DeviceSlice, DeviceSliceMut, Error, In, Kernel, LaunchConfig, Out,
@@ -157,24 +157,6 @@ fn assert_same(got: &[f32], want: &[f32], what: &str) {
             got[i],
             want[i]
         );
-    }
-}
-
-/// The error of `r`, which must have failed.
-#[track_caller]
-fn error<T: std::fmt::Debug>(r: gpu_sched::Result<T>) -> Error {
-    match r {
-        Ok(v) => panic!("expected an error, got Ok({v:?})"),
-        Err(e) => e,
-    }
-}
-
-/// `e`'s message contains every one of `parts`.
-#[track_caller]
-fn says(e: &Error, parts: &[&str]) {
-    let msg = e.to_string();
-    for p in parts {
-        assert!(msg.contains(p), "the message {msg:?} does not say {p:?}");
     }
 }
 

@@ -122,3 +122,21 @@ macro_rules! backend_tests {
     )+};
 }
 pub(crate) use backend_tests;
+
+/// The error of `r`, which must have failed.
+#[track_caller]
+pub(crate) fn error<T: std::fmt::Debug>(r: gpu_sched::Result<T>) -> gpu_sched::Error {
+    match r {
+        Ok(v) => panic!("expected an error, got Ok({v:?})"),
+        Err(e) => e,
+    }
+}
+
+/// `e`'s message contains every one of `parts`.
+#[track_caller]
+pub(crate) fn says(e: &gpu_sched::Error, parts: &[&str]) {
+    let msg = e.to_string();
+    for p in parts {
+        assert!(msg.contains(p), "the message {msg:?} does not say {p:?}");
+    }
+}
