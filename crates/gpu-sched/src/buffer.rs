@@ -262,7 +262,15 @@ impl<T: DeviceRepr> Buffer<T> {
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<View<'_, T>> {
         let (start, end) = checked_range(range, self.len, "Buffer::slice")?;
         let r = sub_range(self.range, self.len, 0, start, end);
-        Ok(View::part(self.ptr, 0, start, end, r, &self.rt, &self.stamps))
+        Ok(View::part(
+            self.ptr,
+            0,
+            start,
+            end,
+            r,
+            &self.rt,
+            &self.stamps,
+        ))
     }
 
     /// A mutable view of `range`: it borrows the buffer's stamps
@@ -679,8 +687,6 @@ impl<T: DeviceRepr> Clone for View<'_, T> {
 }
 
 impl<T: DeviceRepr> Copy for View<'_, T> {}
-
-
 
 impl<T: DeviceRepr> std::fmt::Debug for View<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

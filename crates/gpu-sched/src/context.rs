@@ -400,9 +400,7 @@ impl TaskContext {
                         let mut u = s.lock();
                         // Decide under the lock; a wait happens without it
                         // (R14), the common no-wait stamps at once.
-                        let d = self
-                            .rt
-                            .decide_range(&u, r.clone(), sid, Access::Read, true);
+                        let d = self.rt.decide_range(&u, r.clone(), sid, Access::Read, true);
                         if let Decision::NoWait(_) = d {
                             l.stamp_read_range(&mut u, r.clone(), sid);
                             continue;

@@ -63,7 +63,9 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
-        self.inner.ledger.hand_off_range(uses, range, s2, access, device)
+        self.inner
+            .ledger
+            .hand_off_range(uses, range, s2, access, device)
     }
 }
 

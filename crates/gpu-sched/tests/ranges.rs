@@ -241,7 +241,10 @@ fn ranges04_a_read_through_a_view_orders_a_later_write(rt: &Runtime) {
     assert_eq!(d.device_waits, 0, "disjoint ranges never wait: {d:?}");
     let v = w.to_vec(&a.slice(500..).unwrap()).unwrap();
     assert_all(&v, 2.0);
-    assert!(!g2.timed_out(), "the range's writer did not wait for the gate");
+    assert!(
+        !g2.timed_out(),
+        "the range's writer did not wait for the gate"
+    );
     let before = rt.counters();
     k::fill(&w, &mut a.slice_mut(5..600).unwrap(), 3.0).unwrap();
     let d = since(rt, &before);
@@ -486,7 +489,10 @@ fn ranges09_a_read_of_one_half_never_holds_up_the_other(rt: &Runtime) {
     k::fill(&w, &mut a.slice_mut(mid..).unwrap(), -1.0).unwrap();
     assert_all(&w.to_vec(&a.slice(mid..).unwrap()).unwrap(), -1.0);
     let d = since(rt, &before);
-    assert_eq!(d.device_waits, 0, "the other half's writer never waits: {d:?}");
+    assert_eq!(
+        d.device_waits, 0,
+        "the other half's writer never waits: {d:?}"
+    );
     assert!(!g.timed_out());
     let before = rt.counters();
     k::fill(&w, &mut a.slice_mut(..mid).unwrap(), -2.0).unwrap();
