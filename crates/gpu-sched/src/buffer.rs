@@ -252,9 +252,10 @@ impl<T: DeviceRepr> Buffer<T> {
     }
 
     /// A read-only view of `range` (any range of `usize`: `a..b`, `a..`,
-    /// `..=b`, `..`). It shares the buffer's stamps: a read through it is a
-    /// read of the buffer, so a later write to the buffer waits for it, and
-    /// reads never wait for each other.
+    /// `..=b`, `..`). It shares the buffer's stamps and stamps its range
+    /// there (X3): a later write overlapping the range waits for a read
+    /// through it, a write of a disjoint range does not, and reads never
+    /// wait for each other.
     ///
     /// # Errors
     ///
@@ -274,10 +275,11 @@ impl<T: DeviceRepr> Buffer<T> {
     }
 
     /// A mutable view of `range`: it borrows the buffer's stamps
-    /// exclusively (one such view at a time), and a write through it is a
-    /// write of the whole buffer. For parts that tasks use at once, without
-    /// waiting for each other, split the buffer
-    /// ([`Buffer::split_at_mut`], [`Buffer::split_chunks`]).
+    /// exclusively (one such view at a time) and stamps its range there
+    /// (X3): a task writing it waits only for earlier uses of overlapping
+    /// ranges, so tasks writing disjoint ranges one after the other never
+    /// wait for each other. For parts that tasks hold at once, split the
+    /// buffer ([`Buffer::split_at_mut`], [`Buffer::split_chunks`]).
     ///
     /// # Errors
     ///
@@ -508,7 +510,7 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
 /// A mutable view of part of a [`Buffer`]: one of a [`Split`]'s disjoint
 /// views, with stamps of its own (X3) that the split keeps, so views of one
 /// split never wait for each other; or a [`Buffer::slice_mut`] (or
-/// [`ViewMut::slice_mut`]), which stamps its parent's.
+/// [`ViewMut::slice_mut`]), which stamps its range in its parent's.
 pub struct ViewMut<'s, T: DeviceRepr> {
     ptr: u64,
     len: usize,
@@ -641,9 +643,9 @@ impl<'s, T: DeviceRepr> ViewMut<'s, T> {
 impl_device_slice!(mut ViewMut<'_, T>, |v| v.rt.id());
 
 /// A read-only view of part of a [`Buffer`] ([`Buffer::slice`],
-/// [`ViewMut::slice`], [`View::slice`]). It shares its parent's stamps: a
-/// read through it is a read of the parent (reads never conflict, so that
-/// is exact), and a later write to the parent waits for it.
+/// [`ViewMut::slice`], [`View::slice`]). It shares its parent's stamps and
+/// stamps its range there: a later write to the parent overlapping the
+/// range waits for a read through it.
 ///
 /// It is a [`DeviceSlice`] but not a [`DeviceSliceMut`]: nothing can write
 /// through it.
