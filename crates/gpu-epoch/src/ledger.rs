@@ -4,9 +4,10 @@ use crate::counters::{CounterSnapshot, Counters, Reason};
 use crate::event::{unpack, EventCoverage, RecordTicket, Table, WaitTicket};
 use crate::primitive::{lock, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex};
 use crate::set::{StreamSet, MAX_STREAMS};
-use crate::stamp::{Access, Use, Uses};
+use crate::stamp::{contains, overlaps, Access, Entry, Use, Uses, MAX_ENTRIES, WHOLE};
 use crate::{Generation, StreamEpoch, StreamId, Task, TaskId};
 use crossbeam_utils::CachePadded;
+use std::ops::Range;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
 /// What the ledger knows of one stream (DESIGN §3 "stream order").
@@ -156,6 +157,23 @@ impl Decision {
         match *self {
             Decision::NoWait(_) => StreamSet::new(),
             Decision::DeviceWait(s) | Decision::HostSync(s) => s,
+        }
+    }
+
+    /// Two decisions for one use, as one: `NoWait < DeviceWait < HostSync`,
+    /// the stronger kind with the union of both sets (a `NoWait` keeps the
+    /// first reason).
+    #[must_use]
+    pub fn merge(self, other: Decision) -> Decision {
+        use Decision::{DeviceWait, HostSync, NoWait};
+        let mut set = self.waits();
+        for s in other.waits().iter() {
+            set.insert(s);
+        }
+        match (self, other) {
+            (NoWait(r), NoWait(_)) => NoWait(r),
+            (HostSync(_), _) | (_, HostSync(_)) => HostSync(set),
+            _ => DeviceWait(set),
         }
     }
 }
@@ -462,49 +480,151 @@ impl Ledger {
         }
     }
 
-    /// R1: stamps a write on `s`. Call when the operation takes the pointer
-    /// and again once it is submitted. Returns `false` (and stamps nothing)
-    /// while `s` is capturing: the graph launch stamps instead (R12).
+    /// R1: stamps a write of the whole on `s`. Call when the operation
+    /// takes the pointer and again once it is submitted. Returns `false`
+    /// (and stamps nothing) while `s` is capturing: the graph launch stamps
+    /// instead (R12).
     #[inline]
     pub fn stamp_write(&self, uses: &mut Uses, s: StreamId) -> bool {
-        if self.is_capturing(s) {
-            return false;
-        }
-        // R10: only a move to another stream ends an escape; raw work through
-        // the pointer may still follow on the escape's stream.
-        if uses.escaped && uses.writer.is_some_and(|w| w.stream != s) {
-            uses.escaped = false;
-        }
-        uses.writer = Some(self.current_use(s));
-        uses.readers.clear();
-        // A write's hand-off waited for every stream (see `forget_uses`).
-        uses.unknown = false;
-        true
+        self.stamp_write_range(uses, WHOLE, s)
     }
 
-    /// R1, X2: stamps a read on `s` (one reader entry per stream).
+    /// R1, X3: stamps a write of `range` on `s` (see [`Uses`] for the
+    /// rules): the entries inside `range` go, an entry `(range, this
+    /// write)` comes. Stamp only after a hand-off of `range` for a write.
     #[inline]
-    pub fn stamp_read(&self, uses: &mut Uses, s: StreamId) -> bool {
+    pub fn stamp_write_range(&self, uses: &mut Uses, range: Range<usize>, s: StreamId) -> bool {
         if self.is_capturing(s) {
             return false;
+        }
+        if range.is_empty() {
+            // No element: nothing to order.
+            return true;
         }
         let u = self.current_use(s);
-        if uses.escaped {
-            self.end_escape_by_read(uses, s);
+        if range == WHOLE {
+            // A write's hand-off of the whole waited for every stream (see
+            // `forget_uses`).
+            uses.unknown = false;
         }
-        match uses.readers.iter_mut().find(|r| r.stream == s) {
-            Some(r) => *r = u,
-            None => uses.readers.push(u),
+        // R10: only a move to another stream ends an escape; raw work
+        // through the pointer may still follow on the escape's stream.
+        let still_escaped = |e: &Entry| e.escaped && e.writer.is_some_and(|w| w.stream == s);
+        if let [e] = uses.entries.as_mut_slice() {
+            if contains(&range, &e.range) {
+                // The hot path: one entry, rewritten in place.
+                e.escaped = still_escaped(e);
+                e.range = range;
+                e.writer = Some(u);
+                e.readers.clear();
+                return true;
+            }
+        }
+        let mut escaped = false;
+        uses.entries.retain(|e| {
+            let inside = contains(&range, &e.range);
+            escaped |= inside && still_escaped(e);
+            !inside
+        });
+        uses.entries.push(Entry {
+            range,
+            writer: Some(u),
+            readers: Vec::new(),
+            escaped,
+        });
+        if uses.entries.len() > MAX_ENTRIES {
+            Self::coalesce(uses);
         }
         true
     }
 
-    /// Stamps `access` on `s`.
+    /// R1, X2: stamps a read of the whole on `s` (one reader per stream).
+    #[inline]
+    pub fn stamp_read(&self, uses: &mut Uses, s: StreamId) -> bool {
+        self.stamp_read_range(uses, WHOLE, s)
+    }
+
+    /// R1, X2, X3: stamps a read of `range` on `s` (see [`Uses`] for the
+    /// rules): in the entry equal to `range`, else a new one, else (the list
+    /// full) in the smallest entry holding `range`, else the entries are
+    /// coalesced. Stamp only after a hand-off of `range` for a read.
+    #[inline]
+    pub fn stamp_read_range(&self, uses: &mut Uses, range: Range<usize>, s: StreamId) -> bool {
+        if self.is_capturing(s) {
+            return false;
+        }
+        if range.is_empty() {
+            return true;
+        }
+        let u = self.current_use(s);
+        for e in uses.entries.iter_mut() {
+            if e.escaped && overlaps(&e.range, &range) {
+                self.end_escape_by_read(e, s);
+            }
+        }
+        let at = match uses.entries.iter().position(|e| e.range == range) {
+            Some(i) => i,
+            None if uses.entries.len() < MAX_ENTRIES => {
+                uses.entries.push(Entry {
+                    range,
+                    writer: None,
+                    readers: Vec::new(),
+                    escaped: false,
+                });
+                uses.entries.len() - 1
+            }
+            None => {
+                let holding = uses
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| contains(&e.range, &range))
+                    .min_by_key(|(_, e)| e.range.end - e.range.start)
+                    .map(|(i, _)| i);
+                match holding {
+                    Some(i) => i,
+                    None => {
+                        Self::coalesce(uses);
+                        return true;
+                    }
+                }
+            }
+        };
+        let readers = &mut uses.entries[at].readers;
+        match readers.iter_mut().find(|r| r.stream == s) {
+            Some(r) => *r = u,
+            None => readers.push(u),
+        }
+        true
+    }
+
+    /// X3: too many entries: the uses become unknown (every hand-off waits
+    /// for every stream, whatever the facts, until a write of the whole),
+    /// which orders everything the entries held.
+    #[cold]
+    fn coalesce(uses: &mut Uses) {
+        uses.entries.clear();
+        uses.unknown = true;
+    }
+
+    /// Stamps `access` of the whole on `s`.
     #[inline]
     pub fn stamp(&self, uses: &mut Uses, s: StreamId, access: Access) -> bool {
+        self.stamp_range(uses, WHOLE, s, access)
+    }
+
+    /// Stamps `access` of `range` on `s`.
+    #[inline]
+    pub fn stamp_range(
+        &self,
+        uses: &mut Uses,
+        range: Range<usize>,
+        s: StreamId,
+        access: Access,
+    ) -> bool {
         match access {
-            Access::Read => self.stamp_read(uses, s),
-            Access::Write => self.stamp_write(uses, s),
+            Access::Read => self.stamp_read_range(uses, range, s),
+            Access::Write => self.stamp_write_range(uses, range, s),
         }
     }
 
@@ -514,28 +634,33 @@ impl Ledger {
     /// unstamped: the writer is restamped with its stream's epoch now, which
     /// no fact covers before a close that follows them.
     #[cold]
-    fn end_escape_by_read(&self, uses: &mut Uses, s: StreamId) {
-        if let Some(w) = &mut uses.writer {
+    fn end_escape_by_read(&self, e: &mut Entry, s: StreamId) {
+        if let Some(w) = &mut e.writer {
             if w.stream != s {
                 *w = self.current_use(w.stream);
-                uses.escaped = false;
+                e.escaped = false;
             }
         }
     }
 
     /// R10: a raw pointer leaves the runtime on `s`: stamped once, as a
-    /// write, and marked escaped.
+    /// write of the whole, and marked escaped.
     pub fn escape(&self, uses: &mut Uses, s: StreamId) {
-        uses.writer = Some(self.current_use(s));
-        uses.readers.clear();
-        uses.escaped = true;
+        uses.entries.clear();
+        uses.entries.push(Entry {
+            range: WHOLE,
+            writer: Some(self.current_use(s)),
+            readers: Vec::new(),
+            escaped: true,
+        });
         uses.unknown = false;
     }
 
     /// X3, §8: the uses of a buffer are no longer known: its views may have
     /// been used on any stream and not given back. Until the next write (or
-    /// escape) stamps it, every hand-off of `uses` waits for everything
-    /// every other stream queued, whatever the facts; reads keep it so.
+    /// escape) of the whole stamps it, every hand-off of `uses` (of any
+    /// range) waits for everything every other stream queued, whatever the
+    /// facts; reads and writes of ranges keep it so.
     pub fn forget_uses(&self, uses: &mut Uses) {
         uses.unknown = true;
     }
@@ -565,10 +690,10 @@ impl Ledger {
     }
 
     /// R9: what must happen before a buffer with `uses` is used on `s2` for
-    /// `access`. A read waits for the last writer; a write for the last
-    /// writer and every reader since (X2); each unless covered. An escaped
-    /// buffer (R10) moving to another stream waits for everything its stream
-    /// queued, whatever the facts.
+    /// `access`, as a whole. A read waits for the last writer; a write for
+    /// the last writer and every reader since (X2); each unless covered. An
+    /// escaped buffer (R10) moving to another stream waits for everything
+    /// its stream queued, whatever the facts.
     ///
     /// `device_wait_possible` is false where the runtime cannot make `s2`
     /// wait on the device (another context); a capturing `s2` forces a host
@@ -581,9 +706,61 @@ impl Ledger {
         access: Access,
         device_wait_possible: bool,
     ) -> Decision {
+        self.hand_off_range(uses, WHOLE, s2, access, device_wait_possible)
+    }
+
+    /// R9, X3: [`Ledger::hand_off`] for `range` only: the waits of every
+    /// entry overlapping `range`, merged (the union of their streams, one
+    /// decision); disjoint ranges never wait for each other.
+    #[inline]
+    pub fn hand_off_range(
+        &self,
+        uses: &Uses,
+        range: Range<usize>,
+        s2: StreamId,
+        access: Access,
+        device_wait_possible: bool,
+    ) -> Decision {
         let counters = &self.order(s2).counters;
+        if uses.unknown {
+            return self.hand_off_unknown(s2, device_wait_possible);
+        }
         let mut waits = StreamSet::new();
         let mut reason = Reason::Clean;
+        let mut dirty = false;
+        for e in uses.entries.iter().filter(|e| overlaps(&e.range, &range)) {
+            dirty |= e.writer.is_some() || !e.readers.is_empty();
+            self.entry_waits(e, s2, access, &mut waits, &mut reason);
+        }
+        if waits.is_empty() {
+            if !dirty {
+                counters.avoided(Reason::Clean);
+            }
+            return Decision::NoWait(reason);
+        }
+        self.wait_decision(s2, waits, device_wait_possible)
+    }
+
+    /// The streams one entry's uses make a use on `s2` for `access` wait
+    /// for, added to `waits`; uses covered are counted, `reason` is the
+    /// last one's.
+    #[inline]
+    fn entry_waits(
+        &self,
+        e: &Entry,
+        s2: StreamId,
+        access: Access,
+        waits: &mut StreamSet,
+        reason: &mut Reason,
+    ) {
+        let counters = &self.order(s2).counters;
+        if access == Access::Read && !e.escaped && e.readers.iter().any(|r| r.stream == s2) {
+            // `s2` already read since the last write: it was ordered after
+            // the writer then, and stream order keeps it so.
+            counters.avoided(Reason::SameStream);
+            *reason = Reason::SameStream;
+            return;
+        }
         // Outcomes with the same reason are counted with one increment.
         let mut same_reason = 0;
         let mut check = |u: &Use, escaped: bool| {
@@ -593,11 +770,11 @@ impl Ledger {
             }
             match self.covered(u, s2) {
                 Some(r) => {
-                    if same_reason != 0 && r != reason {
-                        counters.avoided_n(reason, same_reason);
+                    if same_reason != 0 && r != *reason {
+                        counters.avoided_n(*reason, same_reason);
                         same_reason = 0;
                     }
-                    reason = r;
+                    *reason = r;
                     same_reason += 1;
                 }
                 None => {
@@ -605,33 +782,17 @@ impl Ledger {
                 }
             }
         };
-        if uses.unknown {
-            return self.hand_off_unknown(s2, device_wait_possible);
-        }
-        if access == Access::Read && !uses.escaped && uses.readers.iter().any(|r| r.stream == s2) {
-            // `s2` already read since the last write: it was ordered after
-            // the writer then, and stream order keeps it so.
-            counters.avoided(Reason::SameStream);
-            return Decision::NoWait(Reason::SameStream);
-        }
-        if let Some(w) = &uses.writer {
-            check(w, uses.escaped);
+        if let Some(w) = &e.writer {
+            check(w, e.escaped);
         }
         if access == Access::Write {
-            for r in &uses.readers {
+            for r in &e.readers {
                 check(r, false);
             }
         }
         if same_reason != 0 {
-            counters.avoided_n(reason, same_reason);
+            counters.avoided_n(*reason, same_reason);
         }
-        if waits.is_empty() {
-            if !uses.is_dirty() {
-                counters.avoided(Reason::Clean);
-            }
-            return Decision::NoWait(reason);
-        }
-        self.wait_decision(s2, waits, device_wait_possible)
     }
 
     /// R9 for unknown uses ([`Ledger::forget_uses`]): waits for every stream

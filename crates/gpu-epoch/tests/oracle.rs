@@ -92,6 +92,29 @@ const NEW_STREAMS: usize = 4;
 /// Stamped objects: the buffers `0..BUFS`, then two view slots per buffer.
 const OBJS: usize = 3 * BUFS;
 
+/// Ranged objects follow the stamped ones: three parts per (unsplit)
+/// buffer, used through the buffer's own stamps with a range (X3 extended,
+/// `slice`/`slice_mut`): its first half, its second half (the halves the
+/// split model uses) and a middle range overlapping both in part.
+const PARTS: usize = 3;
+
+/// A buffer's length in elements, for ranges.
+const LEN: usize = 4;
+
+/// The object of part `j` of buffer `b`.
+fn part(b: usize, j: usize) -> usize {
+    OBJS + PARTS * b + j
+}
+
+/// Part `j`'s range and halves.
+fn part_range(j: usize) -> (std::ops::Range<usize>, u8) {
+    match j {
+        0 => (0..LEN / 2, 0b01),
+        1 => (LEN / 2..LEN, 0b10),
+        _ => (1..LEN - 1, 0b11),
+    }
+}
+
 /// The object of view `i` of buffer `b`.
 fn view(b: usize, i: usize) -> usize {
     BUFS + 2 * b + i
@@ -104,6 +127,12 @@ impl std::fmt::Display for Obj {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.0 {
             o if o < BUFS => write!(f, "b{o}"),
+            o if o >= OBJS => write!(
+                f,
+                "b{}[{:?}]",
+                (o - OBJS) / PARTS,
+                part_range((o - OBJS) % PARTS).0
+            ),
             o => write!(f, "b{}.v{}", (o - BUFS) / 2, (o - BUFS) % 2),
         }
     }
@@ -688,6 +717,10 @@ impl Sim {
         if o < BUFS {
             return (o, 0b11);
         }
+        if o >= OBJS {
+            let (b, j) = ((o - OBJS) / PARTS, (o - OBJS) % PARTS);
+            return (b, part_range(j).1);
+        }
         let (b, i) = ((o - BUFS) / 2, (o - BUFS) % 2);
         match self.state[b] {
             BufState::Split(1) => (b, 0b11),
@@ -704,6 +737,9 @@ impl Sim {
         if o < BUFS {
             return self.state[o] == BufState::Live;
         }
+        if o >= OBJS {
+            return self.state[(o - OBJS) / PARTS] == BufState::Live;
+        }
         let (b, i) = ((o - BUFS) / 2, (o - BUFS) % 2);
         matches!(self.state[b], BufState::Split(k) if i < k)
     }
@@ -718,17 +754,31 @@ impl Sim {
             .collect()
     }
 
+    /// The stamps an object's uses go to, and the range in them: a part's
+    /// are its buffer's.
+    fn stamps_of(o: usize) -> (usize, std::ops::Range<usize>) {
+        if o >= OBJS {
+            let (b, j) = ((o - OBJS) / PARTS, (o - OBJS) % PARTS);
+            return (b, part_range(j).0);
+        }
+        (o, gpu_epoch::WHOLE)
+    }
+
     /// The borrow rules: no other pending operation writes an object this
-    /// one touches, or reads one it writes.
+    /// one touches, or reads one it writes (a part borrows its buffer's
+    /// stamps: `slice_mut` borrows the buffer exclusively, `slice` shares
+    /// it).
     fn borrow_ok(&self, touches: &[(usize, bool)]) -> bool {
         self.slots
             .iter()
             .flatten()
             .filter_map(|sl| sl.pending.as_ref())
             .all(|p| {
-                p.touches()
-                    .iter()
-                    .all(|&(b2, w2)| touches.iter().all(|&(b, w)| b != b2 || (!w && !w2)))
+                p.touches().iter().all(|&(b2, w2)| {
+                    touches
+                        .iter()
+                        .all(|&(b, w)| Self::stamps_of(b).0 != Self::stamps_of(b2).0 || (!w && !w2))
+                })
             })
     }
 
@@ -782,6 +832,8 @@ impl Sim {
     /// Ends raw pointers of buffers now used on a stream other than theirs.
     fn moved(&mut self, touches: &[(usize, bool)], s: usize) {
         for &(o, _) in touches {
+            // A part's use moves its buffer, as far as raw work goes.
+            let o = Self::stamps_of(o).0;
             if o < BUFS && self.raw[o].is_some_and(|(rs, _)| rs != s) {
                 self.raw[o] = None;
             }
@@ -905,14 +957,15 @@ impl Sim {
     fn hand_off(&mut self, task: &Task, o: usize, s2: usize, write: bool) -> Result<(), String> {
         let sid2 = self.ids[s2];
         let access = if write { Access::Write } else { Access::Read };
-        let uses = self.bufs[o].get_mut();
+        let (so, range) = Self::stamps_of(o);
+        let uses = self.bufs[so].get_mut();
         let escaped_on = if uses.is_escaped() {
             uses.writer().map(|w| w.stream.index())
         } else {
             None
         };
         let unknown = uses.is_unknown();
-        let d = self.ledger.hand_off(uses, sid2, access, true);
+        let d = self.ledger.hand_off_range(uses, range, sid2, access, true);
         let capturing = self.ledger.is_capturing(sid2);
         if capturing != self.capturing(s2) {
             return Err(format!("capture state of stream {s2} differs"));
@@ -988,9 +1041,10 @@ impl Sim {
 
     fn stamp(&mut self, o: usize, s: usize, write: bool) -> Result<(), String> {
         let access = if write { Access::Write } else { Access::Read };
+        let (so, range) = Self::stamps_of(o);
         let stamped = self
             .ledger
-            .stamp(self.bufs[o].get_mut(), self.ids[s], access);
+            .stamp_range(self.bufs[so].get_mut(), range, self.ids[s], access);
         if stamped == self.capturing(s) {
             return Err(format!(
                 "stamp on stream {s} returned {stamped} (capturing: {})",
@@ -1331,7 +1385,11 @@ impl Sim {
                 let touches: Vec<(usize, bool)> = (0..self.nbufs)
                     .filter(|&i| bit(mask, i))
                     .filter_map(|i| match self.state[i] {
-                        BufState::Live => Some((i, bit(st.c, i))),
+                        // The buffer, or one of its parts by range.
+                        BufState::Live => match (st.c as usize >> (4 + i)) & 3 {
+                            0 => Some((i, bit(st.c, i))),
+                            j => Some((part(i, j - 1), bit(st.c, i))),
+                        },
                         BufState::Split(k) => {
                             Some((view(i, usize::from(bit(st.c, 4 + i)) % k), bit(st.c, i)))
                         }

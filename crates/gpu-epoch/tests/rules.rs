@@ -545,3 +545,122 @@ fn x3_disjoint_views_do_not_wait_for_each_other() {
     l.stamp_write(parent.get_mut(), s[0]);
     assert_eq!(parent.get_mut().writer().unwrap().stream, s[0]);
 }
+
+// ----- X3 extended: ranges of one stamps ------------------------------------
+
+#[test]
+fn x3_disjoint_ranges_do_not_wait() {
+    let (l, s) = ledger(3);
+    let t = l.begin_task();
+    for &x in &s {
+        l.bind(&t, x);
+    }
+    let mut b = BufferStamps::new();
+    let u = b.get_mut();
+    // Two writers of disjoint halves, on two streams: neither waits.
+    assert!(matches!(
+        l.hand_off_range(u, 0..10, s[0], Access::Write, true),
+        Decision::NoWait(_)
+    ));
+    l.stamp_write_range(u, 0..10, s[0]);
+    assert!(matches!(
+        l.hand_off_range(u, 10..20, s[1], Access::Write, true),
+        Decision::NoWait(_)
+    ));
+    l.stamp_write_range(u, 10..20, s[1]);
+    // A read of one half waits for its writer only; a write of the other
+    // half does not wait for that read.
+    assert_eq!(
+        l.hand_off_range(u, 0..10, s[2], Access::Read, true),
+        Decision::DeviceWait(set(&[s[0]]))
+    );
+    l.stamp_read_range(u, 0..10, s[2]);
+    assert_eq!(
+        l.hand_off_range(u, 10..20, s[0], Access::Write, true),
+        Decision::DeviceWait(set(&[s[1]]))
+    );
+    // Empty ranges touch nothing.
+    assert!(matches!(
+        l.hand_off_range(u, 10..10, s[2], Access::Write, true),
+        Decision::NoWait(_)
+    ));
+}
+
+#[test]
+fn x3_overlapping_ranges_are_ordered() {
+    let (l, s) = ledger(4);
+    let t = l.begin_task();
+    for &x in &s {
+        l.bind(&t, x);
+    }
+    let mut b = BufferStamps::new();
+    let u = b.get_mut();
+    l.stamp_write_range(u, 0..10, s[0]);
+    l.stamp_write_range(u, 10..20, s[1]);
+    l.stamp_read_range(u, 5..8, s[2]);
+    // A write over both halves waits for both writers and the reader: one
+    // decision, the union of the entries' streams.
+    assert_eq!(
+        l.hand_off_range(u, 5..15, s[3], Access::Write, true),
+        Decision::DeviceWait(set(&[s[0], s[1], s[2]]))
+    );
+    l.stamp_write_range(u, 5..15, s[3]);
+    // The read of 5..8 was inside the write: dropped; the halves, only
+    // overlapped in part, stay (conservative).
+    assert_eq!(u.ranges().count(), 3);
+    assert_eq!(
+        l.hand_off_range(u, 0..5, s[2], Access::Read, true),
+        Decision::DeviceWait(set(&[s[0]]))
+    );
+    // The whole waits for everything; a write of the whole drops it all.
+    assert_eq!(
+        l.hand_off(u, s[2], Access::Read, true),
+        Decision::DeviceWait(set(&[s[0], s[1], s[3]]))
+    );
+    l.stamp_write(u, s[2]);
+    assert_eq!(u.ranges().count(), 1);
+    assert_eq!(u.writer().unwrap().stream, s[2]);
+    // Merging decisions: the stronger kind, the union of streams.
+    let (a, c) = (
+        Decision::DeviceWait(set(&[s[0]])),
+        Decision::HostSync(set(&[s[1]])),
+    );
+    assert_eq!(a.merge(c), Decision::HostSync(set(&[s[0], s[1]])));
+    assert_eq!(
+        Decision::NoWait(Reason::Clean).merge(a),
+        Decision::DeviceWait(set(&[s[0]]))
+    );
+}
+
+#[test]
+fn x3_ranges_coalesce_into_unknown_uses() {
+    let (l, s) = ledger(2);
+    let t = l.begin_task();
+    l.bind(&t, s[0]);
+    l.bind(&t, s[1]);
+    let mut b = BufferStamps::new();
+    let u = b.get_mut();
+    for i in 0..gpu_epoch::MAX_ENTRIES {
+        l.stamp_write_range(u, i..i + 1, s[0]);
+    }
+    assert_eq!(u.ranges().count(), gpu_epoch::MAX_ENTRIES);
+    assert!(!u.is_unknown());
+    // A read of a range no entry holds, the list full: coalesced.
+    l.stamp_read_range(u, 100..101, s[1]);
+    assert!(u.is_unknown());
+    // Every hand-off, of any range, waits for every other stream...
+    assert_eq!(
+        l.hand_off_range(u, 200..201, s[1], Access::Read, true),
+        Decision::DeviceWait(set(&[s[0]]))
+    );
+    // ...until a write of the whole, whose hand-off waited for them all.
+    l.stamp_write_range(u, 0..1, s[1]);
+    assert!(u.is_unknown());
+    l.stamp_write(u, s[1]);
+    assert!(!u.is_unknown());
+    // A write past the bound coalesces as well.
+    for i in 0..=gpu_epoch::MAX_ENTRIES {
+        l.stamp_write_range(u, i..i + 1, s[0]);
+    }
+    assert!(u.is_unknown());
+}

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use gpu_epoch::{BufferStamps, Uses};
 use std::marker::PhantomData;
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, Range, RangeBounds};
 
 /// Element types that can live in device memory.
 ///
@@ -93,6 +93,10 @@ pub(crate) mod sealed {
         fn stamps(&self) -> &BufferStamps;
         /// The id of the runtime that owns the memory.
         fn runtime_id(&self) -> u64;
+        /// The elements it covers in its stamps' owner (X3):
+        /// [`gpu_epoch::WHOLE`] for the owner itself (a buffer, a split's
+        /// view), the range in the buffer for a slice of it.
+        fn range(&self) -> std::ops::Range<usize>;
     }
 
     /// A tracked slice that may be written: its stamps, exclusively. A
@@ -104,8 +108,8 @@ pub(crate) mod sealed {
     }
 }
 
-/// `DeviceSlice` for a type with `ptr`, `len` and `stamps` fields; `$rt`
-/// gives the owning runtime's id. `mut` adds `DeviceSliceMut` (the
+/// `DeviceSlice` for a type with `ptr`, `len`, `range` and `stamps` fields;
+/// `$rt` gives the owning runtime's id. `mut` adds `DeviceSliceMut` (the
 /// `stamps` field is then owned or `&mut`).
 macro_rules! impl_device_slice {
     ($ty:ty, |$s:ident| $rt:expr) => {
@@ -128,6 +132,11 @@ macro_rules! impl_device_slice {
             fn runtime_id(&self) -> u64 {
                 let $s = self;
                 $rt
+            }
+            #[inline]
+            fn range(&self) -> Range<usize> {
+                let (start, end) = self.range;
+                start..end
             }
         }
     };
@@ -175,6 +184,28 @@ fn checked_range(
     Ok((start, end))
 }
 
+/// The range in its stamps' owner of `start..end` of a slice that covers
+/// `parent` there, has `len` elements and starts at element `offset` of
+/// its buffer: the parent's own if it is all of it (so a slice of all of a
+/// buffer is the buffer, to the ledger), else `offset + start..offset +
+/// end` (ranges are the buffer's element indices, in every stamps).
+fn sub_range(
+    parent: (usize, usize),
+    len: usize,
+    offset: usize,
+    start: usize,
+    end: usize,
+) -> (usize, usize) {
+    if start == 0 && end == len {
+        parent
+    } else {
+        (offset + start, offset + end)
+    }
+}
+
+/// [`gpu_epoch::WHOLE`] as `(start, end)`.
+pub(crate) const WHOLE: (usize, usize) = (gpu_epoch::WHOLE.start, gpu_epoch::WHOLE.end);
+
 /// A typed allocation in device memory (host memory on the host backend).
 ///
 /// Dropping it never blocks: the memory is freed in stream order once every
@@ -184,6 +215,8 @@ pub struct Buffer<T: DeviceRepr> {
     pub(crate) len: usize,
     pub(crate) rt: Runtime,
     pub(crate) stamps: BufferStamps,
+    /// Always [`WHOLE`]: the buffer owns its stamps.
+    pub(crate) range: (usize, usize),
     pub(crate) _t: PhantomData<T>,
 }
 
@@ -219,35 +252,46 @@ impl<T: DeviceRepr> Buffer<T> {
     }
 
     /// A read-only view of `range` (any range of `usize`: `a..b`, `a..`,
-    /// `..=b`, `..`). It shares the buffer's stamps: a read through it is a
-    /// read of the buffer, so a later write to the buffer waits for it, and
-    /// reads never wait for each other.
+    /// `..=b`, `..`). It shares the buffer's stamps and stamps its range
+    /// there (X3): a later write overlapping the range waits for a read
+    /// through it, a write of a disjoint range does not, and reads never
+    /// wait for each other.
     ///
     /// # Errors
     ///
     /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<View<'_, T>> {
         let (start, end) = checked_range(range, self.len, "Buffer::slice")?;
-        Ok(View::part(self.ptr, 0, start, end, &self.rt, &self.stamps))
+        let r = sub_range(self.range, self.len, 0, start, end);
+        Ok(View::part(
+            self.ptr,
+            0,
+            start,
+            end,
+            r,
+            &self.rt,
+            &self.stamps,
+        ))
     }
 
     /// A mutable view of `range`: it borrows the buffer's stamps
-    /// exclusively (one such view at a time), and a write through it is a
-    /// write of the whole buffer. For parts that tasks use at once, without
-    /// waiting for each other, split the buffer
-    /// ([`Buffer::split_at_mut`], [`Buffer::split_chunks`]).
+    /// exclusively (one such view at a time) and stamps its range there
+    /// (X3): a task writing it waits only for earlier uses of overlapping
+    /// ranges, so tasks writing disjoint ranges one after the other never
+    /// wait for each other. For parts that tasks hold at once, split the
+    /// buffer ([`Buffer::split_at_mut`], [`Buffer::split_chunks`]).
     ///
     /// # Errors
     ///
     /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
         let (start, end) = checked_range(range, self.len, "Buffer::slice_mut")?;
+        let r = sub_range(self.range, self.len, 0, start, end);
         Ok(ViewMut::part(
             self.ptr,
             0,
             0,
-            start,
-            end,
+            (start, end, r),
             &self.rt,
             &mut self.stamps,
         ))
@@ -435,7 +479,9 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
             .enumerate()
             .map(|(index, stamps)| {
                 let (start, end) = layout.range(index, len);
-                ViewMut::part(ptr, offset, index, start, end, rt, stamps)
+                // A view owns its stamps: all of it is all of them.
+                let r = WHOLE;
+                ViewMut::part(ptr, offset, index, (start, end, r), rt, stamps)
             })
             .collect()
     }
@@ -464,11 +510,14 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
 /// A mutable view of part of a [`Buffer`]: one of a [`Split`]'s disjoint
 /// views, with stamps of its own (X3) that the split keeps, so views of one
 /// split never wait for each other; or a [`Buffer::slice_mut`] (or
-/// [`ViewMut::slice_mut`]), which stamps its parent's.
+/// [`ViewMut::slice_mut`]), which stamps its range in its parent's.
 pub struct ViewMut<'s, T: DeviceRepr> {
     ptr: u64,
     len: usize,
     offset: usize,
+    /// The elements it covers in its stamps (see `sealed::Tracked::range`),
+    /// as `(start, end)`.
+    range: (usize, usize),
     index: usize,
     rt: &'s Runtime,
     stamps: &'s mut BufferStamps,
@@ -487,13 +536,12 @@ impl<T: DeviceRepr> std::fmt::Debug for ViewMut<'_, T> {
 
 impl<'s, T: DeviceRepr> ViewMut<'s, T> {
     /// `start..end` of a parent at `ptr` whose first element is at `offset`
-    /// in its buffer, stamping `stamps`.
+    /// in its buffer, stamping `range` of `stamps`.
     fn part(
         ptr: u64,
         offset: usize,
         index: usize,
-        start: usize,
-        end: usize,
+        (start, end, range): (usize, usize, (usize, usize)),
         rt: &'s Runtime,
         stamps: &'s mut BufferStamps,
     ) -> Self {
@@ -501,6 +549,7 @@ impl<'s, T: DeviceRepr> ViewMut<'s, T> {
             ptr: ptr + (start * std::mem::size_of::<T>()) as u64,
             len: end - start,
             offset: offset + start,
+            range,
             index,
             rt,
             stamps,
@@ -542,11 +591,13 @@ impl<'s, T: DeviceRepr> ViewMut<'s, T> {
     /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<View<'_, T>> {
         let (start, end) = checked_range(range, self.len, "ViewMut::slice")?;
+        let r = sub_range(self.range, self.len, self.offset, start, end);
         Ok(View::part(
             self.ptr,
             self.offset,
             start,
             end,
+            r,
             self.rt,
             self.stamps,
         ))
@@ -560,12 +611,12 @@ impl<'s, T: DeviceRepr> ViewMut<'s, T> {
     /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<ViewMut<'_, T>> {
         let (start, end) = checked_range(range, self.len, "ViewMut::slice_mut")?;
+        let r = sub_range(self.range, self.len, self.offset, start, end);
         Ok(ViewMut::part(
             self.ptr,
             self.offset,
             self.index,
-            start,
-            end,
+            (start, end, r),
             self.rt,
             self.stamps,
         ))
@@ -592,9 +643,9 @@ impl<'s, T: DeviceRepr> ViewMut<'s, T> {
 impl_device_slice!(mut ViewMut<'_, T>, |v| v.rt.id());
 
 /// A read-only view of part of a [`Buffer`] ([`Buffer::slice`],
-/// [`ViewMut::slice`], [`View::slice`]). It shares its parent's stamps: a
-/// read through it is a read of the parent (reads never conflict, so that
-/// is exact), and a later write to the parent waits for it.
+/// [`ViewMut::slice`], [`View::slice`]). It shares its parent's stamps and
+/// stamps its range there: a later write to the parent overlapping the
+/// range waits for a read through it.
 ///
 /// It is a [`DeviceSlice`] but not a [`DeviceSliceMut`]: nothing can write
 /// through it.
@@ -623,6 +674,9 @@ pub struct View<'a, T: DeviceRepr> {
     ptr: u64,
     len: usize,
     offset: usize,
+    /// The elements it covers in its stamps (see `sealed::Tracked::range`),
+    /// as `(start, end)`.
+    range: (usize, usize),
     rt: &'a Runtime,
     stamps: &'a BufferStamps,
     _t: PhantomData<&'a [T]>,
@@ -653,6 +707,7 @@ impl<'a, T: DeviceRepr> View<'a, T> {
         offset: usize,
         start: usize,
         end: usize,
+        range: (usize, usize),
         rt: &'a Runtime,
         stamps: &'a BufferStamps,
     ) -> Self {
@@ -660,6 +715,7 @@ impl<'a, T: DeviceRepr> View<'a, T> {
             ptr: ptr + (start * std::mem::size_of::<T>()) as u64,
             len: end - start,
             offset: offset + start,
+            range,
             rt,
             stamps,
             _t: PhantomData,
@@ -694,11 +750,13 @@ impl<'a, T: DeviceRepr> View<'a, T> {
     /// [`Error::OutOfRange`] unless `start <= end <= self.len()`.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<View<'a, T>> {
         let (start, end) = checked_range(range, self.len, "View::slice")?;
+        let r = sub_range(self.range, self.len, self.offset, start, end);
         Ok(View::part(
             self.ptr,
             self.offset,
             start,
             end,
+            r,
             self.rt,
             self.stamps,
         ))

@@ -110,6 +110,9 @@ impl<T: DeviceRepr> Buffer<T> {
 /// One buffer an operation touches.
 pub(crate) struct Touch<'a> {
     pub(crate) stamps: Stamps<'a>,
+    /// The elements touched in the stamps' owner (X3): [`gpu_epoch::WHOLE`]
+    /// for the owner itself, a part for a slice of it.
+    pub(crate) range: std::ops::Range<usize>,
     pub(crate) mem: MemAccess,
 }
 
@@ -131,6 +134,7 @@ impl<'a> Touch<'a> {
                 bytes: b.bytes(),
                 access: Access::Read,
             },
+            range: b.range(),
             stamps: Stamps::Read(b.stamps()),
         }
     }
@@ -142,6 +146,7 @@ impl<'a> Touch<'a> {
                 bytes: b.bytes(),
                 access: Access::Write,
             },
+            range: b.range(),
             stamps: Stamps::Write(b.stamps_mut()),
         }
     }
@@ -343,8 +348,19 @@ impl TaskContext {
 
     #[inline]
     pub(crate) fn hand_off(&self, uses: &Uses, access: Access) -> Result<()> {
+        self.hand_off_range(uses, gpu_epoch::WHOLE, access)
+    }
+
+    /// R9, X3: hands `range` of a buffer with `uses` to this stream.
+    #[inline]
+    pub(crate) fn hand_off_range(
+        &self,
+        uses: &Uses,
+        range: std::ops::Range<usize>,
+        access: Access,
+    ) -> Result<()> {
         let (s, raw) = (self.sid(), self.raw());
-        let d = self.rt.decide(uses, s, access, true);
+        let d = self.rt.decide_range(uses, range, s, access, true);
         wait_streams(&self.rt, self.task(), s, raw, d)
     }
 
@@ -372,26 +388,27 @@ impl TaskContext {
         let mut mem = smallvec::SmallVec::<[MemAccess; 6]>::new();
         for t in touches.iter_mut() {
             mem.push(t.mem);
+            let r = &t.range;
             match &mut t.stamps {
                 Stamps::Write(s) => {
                     let u = s.get_mut();
-                    self.hand_off(u, Access::Write)?;
-                    l.stamp_write(u, sid);
+                    self.hand_off_range(u, r.clone(), Access::Write)?;
+                    l.stamp_write_range(u, r.clone(), sid);
                 }
                 Stamps::Read(s) => {
                     let d = {
                         let mut u = s.lock();
                         // Decide under the lock; a wait happens without it
                         // (R14), the common no-wait stamps at once.
-                        let d = self.rt.decide(&u, sid, Access::Read, true);
+                        let d = self.rt.decide_range(&u, r.clone(), sid, Access::Read, true);
                         if let Decision::NoWait(_) = d {
-                            l.stamp_read(&mut u, sid);
+                            l.stamp_read_range(&mut u, r.clone(), sid);
                             continue;
                         }
                         d
                     };
                     wait_streams(&self.rt, self.task(), sid, raw, d)?;
-                    l.stamp_read(&mut s.lock(), sid);
+                    l.stamp_read_range(&mut s.lock(), r.clone(), sid);
                 }
             }
         }
@@ -404,12 +421,13 @@ impl TaskContext {
         }
         if l.epoch(sid) != epoch {
             for t in touches.iter_mut() {
+                let r = t.range.clone();
                 match &mut t.stamps {
                     Stamps::Write(s) => {
-                        l.stamp_write(s.get_mut(), sid);
+                        l.stamp_write_range(s.get_mut(), r, sid);
                     }
                     Stamps::Read(s) => {
-                        l.stamp_read(&mut s.lock(), sid);
+                        l.stamp_read_range(&mut s.lock(), r, sid);
                     }
                 }
             }
@@ -469,6 +487,7 @@ impl TaskContext {
             len,
             rt: self.rt.clone(),
             stamps: gpu_epoch::BufferStamps::new(),
+            range: crate::buffer::WHOLE,
             _t: PhantomData,
         };
         // The allocation is an operation on this stream: stamp it (R1).

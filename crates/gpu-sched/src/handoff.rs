@@ -52,6 +52,21 @@ impl Runtime {
     ) -> Decision {
         self.inner.ledger.hand_off(uses, s2, access, device)
     }
+
+    /// R9, X3: the ledger's decision for `range` of `uses` moving to `s2`.
+    #[inline]
+    pub(crate) fn decide_range(
+        &self,
+        uses: &Uses,
+        range: std::ops::Range<usize>,
+        s2: StreamId,
+        access: Access,
+        device: bool,
+    ) -> Decision {
+        self.inner
+            .ledger
+            .hand_off_range(uses, range, s2, access, device)
+    }
 }
 
 /// The size the driver allocates (and frees: the two must agree, §8) for

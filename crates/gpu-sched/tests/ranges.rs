@@ -181,9 +181,10 @@ fn ranges03_views_keep_their_runtime(rt: &Runtime) {
 }
 backend_tests!(ranges03_views_keep_their_runtime);
 
-/// A read through a `View` is a read of its buffer: a later write to the
-/// buffer on another stream waits for it on the device, while another
-/// reader (through another view) does not.
+/// A read through a `View` is a read of its range of the buffer: a later
+/// write to the buffer on another stream waits for it on the device, while
+/// another reader (through another view) does not, nor a writer of another
+/// range; a writer of an overlapping range does.
 fn ranges04_a_read_through_a_view_orders_a_later_write(rt: &Runtime) {
     let p = rt.begin_task().unwrap();
     let r = rt.begin_task().unwrap();
@@ -228,24 +229,37 @@ fn ranges04_a_read_through_a_view_orders_a_later_write(rt: &Runtime) {
     assert_all(&w.to_vec(&a).unwrap(), -1.0);
     assert!(!g.timed_out());
 
-    // A write through a `slice_mut` of another range waits as well: the
-    // view stamps its buffer's stamps, which cover the whole buffer.
+    // A write through a `slice_mut` of another range does not wait for a
+    // read of the first (X3, ranges), nor hold up the first range's read:
+    // a write of an overlapping range waits for it.
     let g2 = rt.gate().unwrap();
     k::gate(&r, &g2, OPENED_BY_TEST).unwrap();
     k::sum(&r, &a.slice(..10).unwrap(), &mut out).unwrap();
     let before = rt.counters();
     k::fill(&w, &mut a.slice_mut(500..).unwrap(), 2.0).unwrap();
     let d = since(rt, &before);
+    assert_eq!(d.device_waits, 0, "disjoint ranges never wait: {d:?}");
+    let v = w.to_vec(&a.slice(500..).unwrap()).unwrap();
+    assert_all(&v, 2.0);
+    assert!(
+        !g2.timed_out(),
+        "the range's writer did not wait for the gate"
+    );
+    let before = rt.counters();
+    k::fill(&w, &mut a.slice_mut(5..600).unwrap(), 3.0).unwrap();
+    let d = since(rt, &before);
     assert_eq!(
         d.device_waits, 1,
-        "the range's writer waits for the read: {d:?}"
+        "an overlapping range's writer waits for the read: {d:?}"
     );
     g2.open();
     assert_eq!(r.to_vec(&out).unwrap(), [-10.0]);
     let v = w.to_vec(&a).unwrap();
-    assert_all(&v[..500], -1.0);
-    assert_all(&v[500..], 2.0);
+    assert_all(&v[..5], -1.0);
+    assert_all(&v[5..600], 3.0);
+    assert_all(&v[600..], 2.0);
     assert!(!g2.timed_out());
+    assert_no_races(rt);
 }
 backend_tests!(ranges04_a_read_through_a_view_orders_a_later_write);
 
@@ -409,3 +423,91 @@ fn ranges07_generic_code(rt: &Runtime) {
     assert_eq!(total(&t, &m), N as f32);
 }
 backend_tests!(ranges07_generic_code);
+
+/// X3 for `slice_mut`: two tasks writing disjoint ranges of one buffer one
+/// after the other on different streams never wait for each other; a
+/// third writing a range that overlaps both is ordered after both.
+fn ranges08_disjoint_slice_mut_writes_never_wait(rt: &Runtime) {
+    let p = rt.begin_task().unwrap();
+    let c1 = rt.begin_task().unwrap();
+    let c2 = rt.begin_task().unwrap();
+    let c3 = rt.begin_task().unwrap();
+    let mid = 400;
+    let mut a = p.zeros::<f32>(N).unwrap();
+    p.synchronize().unwrap();
+    let g = rt.gate().unwrap();
+    let before = rt.counters();
+    k::gate(&c1, &g, OPENED_BY_TEST).unwrap();
+    k::fill(&c1, &mut a.slice_mut(..mid).unwrap(), 1.0).unwrap();
+    k::fill(&c2, &mut a.slice_mut(mid..).unwrap(), 2.0).unwrap();
+    // The second range's value comes back while the first range's writer
+    // is still behind the gate.
+    assert_all(&c2.to_vec(&a.slice(mid..).unwrap()).unwrap(), 2.0);
+    let d = since(rt, &before);
+    assert_eq!(d.device_waits, 0, "disjoint ranges never wait: {d:?}");
+    assert!(!g.timed_out(), "the second range did not wait for the gate");
+    // The zeros' entry (the whole) stays, overlapped only in part by each.
+    assert_eq!(a.uses().ranges().count(), 3);
+
+    // Overlapping both: ordered after both writers, by a wait for the
+    // gated first one (the second's is known complete: its value came back).
+    let before = rt.counters();
+    k::scale(&c3, &mut a.slice_mut(mid - 10..mid + 10).unwrap(), 10.0).unwrap();
+    let d = since(rt, &before);
+    assert_eq!(d.device_waits, 1, "overlapping ranges are ordered: {d:?}");
+    g.open();
+    let v = c3.to_vec(&a).unwrap();
+    assert_all(&v[..mid - 10], 1.0);
+    assert_all(&v[mid - 10..mid], 10.0);
+    assert_all(&v[mid..mid + 10], 20.0);
+    assert_all(&v[mid + 10..], 2.0);
+    assert!(!g.timed_out());
+
+    // A write of the whole drops every range: one entry again.
+    k::fill(&p, &mut a, 0.0).unwrap();
+    assert_eq!(a.uses().ranges().count(), 1);
+    assert_all(&p.to_vec(&a).unwrap(), 0.0);
+    assert_no_races(rt);
+}
+backend_tests!(ranges08_disjoint_slice_mut_writes_never_wait);
+
+/// X3: a read `View` of one half does not hold up a write of the other
+/// half; a write of the read half waits for it.
+fn ranges09_a_read_of_one_half_never_holds_up_the_other(rt: &Runtime) {
+    let p = rt.begin_task().unwrap();
+    let r = rt.begin_task().unwrap();
+    let w = rt.begin_task().unwrap();
+    let mid = 500;
+    let mut a = p.from_host(&iota(N)).unwrap();
+    let mut out = r.zeros::<f32>(1).unwrap();
+    p.synchronize().unwrap();
+    r.synchronize().unwrap();
+    let g = rt.gate().unwrap();
+    k::gate(&r, &g, OPENED_BY_TEST).unwrap();
+    k::sum(&r, &a.slice(..mid).unwrap(), &mut out).unwrap();
+    let before = rt.counters();
+    k::fill(&w, &mut a.slice_mut(mid..).unwrap(), -1.0).unwrap();
+    assert_all(&w.to_vec(&a.slice(mid..).unwrap()).unwrap(), -1.0);
+    let d = since(rt, &before);
+    assert_eq!(
+        d.device_waits, 0,
+        "the other half's writer never waits: {d:?}"
+    );
+    assert!(!g.timed_out());
+    let before = rt.counters();
+    k::fill(&w, &mut a.slice_mut(..mid).unwrap(), -2.0).unwrap();
+    let d = since(rt, &before);
+    assert_eq!(d.device_waits, 1, "the read half's writer waits: {d:?}");
+    g.open();
+    assert_eq!(
+        r.to_vec(&out).unwrap(),
+        [(0..mid).sum::<usize>() as f32],
+        "the read saw the old values"
+    );
+    let v = w.to_vec(&a).unwrap();
+    assert_all(&v[..mid], -2.0);
+    assert_all(&v[mid..], -1.0);
+    assert!(!g.timed_out());
+    assert_no_races(rt);
+}
+backend_tests!(ranges09_a_read_of_one_half_never_holds_up_the_other);
