@@ -260,7 +260,7 @@ fn elementwise(n: usize) -> LaunchConfig {
     LaunchConfig::linear(grid_for(n as u64), BLOCK)
 }
 
-fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+pub(crate) fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
     if expected == got {
         Ok(())
     } else {

@@ -64,10 +64,11 @@
 //! assert_eq!(reduce::min(&t, &d).unwrap(), 32.0);
 //! ```
 
+use crate::ops::same_len;
 use crate::{host, names, Float, BLOCK};
 use gpu_sched::{
-    Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Error, KernelArg, KernelDef, KernelRef,
-    LaunchConfig, Module, Param, Result, TaskContext,
+    Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, KernelArg, KernelDef, KernelRef, LaunchConfig,
+    Module, Param, Result, TaskContext,
 };
 
 /// Elements per part (`GK_REDUCE_TILE`): a reduction of `n` elements has one
@@ -248,18 +249,6 @@ fn kernel(index: usize) -> KernelRef {
     KernelRef::new(&MODULE, index)
 }
 
-fn one_element(what: &'static str, got: usize) -> Result<()> {
-    if got == 1 {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            expected: 1,
-            got,
-        })
-    }
-}
-
 /// One launch of the `reduce_*` kernel `kernel` over `x[..n]` (and `y`)
 /// into `partials`, with one block per part.
 ///
@@ -348,14 +337,14 @@ fn to_host<A: DeviceRepr + Default>(
 ///
 /// # Errors
 ///
-/// [`Error::LengthMismatch`] unless `out` has one element; driver errors;
-/// [`Error::WrongDevice`].
+/// [`Error::LengthMismatch`](gpu_sched::Error::LengthMismatch) unless `out` has one element; driver errors;
+/// [`Error::WrongDevice`](gpu_sched::Error::WrongDevice).
 pub fn sum_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
     out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
-    one_element("sum's output", out.len())?;
+    same_len("sum's output", 1, out.len())?;
     // SAFETY: `reduce_sum_{f32,f64}` for `T`, in and out.
     unsafe { two_pass::<T, T, _, Buffer<T>, _>(t, k::<T>(SUM), k::<T>(SUM), x, None, out) }
 }
@@ -365,7 +354,7 @@ pub fn sum_into<T: Float>(
 ///
 /// # Errors
 ///
-/// Driver errors; [`Error::WrongDevice`].
+/// Driver errors; [`Error::WrongDevice`](gpu_sched::Error::WrongDevice).
 pub fn sum<T: Float>(t: &TaskContext, x: &(impl DeviceSlice<T> + ?Sized)) -> Result<T> {
     to_host(t, |out| sum_into(t, x, out))
 }
@@ -381,7 +370,7 @@ pub fn sum_f64_into(
     x: &(impl DeviceSlice<f32> + ?Sized),
     out: &mut (impl DeviceSliceMut<f64> + ?Sized),
 ) -> Result<()> {
-    one_element("sum_f64's output", out.len())?;
+    same_len("sum_f64's output", 1, out.len())?;
     // SAFETY: `reduce_sum_f32_f64` (f32 in, f64 partials), then
     // `reduce_sum_f64`.
     unsafe {
@@ -409,7 +398,7 @@ pub fn min_into<T: Float>(
     x: &(impl DeviceSlice<T> + ?Sized),
     out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
-    one_element("min's output", out.len())?;
+    same_len("min's output", 1, out.len())?;
     // SAFETY: `reduce_min_{f32,f64}` for `T`, in and out.
     unsafe { two_pass::<T, T, _, Buffer<T>, _>(t, k::<T>(MIN), k::<T>(MIN), x, None, out) }
 }
@@ -434,7 +423,7 @@ pub fn max_into<T: Float>(
     x: &(impl DeviceSlice<T> + ?Sized),
     out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
-    one_element("max's output", out.len())?;
+    same_len("max's output", 1, out.len())?;
     // SAFETY: `reduce_max_{f32,f64}` for `T`, in and out.
     unsafe { two_pass::<T, T, _, Buffer<T>, _>(t, k::<T>(MAX), k::<T>(MAX), x, None, out) }
 }
@@ -448,26 +437,14 @@ pub fn max<T: Float>(t: &TaskContext, x: &(impl DeviceSlice<T> + ?Sized)) -> Res
     to_host(t, |out| max_into(t, x, out))
 }
 
-fn same_len(what: &'static str, x: usize, y: usize) -> Result<()> {
-    if x == y {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            expected: x,
-            got: y,
-        })
-    }
-}
-
 /// `out[0] = x[0] * y[0] + x[1] * y[1] + ...`, each product rounded, added
 /// in the fixed order; `+0.0` for no elements. `x` and `y` may be the same
 /// buffer. Nothing waits.
 ///
 /// # Errors
 ///
-/// [`Error::LengthMismatch`] unless `x` and `y` agree and `out` has one
-/// element; driver errors; [`Error::WrongDevice`].
+/// [`Error::LengthMismatch`](gpu_sched::Error::LengthMismatch) unless `x` and `y` agree and `out` has one
+/// element; driver errors; [`Error::WrongDevice`](gpu_sched::Error::WrongDevice).
 pub fn dot_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
@@ -475,7 +452,7 @@ pub fn dot_into<T: Float>(
     out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     same_len("dot's y", x.len(), y.len())?;
-    one_element("dot's output", out.len())?;
+    same_len("dot's output", 1, out.len())?;
     // SAFETY: `reduce_dot_{f32,f64}` for `T`, then `reduce_sum` of `T`.
     unsafe { two_pass::<T, T, _, _, _>(t, k::<T>(DOT), k::<T>(SUM), x, Some(y), out) }
 }
@@ -484,8 +461,8 @@ pub fn dot_into<T: Float>(
 ///
 /// # Errors
 ///
-/// [`Error::LengthMismatch`] unless `x` and `y` agree; driver errors;
-/// [`Error::WrongDevice`].
+/// [`Error::LengthMismatch`](gpu_sched::Error::LengthMismatch) unless `x` and `y` agree; driver errors;
+/// [`Error::WrongDevice`](gpu_sched::Error::WrongDevice).
 pub fn dot<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
@@ -508,7 +485,7 @@ pub fn dot_f64_into(
     out: &mut (impl DeviceSliceMut<f64> + ?Sized),
 ) -> Result<()> {
     same_len("dot_f64's y", x.len(), y.len())?;
-    one_element("dot_f64's output", out.len())?;
+    same_len("dot_f64's output", 1, out.len())?;
     // SAFETY: `reduce_dot_f32_f64` (f32 in, f64 partials), then
     // `reduce_sum_f64`.
     unsafe { two_pass::<f32, f64, _, _, _>(t, kernel(DOT_F32_F64), k::<f64>(SUM), x, Some(y), out) }

@@ -370,7 +370,7 @@ impl TaskContext {
         &self,
         name: &'static str,
         touches: &mut [Touch<'_>],
-        submit: impl FnOnce(&[MemAccess]) -> Result<R>,
+        submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
     ) -> Result<R> {
         let (sid, raw) = self.bind()?;
         let l = &self.rt.inner.ledger;
@@ -414,7 +414,7 @@ impl TaskContext {
         }
         let tracer = &self.rt.inner.tracer;
         let span = tracer.open(self.rt.driver(), raw);
-        let r = submit(&mem)?;
+        let r = submit(&mem, raw)?;
         tracer.close(self.rt.driver(), span, sid, raw, name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
             log.extend_from_slice(&mem);
@@ -536,12 +536,11 @@ impl TaskContext {
             self.host_memory_outside_capture("zeroing a buffer of odd size or offset")?;
         }
         let drv = self.rt.driver();
-        let raw = self.bound()?.1;
         // `dst` is live and ordered for its bytes in both calls below:
         // `tracked` handed it to this stream for a write, it is borrowed
         // now, and its buffer's drop frees it only after a hand-off from
         // this stream (X4).
-        self.tracked("memset", &mut [Touch::write(dst)], |_| {
+        self.tracked("memset", &mut [Touch::write(dst)], |_, raw| {
             if words {
                 // SAFETY: as above, for `bytes / 4` words, 4-aligned
                 // (checked above).
@@ -602,22 +601,12 @@ impl TaskContext {
                 got: src.len(),
             });
         }
-        let (ptr, bytes, drv, raw) = (
-            dst.device_ptr(),
-            dst.bytes(),
-            self.rt.driver(),
-            self.bound()?.1,
-        );
-        // SAFETY: `tracked` handed `dst` to this stream for a write; it is
-        // borrowed now and its buffer's drop frees it only after a hand-off
-        // from this stream (X4). `src` holds `bytes` (the lengths agree) and
-        // no capture takes it (checked above). Page-locked `src` must stay
-        // unmodified until the copy ran: `copy_from_host` synchronizes for
-        // any memory this runtime or the driver knows as page-locked, and
-        // `Staging` waits for its fence.
-        self.tracked("htod", &mut [Touch::write(dst)], |_| unsafe {
-            drv.copy_htod(ptr, src.as_ptr() as *const u8, bytes, raw)
-        })
+        // SAFETY: `src` holds `dst.len()` elements (the lengths agree);
+        // pageable memory is staged by the driver during the call, and
+        // page-locked memory stays unmodified until the copy ran:
+        // `copy_from_host` synchronizes for any memory this runtime or the
+        // driver knows as page-locked, and `Staging` waits for its fence.
+        unsafe { self.copy_from_host_async(dst, src.as_ptr()) }
     }
 
     /// Copies `len` elements from host memory at `src` into `dst`,
@@ -640,18 +629,13 @@ impl TaskContext {
     ) -> Result<()> {
         self.check(dst, "the destination buffer")?;
         self.host_memory_outside_capture("copying from host memory")?;
-        let (ptr, bytes, drv, raw) = (
-            dst.device_ptr(),
-            dst.bytes(),
-            self.rt.driver(),
-            self.bound()?.1,
-        );
+        let (ptr, bytes, drv) = (dst.device_ptr(), dst.bytes(), self.rt.driver());
         // SAFETY: this function's contract: `src` holds `dst.len()`
         // elements, alive and unmodified until this stream reached the copy;
         // no capture takes it (checked above). `tracked` handed `dst` to
         // this stream for a write, and its buffer's drop frees it only after
         // a hand-off from this stream (X4).
-        self.tracked("htod", &mut [Touch::write(dst)], |_| unsafe {
+        self.tracked("htod", &mut [Touch::write(dst)], |_, raw| unsafe {
             drv.copy_htod(ptr, src as *const u8, bytes, raw)
         })
     }
@@ -675,18 +659,13 @@ impl TaskContext {
     ) -> Result<()> {
         self.check(src, "the source buffer")?;
         self.host_memory_outside_capture("copying to host memory")?;
-        let (ptr, bytes, drv, raw) = (
-            src.device_ptr(),
-            src.bytes(),
-            self.rt.driver(),
-            self.bound()?.1,
-        );
+        let (ptr, bytes, drv) = (src.device_ptr(), src.bytes(), self.rt.driver());
         // SAFETY: this function's contract: `dst` holds `src.len()`
         // writable elements that nothing else touches until this stream
         // reached the copy; no capture takes it (checked above). `tracked`
         // handed `src` to this stream for a read, and its buffer's drop
         // frees it only after a hand-off from this stream (X4).
-        self.tracked("dtoh", &mut [Touch::read(src)], |_| unsafe {
+        self.tracked("dtoh", &mut [Touch::read(src)], |_, raw| unsafe {
             drv.copy_dtoh(dst as *mut u8, ptr, bytes, raw)
         })
     }
@@ -711,12 +690,7 @@ impl TaskContext {
                 got: dst.len(),
             });
         }
-        let (ptr, bytes, drv, raw) = (
-            src.device_ptr(),
-            src.bytes(),
-            self.rt.driver(),
-            self.bound()?.1,
-        );
+        let (ptr, bytes, drv) = (src.device_ptr(), src.bytes(), self.rt.driver());
         // SAFETY: `tracked` handed `src` to this stream for a read, and its
         // buffer's drop frees it only after a hand-off from this stream
         // (X4). `dst` holds `bytes` (the lengths agree) and stays borrowed
@@ -724,7 +698,7 @@ impl TaskContext {
         // above), so that synchronize waits for the copy: it returns early
         // only for a capture (ruled out) or a driver error, which leaves the
         // context broken.
-        self.tracked("dtoh", &mut [Touch::read(src)], |_| unsafe {
+        self.tracked("dtoh", &mut [Touch::read(src)], |_, raw| unsafe {
             drv.copy_dtoh(dst.as_mut_ptr() as *mut u8, ptr, bytes, raw)
         })?;
         // `dst` is borrowed only for this call: wait for the copy.
@@ -766,12 +740,11 @@ impl TaskContext {
                 got: dst.len(),
             });
         }
-        let (s, d, bytes, drv, raw) = (
+        let (s, d, bytes, drv) = (
             src.device_ptr(),
             dst.device_ptr(),
             src.bytes(),
             self.rt.driver(),
-            self.bound()?.1,
         );
         // SAFETY: `tracked` handed `src` (read) and `dst` (write) to this
         // stream; both are borrowed now, hold `bytes` (the lengths agree),
@@ -780,7 +753,7 @@ impl TaskContext {
         self.tracked(
             "dtod",
             &mut [Touch::read(src), Touch::write(dst)],
-            |_| unsafe { drv.copy_dtod(d, s, bytes, raw) },
+            |_, raw| unsafe { drv.copy_dtod(d, s, bytes, raw) },
         )
     }
 
@@ -815,6 +788,17 @@ impl TaskContext {
     /// moves to another stream, which then waits for everything this stream
     /// queued. Work submitted through the pointer after the buffer moved is
     /// not ordered with other tasks' work: order it yourself.
+    ///
+    /// Safe to call, as `slice::as_ptr` is: an address does nothing by
+    /// itself, and every use of it (an FFI call, or [`crate::Launch::raw_ptr`]
+    /// followed by the `unsafe` [`crate::Launch::submit`]) is `unsafe`, with
+    /// the caller vouching that the memory is alive (as long as `buf` is)
+    /// and the work ordered (§8). No safe function of this crate uses a raw
+    /// address: `Launch::raw_ptr` only records it for the `unsafe` submit.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`]; driver errors from the hand-off.
     pub fn raw_ptr<T: DeviceRepr>(
         &self,
         buf: &mut (impl DeviceSliceMut<T> + ?Sized),
@@ -830,7 +814,8 @@ impl TaskContext {
     /// R11: a pointer for code that is not stream-aware (MPI, FFI): hands
     /// `buf` to this task's stream (a device wait if needed), then
     /// synchronizes this stream, not the old one. It waits only for what
-    /// orders `buf` plus this task's own work.
+    /// orders `buf` plus this task's own work. Safe to call for the same
+    /// reason as [`TaskContext::raw_ptr`]: using the address is `unsafe`.
     ///
     /// # Errors
     ///

@@ -248,8 +248,8 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         // takes no host memory (§8), a gate's flags outlive a graph that
         // waits on them (the gate keeps them when no fence follows), and
         // raw pointers are the launch's caller's (`Launch::submit`).
-        ctx.tracked("graph", &mut self.touches, |_| unsafe {
-            ctx.rt.driver().graph_launch(raw, ctx.raw())
+        ctx.tracked("graph", &mut self.touches, |_, stream| unsafe {
+            ctx.rt.driver().graph_launch(raw, stream)
         })
     }
 }

@@ -248,7 +248,7 @@ impl<'c, 'b> Launch<'c, 'b> {
         let ctx = self.ctx;
         let rt = ctx.runtime();
         let k = rt.kernel(self.kernel.module, self.kernel.index)?;
-        let (cfg, args, n, raw) = (self.cfg, self.args, self.nargs, ctx.bound()?.1);
+        let (cfg, args, n) = (self.cfg, self.args, self.nargs);
         // SAFETY: this function's contract: the kernel touches only the
         // buffers passed, within their lengths, and raw pointers are valid
         // and ordered by the caller. `k` is the kernel loaded by this
@@ -256,7 +256,7 @@ impl<'c, 'b> Launch<'c, 'b> {
         // above, types as pushed). `tracked` handed every buffer to this
         // stream (`mem` lists them), and a buffer's drop frees it only after
         // a hand-off from this stream (X4).
-        ctx.tracked(def.name, &mut self.touches, |mem| unsafe {
+        ctx.tracked(def.name, &mut self.touches, |mem, raw| unsafe {
             rt.driver()
                 .launch(&k.into(), cfg, &args[..n], &[], mem, raw)
         })

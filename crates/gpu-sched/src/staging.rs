@@ -171,12 +171,7 @@ impl<T: DeviceRepr> Staging<T> {
         ctx.host_memory_outside_capture("copying into staging memory")?;
         self.settle()?;
         ctx.rt.check_same(src.runtime_id(), "the source buffer")?;
-        let (ptr, bytes, drv, raw) = (
-            src.device_ptr(),
-            src.bytes(),
-            ctx.rt.driver(),
-            ctx.bound()?.1,
-        );
+        let (ptr, bytes, drv) = (src.device_ptr(), src.bytes(), ctx.rt.driver());
         let dst = self.ptr as *mut u8;
         // SAFETY: `tracked` handed `src` to this stream for a read, and its
         // buffer's drop frees it only after a hand-off from this stream
@@ -184,7 +179,7 @@ impl<T: DeviceRepr> Staging<T> {
         // (checked), with no copy in flight (settled); no capture takes it
         // (checked). The host touches it next only after the fence that
         // `copied` records, or a synchronize, and the drop waits the same.
-        ctx.tracked("dtoh", &mut [Touch::read(src)], |_| unsafe {
+        ctx.tracked("dtoh", &mut [Touch::read(src)], |_, raw| unsafe {
             drv.copy_dtoh(dst, ptr, bytes, raw)
         })?;
         self.copied(ctx)

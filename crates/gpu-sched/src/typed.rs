@@ -111,7 +111,10 @@ pub struct ArgList<'b> {
     lens: [usize; MAX_ARGS],
     n: usize,
     touches: SmallVec<[Touch<'b>; 4]>,
-    runtimes: SmallVec<[u64; 4]>,
+    /// The kernel's runtime, which every buffer must belong to.
+    runtime: u64,
+    /// A buffer of another runtime was passed.
+    foreign: bool,
 }
 
 /// The most parameters a typed kernel has.
@@ -122,6 +125,11 @@ impl<'b> ArgList<'b> {
         self.args[self.n] = arg;
         self.lens[self.n] = len;
         self.n += 1;
+    }
+
+    fn push_buffer(&mut self, ptr: u64, len: usize, runtime: u64) {
+        self.foreign |= runtime != self.runtime;
+        self.push(KernelArg::Ptr(ptr), len);
     }
 }
 
@@ -137,16 +145,14 @@ pub trait Arg<'b, P: KernelParam>: sealed::SealedArg {
 
 impl<'b, T: DeviceRepr, B: DeviceSlice<T> + ?Sized> Arg<'b, In<T>> for &'b B {
     fn push(self, l: &mut ArgList<'b>) {
-        l.runtimes.push(self.runtime_id());
-        l.push(KernelArg::Ptr(self.device_ptr()), self.len());
+        l.push_buffer(self.device_ptr(), self.len(), self.runtime_id());
         l.touches.push(Touch::read(self));
     }
 }
 
 impl<'b, T: DeviceRepr, B: DeviceSliceMut<T> + ?Sized> Arg<'b, Out<T>> for &'b mut B {
     fn push(self, l: &mut ArgList<'b>) {
-        l.runtimes.push(self.runtime_id());
-        l.push(KernelArg::Ptr(self.device_ptr()), self.len());
+        l.push_buffer(self.device_ptr(), self.len(), self.runtime_id());
         l.touches.push(Touch::write(self));
     }
 }
@@ -319,7 +325,8 @@ impl<S: Signature> Kernel<S> {
             lens: [0; MAX_ARGS],
             n: 0,
             touches: SmallVec::new(),
-            runtimes: SmallVec::new(),
+            runtime: self.rt.id(),
+            foreign: false,
         };
         args.push_all(&mut l);
         if l.n != S::PARAMS.len() {
@@ -331,8 +338,10 @@ impl<S: Signature> Kernel<S> {
         }
         let rt = t.runtime();
         rt.check_same(self.rt.id(), "the kernel")?;
-        for &id in &l.runtimes {
-            rt.check_same(id, "a kernel argument")?;
+        if l.foreign {
+            return Err(Error::WrongDevice {
+                what: "a kernel argument",
+            });
         }
         cfg.check().map_err(|problem| Error::BadLaunch {
             kernel: self.name.to_owned(),
@@ -355,7 +364,6 @@ impl<S: Signature> Kernel<S> {
             },
         };
         let (args, lens, n) = (&l.args, &l.lens, l.n);
-        let raw = t.bound()?.1;
         // SAFETY: this function's contract: the kernel stays within the
         // buffers passed, writing only the `&mut` ones. The arguments match
         // the signature, which `LoadedModule::kernel` checked against the
@@ -363,7 +371,7 @@ impl<S: Signature> Kernel<S> {
         // runtime, checked above). `tracked` handed every buffer to this
         // stream (`mem` lists them), and a buffer's drop frees it only after
         // a hand-off from this stream (X4).
-        t.tracked(self.name, &mut l.touches, |mem| unsafe {
+        t.tracked(self.name, &mut l.touches, |mem, raw| unsafe {
             rt.driver()
                 .launch(&k, cfg, &args[..n], &lens[..n], mem, raw)
         })
