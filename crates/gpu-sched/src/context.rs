@@ -292,7 +292,7 @@ impl TaskContext {
     #[cold]
     fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
         let i = &self.rt.inner;
-        let (stream, idle) = i.streams.acquire(self.rt.driver(), &i.ledger)?;
+        let (stream, idle) = i.core.streams.acquire(self.rt.driver(), &i.ledger)?;
         i.ledger.bind(self.task(), stream);
         let b = (stream, self.rt.raw_stream(stream));
         self.slot.set(Some(b));
@@ -325,7 +325,7 @@ impl TaskContext {
         if self.slot.get().is_some() {
             self.wait_fence(fence)
         } else {
-            self.rt.check_same(fence.runtime_id(), "the fence")?;
+            self.rt.check_group(fence.runtime(), "the fence")?;
             self.after.borrow_mut().push(fence);
             Ok(())
         }
@@ -757,6 +757,54 @@ impl TaskContext {
         )
     }
 
+    /// Copies `src` into `dst` where the two may be of different devices
+    /// of this runtime's group (§11): `cuMemcpyPeerAsync` on this task's
+    /// stream (over NVLink where peer access is on), ordered like any
+    /// copy: `src` is read and `dst` written, so their earlier users on any
+    /// device are waited for on the device and later ones wait for this.
+    /// The task's own device may be either one (or a third).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`] for a buffer of another group;
+    /// [`Error::LengthMismatch`] unless the lengths agree; driver errors.
+    pub fn copy_peer<T: DeviceRepr>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        let group = &self.rt.inner.group;
+        let src_rt = group.member(src.runtime_id()).ok_or(Error::WrongDevice {
+            what: "the source buffer",
+        })?;
+        let dst_rt = group.member(dst.runtime_id()).ok_or(Error::WrongDevice {
+            what: "the destination buffer",
+        })?;
+        if dst.len() != src.len() {
+            return Err(Error::LengthMismatch {
+                what: "the destination buffer",
+                expected: src.len(),
+                got: dst.len(),
+            });
+        }
+        let (s, d, bytes, drv) = (
+            src.device_ptr(),
+            dst.device_ptr(),
+            src.bytes(),
+            self.rt.driver(),
+        );
+        // SAFETY: `tracked` handed `src` (read) and `dst` (write) to this
+        // stream; both are borrowed now, hold `bytes` (the lengths agree),
+        // are memory of `src_rt`'s and `dst_rt`'s drivers (their runtimes,
+        // held here), and their buffers' drops free them only after a
+        // hand-off from this stream (X4).
+        self.tracked(
+            "peer",
+            &mut [Touch::read(src), Touch::write(dst)],
+            |_, raw| unsafe { drv.copy_peer(d, dst_rt.driver(), s, src_rt.driver(), bytes, raw) },
+        )
+    }
+
     // ----- synchronization ----------------------------------------------------
 
     /// R5: waits on the host until this task's stream finished everything
@@ -890,8 +938,8 @@ impl Drop for TaskContext {
         } else if !self.pending.get() && !self.raw_used.get() {
             Tail::Idle
         } else {
-            i.streams.end_of_work(self.rt.driver(), s)
+            i.core.streams.end_of_work(self.rt.driver(), s)
         };
-        i.streams.release(s, tail, self.rt.driver(), &i.ledger);
+        i.core.streams.release(s, tail, self.rt.driver(), &i.ledger);
     }
 }

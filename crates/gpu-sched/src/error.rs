@@ -64,7 +64,10 @@ pub enum Error {
     #[error("chunk size must be at least 1")]
     ZeroChunk,
     /// A buffer or event of another runtime (device) was passed.
-    #[error("{what} belongs to another device/runtime; copy it to this one first")]
+    #[error(
+        "{what} belongs to another device or runtime; copy it to this device first \
+         (`TaskContext::copy_peer` within a group of devices)"
+    )]
     WrongDevice {
         /// What was passed.
         what: &'static str,

@@ -158,7 +158,8 @@ impl TaskContext {
     ///
     /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn wait(&self, event: &Event) -> Result<()> {
-        self.rt.check_same(event.rt.id(), "the event")?;
+        // An event of another device of the group is waited for too (§11).
+        self.rt.check_group(&event.rt, "the event")?;
         self.bind()?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
@@ -218,7 +219,8 @@ impl TaskContext {
     ///
     /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn wait_fence(&self, fence: Fence) -> Result<()> {
-        self.rt.check_same(fence.runtime_id(), "the fence")?;
+        // A fence of another device of the group is waited for too (§11).
+        self.rt.check_group(fence.runtime(), "the fence")?;
         self.bind()?;
         let p = fence.event();
         self.rt

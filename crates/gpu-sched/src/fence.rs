@@ -45,9 +45,9 @@ impl Fence {
             .expect("a fence's event lives as long as it")
     }
 
-    /// The id of the fence's runtime.
-    pub(crate) fn runtime_id(&self) -> u64 {
-        self.inner.rt.id()
+    /// The fence's runtime (its device).
+    pub(crate) fn runtime(&self) -> &Runtime {
+        &self.inner.rt
     }
 
     /// Waits on the host for the fence (R6) and consumes it.

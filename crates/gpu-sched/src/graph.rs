@@ -59,10 +59,10 @@ impl TaskContext {
         let pre = self.rt.take_event()?;
         // Recorded below with a raw call: it covers nothing (§8).
         l.record_untracked(&pre.coverage);
-        let slot = self.rt.inner.streams.capture_slot(self.sid());
+        let slot = self.rt.inner.core.streams.capture_slot(self.sid());
         {
             let mut slot = slot.lock();
-            if self.rt.inner.streams.holders(self.sid()) > 1 {
+            if self.rt.inner.core.streams.holders(self.sid()) > 1 {
                 // §9: another live task submits to this stream (the pool ran
                 // out): its work would vanish into this graph.
                 self.rt.give_event(pre);
@@ -113,7 +113,7 @@ impl TaskContext {
     /// Ends this task's capture: the ledger's flag, the driver's capture,
     /// the pre-capture event.
     fn end_capture(&self) -> Result<RawGraph> {
-        let mut slot = self.rt.inner.streams.capture_slot(self.sid()).lock();
+        let mut slot = self.rt.inner.core.streams.capture_slot(self.sid()).lock();
         self.rt.inner.ledger.set_capturing(self.sid(), false);
         let g = self.rt.driver().end_capture(self.raw());
         if let Some(pre) = slot.take() {

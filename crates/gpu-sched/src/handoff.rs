@@ -91,32 +91,40 @@ pub(crate) fn wait_streams(
             for s in set.iter() {
                 let l = &rt.inner.ledger;
                 let covered = l.closed_counted(s);
+                // The device whose stream `s` is (§11): the event is
+                // recorded there, and waited for here (a wait on another
+                // device's event is a device wait too). None: retired since
+                // the decision, idle.
+                let Some(core) = rt.inner.group.owner(&rt.inner.core, s) else {
+                    l.mark_ordered(task, s2, s, covered);
+                    continue;
+                };
                 // While `s`'s owner captures it, its captured work runs only
                 // when the graph is launched: wait for what was queued
                 // before the capture, never record into another task's
                 // graph.
-                let slot = rt.inner.streams.capture_slot(s).lock();
+                let slot = core.streams.capture_slot(s).lock();
                 // Read under the slot's lock, which a retiring stream's
                 // handle is taken away under (§9): 0 is a stream retired
                 // since the decision, idle, so its work is done.
-                let raw = rt.raw_stream(s);
+                let raw = core.streams.raw(s);
                 let r = match slot.as_ref() {
                     Some(pre) => rt.driver().wait_event(raw2, pre.raw),
                     None if raw.0 == 0 => Ok(()),
                     None => {
-                        let ev = rt.take_event()?;
+                        let ev = core.events.take(&*core.driver)?;
                         // A record the ledger does not make: the event
                         // covers nothing from now on (§8), or a user who
                         // gets it from the pool next would learn a false
                         // fact by synchronizing it.
                         l.record_untracked(&ev.coverage);
-                        let r = rt
-                            .driver()
+                        let r = core
+                            .driver
                             .record(ev.raw, raw)
                             .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
                         // The wait captured the record: the event may be
                         // reused now.
-                        rt.give_event(ev);
+                        core.events.give(ev);
                         r
                     }
                 };
@@ -140,7 +148,11 @@ pub(crate) fn wait_streams(
 /// (that would add to the owner's graph): wait for what was queued before
 /// the capture began, the only work of it that runs on the stream.
 fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
-    let slot = rt.inner.streams.capture_slot(s).lock();
+    // The device whose stream `s` is (§11); none: retired, idle.
+    let Some(core) = rt.inner.group.owner(&rt.inner.core, s) else {
+        return Ok(());
+    };
+    let slot = core.streams.capture_slot(s).lock();
     if let Some(pre) = slot.as_ref() {
         // Synchronized under the lock: once the lock is let go, the capture
         // may end and its pre event go back to the pool and be recorded on
@@ -148,19 +160,19 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
         // stream instead. The capture's end waits for this (the work before
         // the capture runs whatever the capture does: no deadlock); the
         // lock is the pool's, no ledger lock (R14).
-        return rt.driver().event_sync(pre.raw);
+        return core.driver.event_sync(pre.raw);
     }
-    let raw = rt.raw_stream(s);
+    let raw = core.streams.raw(s);
     if raw.0 == 0 {
         // Retired since the decision (§9): idle, its work done.
         return Ok(());
     }
-    let ev = rt.take_event()?;
+    let ev = core.events.take(&*core.driver)?;
     // Untracked record: the event covers nothing (§8).
     rt.inner.ledger.record_untracked(&ev.coverage);
-    let recorded = rt.driver().record(ev.raw, raw);
+    let recorded = core.driver.record(ev.raw, raw);
     drop(slot);
-    let r = recorded.and_then(|_| rt.driver().event_sync(ev.raw));
-    rt.give_event(ev);
+    let r = recorded.and_then(|_| core.driver.event_sync(ev.raw));
+    core.events.give(ev);
     r
 }

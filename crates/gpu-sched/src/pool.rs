@@ -80,6 +80,11 @@ impl StreamPool {
         self.reserved.store(id.index(), Relaxed);
     }
 
+    /// The reclaim stream's runtime went: its stream may be shared again.
+    pub(crate) fn reserve_none(&self) {
+        self.reserved.store(usize::MAX, Relaxed);
+    }
+
     /// How many live tasks hold `id`.
     pub(crate) fn holders(&self, id: StreamId) -> u32 {
         self.holders[id.index()].load(Acquire)

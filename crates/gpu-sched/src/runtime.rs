@@ -44,6 +44,10 @@ pub struct RuntimeOptions {
     /// a stream idle with a load. Off, or where the device refuses, the pool
     /// asks the driver (`cuStreamQuery`, about 1.4 us on an H200).
     pub end_flags: bool,
+    /// Host backend: how many devices it simulates (one driver, one race
+    /// detector, so that ordering across devices is checked). CUDA counts
+    /// the devices the driver reports.
+    pub host_devices: usize,
 }
 
 impl Default for RuntimeOptions {
@@ -58,6 +62,7 @@ impl Default for RuntimeOptions {
             host_memory_limit: 8 << 30,
             host_stream_limit: usize::MAX,
             end_flags: true,
+            host_devices: 1,
         }
     }
 }
@@ -132,12 +137,61 @@ pub struct LiveCounts {
     pub pinned_bytes: usize,
 }
 
-pub(crate) struct RuntimeInner {
-    pub(crate) id: u64,
+/// One device's driver and pools: what every runtime of the group reaches
+/// (§11: a hand-off from another device's stream records an event of that
+/// device on it). Kept while the group lives, so that a stream id of any
+/// member always finds its driver.
+pub(crate) struct DeviceCore {
+    pub(crate) ordinal: usize,
     pub(crate) driver: Arc<dyn Driver>,
-    pub(crate) ledger: Ledger,
     pub(crate) streams: StreamPool,
     pub(crate) events: EventPool,
+}
+
+impl std::fmt::Debug for DeviceCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceCore")
+            .field("ordinal", &self.ordinal)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The devices of a process (§11): one ledger, one stream-id space, a core
+/// per device opened on first use, and the runtime of each device while
+/// one lives. Each runtime holds its group; the group holds the cores but
+/// not the runtimes (no cycle).
+pub(crate) struct Group {
+    pub(crate) ledger: Arc<Ledger>,
+    opts: RuntimeOptions,
+    backend: BackendKind,
+    /// The host backend's one driver, which every simulated device shares.
+    host: Option<Arc<dyn Driver>>,
+    cores: Box<[OnceLock<Arc<DeviceCore>>]>,
+    members: parking_lot::Mutex<Vec<Member>>,
+}
+
+/// A device's runtime as its group knows it.
+#[derive(Clone, Default)]
+enum Member {
+    #[default]
+    None,
+    Static(&'static RuntimeInner),
+    Counted(std::sync::Weak<RuntimeInner>),
+}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Group")
+            .field("devices", &self.cores.len())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct RuntimeInner {
+    pub(crate) id: u64,
+    pub(crate) core: Arc<DeviceCore>,
+    pub(crate) group: Arc<Group>,
+    pub(crate) ledger: Arc<Ledger>,
     /// Loaded modules by the address of their `Module`, filled front to
     /// back: a launch finds its kernel with a load or two, no lock.
     modules: Box<[OnceLock<LoadedModule>]>,
@@ -166,7 +220,8 @@ impl std::fmt::Debug for RuntimeInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
             .field("id", &self.id)
-            .field("backend", &self.driver.kind())
+            .field("backend", &self.core.driver.kind())
+            .field("device", &self.core.ordinal)
             .finish_non_exhaustive()
     }
 }
@@ -228,9 +283,13 @@ impl Runtime {
     fn into_static(self) -> Runtime {
         match self.inner {
             RtRef::Counted(a) => match Arc::try_unwrap(a) {
-                Ok(inner) => Runtime {
-                    inner: RtRef::Static(Box::leak(Box::new(inner))),
-                },
+                Ok(inner) => {
+                    let inner: &'static RuntimeInner = Box::leak(Box::new(inner));
+                    inner.group.members.lock()[inner.core.ordinal] = Member::Static(inner);
+                    Runtime {
+                        inner: RtRef::Static(inner),
+                    }
+                }
                 Err(a) => Runtime {
                     inner: RtRef::Counted(a),
                 },
@@ -239,52 +298,51 @@ impl Runtime {
         }
     }
 
-    /// A new runtime.
+    /// A new runtime, of device `opts.device`, in a group of its own: the
+    /// other devices are reached through [`Runtime::device`] (§11).
     ///
     /// # Errors
     ///
-    /// [`Error::NoDevice`] when CUDA was asked for and there is none; driver
-    /// errors from creating the pools.
+    /// [`Error::NoDevice`] when CUDA was asked for and there is none (or no
+    /// device `opts.device`); driver errors from creating the pools.
     pub fn new(opts: RuntimeOptions) -> Result<Runtime> {
-        let driver = crate::driver::open(
-            opts.backend,
-            opts.device,
-            opts.host_memory_limit,
-            opts.host_stream_limit,
-        )?;
-        let ledger = Ledger::new(opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS));
-        let streams = StreamPool::new(ledger.capacity(), opts.warm_streams);
-        if opts.end_flags {
-            streams.init_flags(&*driver);
+        let device = opts.device;
+        Group::open(opts)?.runtime(device)
+    }
+
+    /// The runtime of device `ordinal` of this runtime's group (§11): one
+    /// ledger and one stream-id space for all of them, so that a buffer
+    /// handed from a task on one device to a task on another is ordered by
+    /// a device wait on the other device's event. Opened on first use
+    /// (CUDA: a context, pools and peer access with the devices open so
+    /// far); the same runtime while a handle on it lives.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoDevice`] when there is no device `ordinal`; driver errors
+    /// opening it.
+    pub fn device(&self, ordinal: usize) -> Result<Runtime> {
+        if ordinal == self.inner.core.ordinal {
+            return Ok(self.clone());
         }
-        let events = EventPool::new();
-        streams.warm(&*driver, &ledger, opts.warm_streams.max(1))?;
-        events.warm(&*driver, opts.warm_events)?;
-        let reclaimer = ledger.begin_task();
-        let (reclaim_stream, _) = streams.acquire(&*driver, &ledger)?;
-        streams.reserve(reclaim_stream);
-        ledger.bind(&reclaimer, reclaim_stream);
-        Ok(Runtime {
-            inner: RtRef::Counted(Arc::new(RuntimeInner {
-                id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
-                driver,
-                ledger,
-                streams,
-                events,
-                modules: (0..MAX_MODULES).map(|_| OnceLock::new()).collect(),
-                loading: parking_lot::Mutex::new(()),
-                by_source: Default::default(),
-                sync_mode: opts.sync_mode,
-                allocations: AtomicUsize::new(0),
-                device_bytes: AtomicUsize::new(0),
-                pinned_bytes: AtomicUsize::new(0),
-                reclaimer,
-                reclaim_stream,
-                tracer: Default::default(),
-                pinned_cache: Default::default(),
-                pinned_live: Default::default(),
-            })),
-        })
+        self.inner.group.runtime(ordinal)
+    }
+
+    /// This runtime's device ordinal (its place in the group).
+    pub fn ordinal(&self) -> usize {
+        self.inner.core.ordinal
+    }
+
+    /// How many devices the group has (CUDA: the devices the driver
+    /// reports; the host backend: [`RuntimeOptions::host_devices`]).
+    pub fn device_count(&self) -> usize {
+        self.inner.group.cores.len()
+    }
+
+    /// Whether `other` is a runtime of this group (any device): its fences
+    /// and events can be waited for here.
+    pub fn same_group(&self, other: &Runtime) -> bool {
+        Arc::ptr_eq(&self.inner.group, &other.inner.group)
     }
 
     /// A runtime on the host backend (tests, machines without a GPU).
@@ -301,17 +359,17 @@ impl Runtime {
 
     /// Which backend runs the work.
     pub fn backend(&self) -> BackendKind {
-        self.inner.driver.kind()
+        self.inner.core.driver.kind()
     }
 
     /// The device's name.
     pub fn device_name(&self) -> String {
-        self.inner.driver.device_name()
+        self.inner.core.driver.device_name()
     }
 
     /// The device's total memory, bytes.
     pub fn total_memory(&self) -> usize {
-        self.inner.driver.total_memory()
+        self.inner.core.driver.total_memory()
     }
 
     /// The ledger's decision counters (waits avoided by reason, device
@@ -349,10 +407,10 @@ impl Runtime {
     pub fn live(&self) -> LiveCounts {
         let i = &self.inner;
         LiveCounts {
-            streams: i.streams.created(),
-            streams_in_use: i.streams.created() - i.streams.idle_count(),
-            events: i.events.created(),
-            events_in_use: i.events.created() - i.events.idle_count(),
+            streams: i.core.streams.created(),
+            streams_in_use: i.core.streams.created() - i.core.streams.idle_count(),
+            events: i.core.events.created(),
+            events_in_use: i.core.events.created() - i.core.events.idle_count(),
             allocations: i.allocations.load(Ordering::Relaxed),
             device_bytes: i.device_bytes.load(Ordering::Relaxed),
             pinned_bytes: i.pinned_bytes.load(Ordering::Relaxed),
@@ -367,7 +425,7 @@ impl Runtime {
     /// Driver errors (a sticky error, for one).
     pub fn synchronize(&self) -> Result<()> {
         let mut first = None;
-        let (_held, all) = self.inner.streams.all_held();
+        let (_held, all) = self.inner.core.streams.all_held();
         for s in all {
             if let Err(e) = self.driver().stream_sync(s, self.inner.sync_mode) {
                 first.get_or_insert(e);
@@ -378,12 +436,12 @@ impl Runtime {
 
     /// Races the host backend's detector found (always empty on CUDA).
     pub fn races(&self) -> Vec<String> {
-        self.inner.driver.races()
+        self.inner.core.driver.races()
     }
 
     /// Forgets the races found so far (host backend).
     pub fn clear_races(&self) {
-        self.inner.driver.clear_races()
+        self.inner.core.driver.clear_races()
     }
 
     /// Starts tracing every tracked operation (see [`crate::trace`]).
@@ -441,12 +499,12 @@ impl Runtime {
 
     #[inline]
     pub(crate) fn driver(&self) -> &dyn Driver {
-        &*self.inner.driver
+        &*self.inner.core.driver
     }
 
     #[inline]
     pub(crate) fn raw_stream(&self, s: StreamId) -> RawStream {
-        self.inner.streams.raw(s)
+        self.inner.core.streams.raw(s)
     }
 
     /// The driver's handle of `kernel` (`CUfunction` as an integer on CUDA,
@@ -550,11 +608,21 @@ impl Runtime {
     }
 
     pub(crate) fn take_event(&self) -> Result<Box<PooledEvent>> {
-        self.inner.events.take(self.driver())
+        self.inner.core.events.take(self.driver())
     }
 
     pub(crate) fn give_event(&self, e: Box<PooledEvent>) {
-        self.inner.events.give(e)
+        self.inner.core.events.give(e)
+    }
+
+    /// [`Error::WrongDevice`] unless `other` is of this runtime's group (a
+    /// fence or event of any of its devices can be waited for, §11).
+    pub(crate) fn check_group(&self, other: &Runtime, what: &'static str) -> Result<()> {
+        if self.same_group(other) {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice { what })
+        }
     }
 
     pub(crate) fn check_same(&self, other: u64, what: &'static str) -> Result<()> {
@@ -566,31 +634,232 @@ impl Runtime {
     }
 }
 
-impl Drop for RuntimeInner {
+impl Group {
+    /// The group of the backend `opts` chooses (§11), no device open yet
+    /// (CUDA `Auto` opens `opts.device` to decide, and takes the host
+    /// backend if it does not open).
+    fn open(opts: RuntimeOptions) -> Result<Arc<Group>> {
+        let ledger = Arc::new(Ledger::new(
+            opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS),
+        ));
+        let host = |opts: RuntimeOptions| -> Arc<Group> {
+            let driver = crate::driver::open_host(opts.host_memory_limit, opts.host_stream_limit);
+            Group::with(
+                opts.host_devices.max(1),
+                BackendKind::Host,
+                Some(driver),
+                opts,
+                ledger.clone(),
+            )
+        };
+        match crate::driver::resolve(opts.backend) {
+            BackendChoice::Host => Ok(host(opts)),
+            BackendChoice::Cuda => {
+                let n = crate::driver::cuda_device_count()?;
+                Ok(Group::with(
+                    n,
+                    BackendKind::Cuda,
+                    None,
+                    opts,
+                    ledger.clone(),
+                ))
+            }
+            BackendChoice::Auto => match crate::driver::cuda_device_count() {
+                Ok(n) => {
+                    let g = Group::with(n, BackendKind::Cuda, None, opts.clone(), ledger.clone());
+                    match g.core(opts.device) {
+                        Ok(_) => Ok(g),
+                        Err(_) => Ok(host(opts)),
+                    }
+                }
+                Err(_) => Ok(host(opts)),
+            },
+        }
+    }
+
+    fn with(
+        n: usize,
+        backend: BackendKind,
+        host: Option<Arc<dyn Driver>>,
+        opts: RuntimeOptions,
+        ledger: Arc<Ledger>,
+    ) -> Arc<Group> {
+        Arc::new(Group {
+            ledger,
+            opts,
+            backend,
+            host,
+            cores: (0..n).map(|_| OnceLock::new()).collect(),
+            members: parking_lot::Mutex::new(vec![Member::None; n]),
+        })
+    }
+
+    /// Device `ordinal`'s core, opened on first use: its driver (the host
+    /// backend's shared one), its pools, and peer access both ways with
+    /// every core open so far.
+    fn core(&self, ordinal: usize) -> Result<&Arc<DeviceCore>> {
+        let slot = self.cores.get(ordinal).ok_or_else(|| {
+            Error::NoDevice(format!(
+                "there is no device {ordinal}: the {} backend has {}",
+                self.backend,
+                self.cores.len()
+            ))
+        })?;
+        if let Some(c) = slot.get() {
+            return Ok(c);
+        }
+        // One opener at a time (the members' lock is not held here when
+        // called from `runtime`, which holds it: a separate lock).
+        static OPENING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+        let _g = OPENING.lock();
+        if let Some(c) = slot.get() {
+            return Ok(c);
+        }
+        let driver = match &self.host {
+            Some(d) => d.clone(),
+            None => crate::driver::open_cuda(ordinal)?,
+        };
+        let opts = &self.opts;
+        let streams = StreamPool::new(self.ledger.capacity(), opts.warm_streams);
+        if opts.end_flags {
+            streams.init_flags(&*driver);
+        }
+        let events = EventPool::new();
+        let core = Arc::new(DeviceCore {
+            ordinal,
+            driver,
+            streams,
+            events,
+        });
+        core.streams
+            .warm(&*core.driver, &self.ledger, opts.warm_streams.max(1))?;
+        core.events.warm(&*core.driver, opts.warm_events)?;
+        if self.host.is_none() {
+            for other in self.cores.iter().filter_map(OnceLock::get) {
+                // Peer access where the topology allows; without it peer
+                // copies still work (staged by the driver).
+                let _ = core.driver.enable_peer_access(&*other.driver);
+                let _ = other.driver.enable_peer_access(&*core.driver);
+            }
+        }
+        let _ = slot.set(core);
+        Ok(slot.get().expect("set above"))
+    }
+
+    /// Device `ordinal`'s runtime: the live one, or a new one.
+    fn runtime(self: &Arc<Self>, ordinal: usize) -> Result<Runtime> {
+        let mut members = self.members.lock();
+        let live = match members.get(ordinal) {
+            Some(Member::Static(r)) => Some(RtRef::Static(r)),
+            Some(Member::Counted(w)) => w.upgrade().map(RtRef::Counted),
+            _ => None,
+        };
+        if let Some(inner) = live {
+            return Ok(Runtime { inner });
+        }
+        let core = self.core(ordinal)?.clone();
+        let ledger = &self.ledger;
+        let reclaimer = ledger.begin_task();
+        let (reclaim_stream, _) = core.streams.acquire(&*core.driver, ledger)?;
+        core.streams.reserve(reclaim_stream);
+        ledger.bind(&reclaimer, reclaim_stream);
+        let inner = Arc::new(RuntimeInner {
+            // The low byte is the device (see `Group::member`).
+            id: (NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed) << 8) | (ordinal as u64 & 0xff),
+            core,
+            group: self.clone(),
+            ledger: ledger.clone(),
+            modules: (0..MAX_MODULES).map(|_| OnceLock::new()).collect(),
+            loading: parking_lot::Mutex::new(()),
+            by_source: Default::default(),
+            sync_mode: self.opts.sync_mode,
+            allocations: AtomicUsize::new(0),
+            device_bytes: AtomicUsize::new(0),
+            pinned_bytes: AtomicUsize::new(0),
+            reclaimer,
+            reclaim_stream,
+            tracer: Default::default(),
+            pinned_cache: Default::default(),
+            pinned_live: Default::default(),
+        });
+        members[ordinal] = Member::Counted(Arc::downgrade(&inner));
+        Ok(Runtime {
+            inner: RtRef::Counted(inner),
+        })
+    }
+
+    /// The live runtime whose id is `id`, if it is of this group: a
+    /// runtime's id holds its device in its low byte.
+    pub(crate) fn member(&self, id: u64) -> Option<Runtime> {
+        let members = self.members.lock();
+        let inner = match members.get((id & 0xff) as usize)? {
+            Member::Static(r) => RtRef::Static(r),
+            Member::Counted(w) => RtRef::Counted(w.upgrade()?),
+            Member::None => return None,
+        };
+        (inner.id == id).then_some(Runtime { inner })
+    }
+
+    /// The core that owns stream `s` now, if any (`None`: retired, idle).
+    /// Its own core first; a read of the handle, which may change before
+    /// the caller locks the stream's capture slot and reads it again.
+    pub(crate) fn owner<'a>(&'a self, own: &'a DeviceCore, s: StreamId) -> Option<&'a DeviceCore> {
+        if own.streams.raw(s).0 != 0 {
+            return Some(own);
+        }
+        self.cores
+            .iter()
+            .filter_map(OnceLock::get)
+            .find(|c| c.streams.raw(s).0 != 0)
+            .map(|c| &**c)
+    }
+}
+
+impl Drop for DeviceCore {
     fn drop(&mut self) {
-        // Finish everything before the driver goes: no memory is released
-        // while queued work may use it.
+        // The group goes: every runtime of it dropped, each after
+        // synchronizing this device's streams; again here, cheaply, for
+        // work queued by hand-offs since.
         for s in self.streams.all_raw() {
             let _ = self.driver.stream_sync(s, SyncMode::Blocking);
         }
         for e in self.events.drain() {
             let _ = self.driver.destroy_event(e.raw);
         }
-        for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
-            // SAFETY: a cached block came from `alloc_host` with `bytes` and
-            // was given back with no copy through it in flight
-            // (`pinned_give`); it leaves the cache here, once.
-            let _ = unsafe { self.driver.free_host(p as *mut u8, bytes) };
-        }
         if let Some((p, bytes)) = self.streams.flag_memory() {
             // SAFETY: the end-of-work flags came from `alloc_host` with
             // `bytes`; every stream that writes them was synchronized above
             // (on a broken context the CUDA driver refuses the free), and
-            // nothing reads them once the runtime drops.
+            // nothing reads them once the core drops.
             let _ = unsafe { self.driver.free_host(p, bytes) };
         }
         for s in self.streams.all_raw() {
             let _ = self.driver.destroy_stream(s);
         }
+    }
+}
+
+impl Drop for RuntimeInner {
+    fn drop(&mut self) {
+        // Finish everything on the device before its memory goes: no
+        // memory is released while queued work may use it.
+        let c = &self.core;
+        for s in c.streams.all_raw() {
+            let _ = c.driver.stream_sync(s, SyncMode::Blocking);
+        }
+        for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
+            // SAFETY: a cached block came from `alloc_host` with `bytes` and
+            // was given back with no copy through it in flight
+            // (`pinned_give`); it leaves the cache here, once.
+            let _ = unsafe { c.driver.free_host(p as *mut u8, bytes) };
+        }
+        // The reclaim stream goes back to the device's pool (idle: synced).
+        c.streams.reserve_none();
+        c.streams.release(
+            self.reclaim_stream,
+            crate::pool::Tail::Idle,
+            &*c.driver,
+            &self.ledger,
+        );
     }
 }

@@ -135,7 +135,7 @@ fn wrong_device(rt: &Runtime) {
         &[
             "a kernel argument",
             "another device",
-            "copy it to this one first",
+            "copy it to this device first",
         ],
     );
     let e = error(k::axpy(&t, 1.0, &theirs, &mut mine));

@@ -148,7 +148,7 @@ fn a_buffer_or_event_of_another_runtime() {
         &e,
         &[
             "belongs to another device/runtime",
-            "copy it to this one first",
+            "copy it to this device first",
         ],
     );
 
@@ -176,7 +176,7 @@ fn a_buffer_or_event_of_another_runtime() {
         matches!(e, Error::WrongDevice { what: "the event" }),
         "{e:?}"
     );
-    says(&e, &["copy it to this one first"]);
+    says(&e, &["copy it to this device first"]);
 
     // Chunks of the other runtime's buffer, from a task of this one.
     let e = error(gpu::scope_on(&rt, |s| {

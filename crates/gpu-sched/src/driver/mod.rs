@@ -14,42 +14,34 @@ use std::sync::Arc;
 pub(crate) mod cuda;
 pub(crate) mod host;
 
-/// Opens the backend `choice` names. `Auto`: the environment variable
-/// `GPU_BACKEND` (`cuda` or `host`) chooses if set; else CUDA when a device
-/// is present and opens, the host backend otherwise. The host backend gets
-/// `host_memory_limit` bytes of "device" memory and `host_stream_limit`
-/// streams.
-///
-/// # Errors
-///
-/// [`crate::Error::NoDevice`] when CUDA was asked for and there is none;
-/// driver errors from opening it.
-pub(crate) fn open(
-    choice: BackendChoice,
-    device: usize,
-    host_memory_limit: usize,
-    host_stream_limit: usize,
-) -> Result<Arc<dyn Driver>> {
-    let choice = match (choice, std::env::var("GPU_BACKEND").ok().as_deref()) {
+/// The backend `choice` names, `Auto` resolved by the environment variable
+/// `GPU_BACKEND` (`cuda` or `host`) where it is set; an `Auto` left is
+/// decided by opening a device.
+pub(crate) fn resolve(choice: BackendChoice) -> BackendChoice {
+    match (choice, std::env::var("GPU_BACKEND").ok().as_deref()) {
         (BackendChoice::Auto, Some("host")) => BackendChoice::Host,
         (BackendChoice::Auto, Some("cuda")) => BackendChoice::Cuda,
         (c, _) => c,
-    };
-    let host = || -> Arc<dyn Driver> {
-        Arc::new(host::HostDriver::new(host_memory_limit, host_stream_limit))
-    };
-    Ok(match choice {
-        BackendChoice::Host => host(),
-        BackendChoice::Cuda => open_cuda(device)?,
-        BackendChoice::Auto if cuda::cuda_available() => {
-            open_cuda(device).unwrap_or_else(|_| host())
-        }
-        BackendChoice::Auto => host(),
-    })
+    }
+}
+
+/// The host backend, with `memory_limit` bytes of "device" memory and
+/// `stream_limit` streams (shared by the devices it simulates).
+pub(crate) fn open_host(memory_limit: usize, stream_limit: usize) -> Arc<dyn Driver> {
+    Arc::new(host::HostDriver::new(memory_limit, stream_limit))
+}
+
+/// How many CUDA devices the driver reports.
+///
+/// # Errors
+///
+/// [`crate::Error::NoDevice`] when there is no driver or no device.
+pub(crate) fn cuda_device_count() -> Result<usize> {
+    cuda::device_count()
 }
 
 /// Opens the CUDA backend on device `ordinal`.
-fn open_cuda(ordinal: usize) -> Result<Arc<dyn Driver>> {
+pub(crate) fn open_cuda(ordinal: usize) -> Result<Arc<dyn Driver>> {
     let d = cuda::CudaDriver::new(ordinal)?;
     // Keep freed pool memory mapped: stream-ordered allocation then costs no
     // remapping after a synchronize.
@@ -273,6 +265,40 @@ pub(crate) trait Driver: Send + Sync + Debug {
     ///
     /// `src` and `dst` are live and ordered for `bytes`.
     unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()>;
+    /// Asynchronous copy of `bytes` from `src`, memory of `src_dev`'s
+    /// device, to `dst`, memory of `dst_dev`'s, on `s` (a stream of this
+    /// driver). The host backend: one process, one memory, a device copy.
+    ///
+    /// # Safety
+    ///
+    /// `dst` is live memory of `dst_dev` and `src` of `src_dev`, both
+    /// ordered for `bytes`.
+    unsafe fn copy_peer(
+        &self,
+        dst: u64,
+        dst_dev: &dyn Driver,
+        src: u64,
+        src_dev: &dyn Driver,
+        bytes: usize,
+        s: RawStream,
+    ) -> Result<()> {
+        let _ = (src_dev, dst_dev);
+        // SAFETY: the caller's contract, which is `copy_dtod`'s: both ranges
+        // are live and ordered (one memory on this backend).
+        unsafe { self.copy_dtod(dst, src, bytes, s) }
+    }
+    /// The `CUcontext` and `CUdevice` (as integers), for peer copies and
+    /// peer access; `(0, -1)` on the host backend.
+    fn peer_handles(&self) -> (u64, i32) {
+        (0, -1)
+    }
+    /// Lets this device's kernels and copies reach `other`'s memory where
+    /// the topology allows it (`cuCtxEnablePeerAccess`); whether it does.
+    /// The host backend: always (one memory).
+    fn enable_peer_access(&self, other: &dyn Driver) -> Result<bool> {
+        let _ = other;
+        Ok(true)
+    }
     /// Sets `count` 32-bit words at `dst` to `value`.
     ///
     /// # Safety

@@ -535,6 +535,44 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
+        self.spawn_in(self.ctx.runtime().clone(), f)
+    }
+
+    /// [`Scope::spawn`] with the task placed on device `device` of the
+    /// runtime's group (§11): its stream and the buffers it allocates are
+    /// that device's. It is ordered after this task's work on the device
+    /// (a wait on this device's event), and the scope's end after its
+    /// work, as for any spawn. Buffers of another device passed to its
+    /// kernels are refused ([`gpu_sched::Error::WrongDevice`]): copy them
+    /// with [`TaskContext::copy_peer`]. Tasks spawned from it stay on its
+    /// device unless placed too.
+    ///
+    /// An error opening the device is the scope's.
+    pub fn spawn_on<F>(&self, device: usize, f: F)
+    where
+        F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
+    {
+        match self.ctx.runtime().device(device) {
+            Ok(rt) => self.spawn_in(rt, f),
+            Err(e) => self.state.fail(e),
+        }
+    }
+
+    /// The device ordinal of this task's runtime.
+    pub fn device(&self) -> usize {
+        self.ctx.runtime().ordinal()
+    }
+
+    /// How many devices the runtime's group has (see
+    /// [`Runtime::device_count`]).
+    pub fn device_count(&self) -> usize {
+        self.ctx.runtime().device_count()
+    }
+
+    fn spawn_in<F>(&self, rt: Runtime, f: F)
+    where
+        F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
+    {
         // A fence of the spawner's work if it submitted any, else the
         // fences it is itself ordered after (none for a task that has
         // nothing to order a child after).
@@ -543,7 +581,6 @@ impl<'r, 'scope> Scope<'r, 'scope> {
             Err(e) => return self.state.fail(e),
         };
         let state = self.state;
-        let rt = self.ctx.runtime().clone();
         if let Some(rs) = self.rayon {
             // A job of the Rayon scope, which runs it (on a worker, or on
             // the scope's thread while it waits) and waits for it.

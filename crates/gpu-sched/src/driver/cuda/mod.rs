@@ -48,7 +48,9 @@ mod probe;
 mod test;
 
 use error::{check_free, sticky_error};
+#[cfg(test)]
 pub(crate) use probe::cuda_available;
+pub(crate) use probe::device_count;
 use probe::driver_probe;
 
 /// The most arguments [`Driver::launch`] passes (they live in a stack array).
@@ -622,6 +624,67 @@ impl Driver for CudaDriver {
         self.call("cuMemcpyDtoDAsync", || unsafe {
             sys::cuMemcpyDtoDAsync_v2(dst, src, bytes, cu_stream(s))
         })
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        dst: u64,
+        dst_dev: &dyn Driver,
+        src: u64,
+        src_dev: &dyn Driver,
+        bytes: usize,
+        s: RawStream,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return self.enter();
+        }
+        let ((dst_ctx, _), (src_ctx, _)) = (dst_dev.peer_handles(), src_dev.peer_handles());
+        if src_ctx == 0 || dst_ctx == 0 {
+            return Err(Error::Unsupported(
+                "a peer copy with memory of another backend",
+            ));
+        }
+        // SAFETY: `call` made the context current; `dst` is live memory of
+        // `dst_ctx` and `src` of `src_ctx`, contexts retained by their
+        // drivers, both ranges ordered for `bytes` (this function's
+        // contract).
+        self.call("cuMemcpyPeerAsync", || unsafe {
+            sys::cuMemcpyPeerAsync(
+                dst,
+                dst_ctx as usize as sys::CUcontext,
+                src,
+                src_ctx as usize as sys::CUcontext,
+                bytes,
+                cu_stream(s),
+            )
+        })
+    }
+
+    fn peer_handles(&self) -> (u64, i32) {
+        (self.ctx, self.device)
+    }
+
+    fn enable_peer_access(&self, other: &dyn Driver) -> Result<bool> {
+        let (ctx, dev) = other.peer_handles();
+        if ctx == 0 || dev == self.device {
+            return Ok(dev == self.device);
+        }
+        let mut can: i32 = 0;
+        // SAFETY: both are valid devices; `can` is a valid out-pointer.
+        self.call("cuDeviceCanAccessPeer", || unsafe {
+            sys::cuDeviceCanAccessPeer(&mut can, self.device, dev)
+        })?;
+        if can == 0 {
+            return Ok(false);
+        }
+        self.enter()?;
+        // SAFETY: this context is current (`enter`); `ctx` is the other
+        // driver's retained primary context.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(ctx as usize as sys::CUcontext, 0) };
+        match r {
+            CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
+            r => self.check(r, "cuCtxEnablePeerAccess").map(|()| false),
+        }
     }
 
     unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {

@@ -122,9 +122,19 @@ fn probe_driver() -> Result<i32, String> {
     Ok(count)
 }
 
-/// Whether a CUDA driver and at least one device are present. The probe runs
-/// once (loading the library and calling `cuInit`); later calls read the
-/// cached answer. Never panics.
+/// How many devices the driver reports. The probe runs once (loading the
+/// library and calling `cuInit`); later calls read the cached answer. Never
+/// panics.
+pub(crate) fn device_count() -> crate::error::Result<usize> {
+    match driver_probe() {
+        Ok(n) => Ok(*n as usize),
+        Err(e) => Err(crate::error::Error::NoDevice(e.clone())),
+    }
+}
+
+/// Whether a CUDA driver and at least one device are present (see
+/// [`device_count`]).
+#[cfg(test)]
 pub(crate) fn cuda_available() -> bool {
     driver_probe().is_ok()
 }
