@@ -147,7 +147,7 @@ fn a_buffer_or_event_of_another_runtime() {
     says(
         &e,
         &[
-            "belongs to another device/runtime",
+            "belongs to another device or runtime",
             "copy it to this device first",
         ],
     );
