@@ -113,7 +113,7 @@
 //! producers and its task's own work, not for the rest of the device, so a
 //! rank's interior work runs on while its boundary is exchanged. Device
 //! pointers go to MPI directly where it is CUDA-aware (checked at run
-//! time), through pinned host memory otherwise. `examples/09-mpi.rs` runs
+//! time), through pinned host memory otherwise. `examples/10-mpi.rs` runs
 //! it under `mpirun`.
 
 pub mod iter;

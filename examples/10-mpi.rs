@@ -1,4 +1,4 @@
-//! # 09: MPI ranks, the seed's scenario for real (feature `mpi`)
+//! # 10: MPI ranks, the seed's scenario for real (feature `mpi`)
 //!
 //! Every rank holds a boundary buffer, a halo buffer and an interior
 //! buffer. The parent task writes the boundary, spawns a child that
@@ -17,12 +17,12 @@
 //! failed.
 //!
 //! ```text
-//! cargo build -p gpu-scope --features mpi --example 09-mpi
-//! GPU_BACKEND=host mpirun --allow-run-as-root --oversubscribe -np 2 target/debug/examples/09-mpi
+//! cargo build -p gpu-scope --features mpi --example 10-mpi
+//! GPU_BACKEND=host mpirun --allow-run-as-root --oversubscribe -np 2 target/debug/examples/10-mpi
 //! # the staged path (pinned host memory) on the host backend:
-//! GPU_BACKEND=host GPU_MPI_STAGING=1 mpirun --allow-run-as-root --oversubscribe -np 2 target/debug/examples/09-mpi
+//! GPU_BACKEND=host GPU_MPI_STAGING=1 mpirun --allow-run-as-root --oversubscribe -np 2 target/debug/examples/10-mpi
 //! # one GPU per rank (device = rank on its node % device count):
-//! GPU_BACKEND=cuda mpirun --allow-run-as-root -np 2 -x GPU_BACKEND target/debug/examples/09-mpi
+//! GPU_BACKEND=cuda mpirun --allow-run-as-root -np 2 -x GPU_BACKEND target/debug/examples/10-mpi
 //! ```
 
 use gpu::mpi::rsmpi::{
