@@ -886,6 +886,39 @@ impl TaskContext {
         Ok(buf.device_ptr())
     }
 
+    /// R11 for code that only reads the buffer (an MPI send): as
+    /// [`TaskContext::host_sync_ptr`], but `buf` is shared, handed to this
+    /// task's stream for a read and stamped as read there, so it waits only
+    /// for the buffer's writers (not for other readers) plus this task's
+    /// own work, and other tasks may read `buf` meanwhile. The caller only
+    /// reads through the address, and only while `buf` stays borrowed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Capturing`] while capturing; [`Error::WrongDevice`]; driver
+    /// errors.
+    pub fn host_sync_ptr_read<T: DeviceRepr>(
+        &self,
+        buf: &(impl DeviceSlice<T> + ?Sized),
+    ) -> Result<u64> {
+        self.check(buf, "the buffer")?;
+        let (sid, raw) = self.bind()?;
+        if self.rt.inner.ledger.is_capturing(sid) {
+            return Err(Error::Capturing {
+                what: "taking a host-sync pointer",
+            });
+        }
+        // As a tracked read: decide under the lock, wait without it (R14).
+        let (r, l) = (buf.range(), &self.rt.inner.ledger);
+        let d = self
+            .rt
+            .decide_range(&buf.stamps().lock(), r.clone(), sid, Access::Read, true);
+        wait_streams(&self.rt, self.task(), sid, raw, d)?;
+        l.stamp_read_range(&mut buf.stamps().lock(), r, sid);
+        self.synchronize()?;
+        Ok(buf.device_ptr())
+    }
+
     /// X3: ends a [`Split`]: hands each view's uses to this stream (a
     /// device wait where a view's work is not yet ordered before it) and
     /// restamps the parent buffer here. Rejoin after the views' tasks

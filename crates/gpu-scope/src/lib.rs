@@ -105,8 +105,20 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! ## MPI (the `mpi` cargo feature)
+//!
+//! `gpu::mpi` hands buffers to MPI through rsmpi (`send`, `recv`,
+//! `sendrecv`, `all_reduce_sum`): a transfer waits for the buffer's
+//! producers and its task's own work, not for the rest of the device, so a
+//! rank's interior work runs on while its boundary is exchanged. Device
+//! pointers go to MPI directly where it is CUDA-aware (checked at run
+//! time), through pinned host memory otherwise. `examples/10-mpi.rs` runs
+//! it under `mpirun`.
 
 pub mod iter;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod pipeline;
 mod pool;
 mod scope;
