@@ -24,6 +24,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[cfg(test)]
+mod test;
+
 /// A PyTorch script of `benches/` and the rows it must print.
 struct TorchScript {
     /// Its file name in `benches/` (and `bundle/benches/`).
@@ -414,12 +417,16 @@ fn torch_rows(t: &TorchScript, script: &Path) -> Result<BTreeMap<String, f64>, S
             last_line(&out.stderr)
         ));
     }
-    let mut rows = BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if let (Some(n), Some(v)) = (json_field(line, "name"), number_after(line, "\"value\":")) {
-            rows.insert(n, v);
-        }
-    }
+    script_rows(t, &String::from_utf8_lossy(&out.stdout))
+}
+
+/// The rows in a script's output (one JSON object a line), or which of
+/// `t`'s rows it left out.
+fn script_rows(t: &TorchScript, stdout: &str) -> Result<BTreeMap<String, f64>, String> {
+    let rows: BTreeMap<String, f64> = stdout
+        .lines()
+        .filter_map(|l| Some((json_field(l, "name")?, number_after(l, "\"value\":")?)))
+        .collect();
     let missing: Vec<&str> = t
         .rows
         .iter()
