@@ -24,8 +24,8 @@
 //! touches no buffer and depends on nothing, in all three versions.
 //!
 //! Every buffer starts as `x[e] = ((b + e) % 4 + 1) / 4` (buffer `b`,
-//! element `e`); values grow to about 2^116 at most over the 10,000 tasks,
-//! below `f32`'s limit, and each add rounds once on the device as on the
+//! element `e`); values grow to about 2^113 at most over the 10,000 tasks,
+//! below `f32`'s limit (2^128), and each add rounds once on the device as on the
 //! host, so a host model gives the expected values bit for bit.
 //!
 //! # Program order, through spawned tasks
@@ -39,7 +39,15 @@
 //! turns, then submits its adds and hands the turns on. The buffers sit
 //! behind `RwLock`s so that tasks can share them; the turns already exclude
 //! a writer from every other user, so the locks are never contended but by
-//! readers, which share them.
+//! readers, which share them. A task that fails still hands its turns on
+//! (the order is lost then, but no task waits forever; the scope returns
+//! the error).
+//!
+//! The turns block worker threads, yet cannot deadlock when [`run`] is
+//! called from outside the pool (as here, from the bench's main thread):
+//! the scope's thread then takes its jobs from the newest and the pool's
+//! workers take theirs from the oldest, so the oldest unfinished task is
+//! always running, and it waits for no one.
 
 use gpu::{Buffer, Result};
 use gpu_kernels as k;
