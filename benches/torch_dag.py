@@ -245,7 +245,11 @@ def by_hand(torch, tasks, bufs, streams, cycles, wait=True):
         for r in reads:
             readers[r].append(me)
         last[lane] = ev
-    ends = [e for e in last if e is not None]
+    for lane, ev in enumerate(last):
+        if ev is None:  # a stream with no task (fewer tasks than streams)
+            last[lane] = torch.cuda.Event()
+            last[lane].record(streams[lane])
+    ends = last
     if wait:
         for e in ends:
             e.synchronize()
