@@ -1,5 +1,5 @@
-//! Benchmarks B1-B8, B10 and B14 (DESIGN.md §7, §12), each measured side by side with what it
-//! is compared to, in the same process run. `cargo xtask bench` runs them
+//! Benchmarks B1-B8, B10, B13 and B14 (DESIGN.md §7, §12), each measured side by side with
+//! what it is compared to, in the same process run. `cargo xtask bench` runs them
 //! on the GPU machine and turns criterion's medians into the results table
 //! and `ratio/B*` rows. On the host backend the raw-driver rows are skipped.
 #![allow(missing_docs)] // criterion_group! generates undocumented items
@@ -9,6 +9,8 @@ use gpu::{BackendKind, Buffer, In, LaunchConfig, Out, Runtime, TaskContext};
 use gpu_kernels as k;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+mod b13;
 
 fn rt() -> &'static Runtime {
     gpu::runtime().expect("runtime")
@@ -723,6 +725,88 @@ fn b10_rayon(c: &mut Criterion) {
     g.finish();
 }
 
+/// B13 (issue 16): the task graph of `b13.rs` (10,000 tasks over 256
+/// buffers; 500 on the host backend) through `gpu::scope` / `spawn`, from
+/// the spawns to the end of its GPU work; and one of its spins, back to
+/// back, to set against PyTorch's (`torch_dag.py` runs the graph in
+/// PyTorch). The buffers are reset before each run, outside the timing.
+fn b13_dag(c: &mut Criterion) {
+    let rt = rt();
+    let n = if cuda() { b13::TASKS } else { b13::HOST_TASKS };
+    let tasks = b13::dag(b13::SEED, n, b13::BUFFERS);
+    let fp = b13::fingerprint(&tasks);
+    for (len, want) in b13::FINGERPRINTS {
+        assert!(
+            len != n || fp == want,
+            "B13: the graph's fingerprint {fp:#x} is not {want:#x}"
+        );
+    }
+    let pristine: Vec<Buffer<f32>> = (0..b13::BUFFERS)
+        .map(|b| Buffer::from_host(&b13::initial(b)).unwrap())
+        .collect();
+    let mut bufs: Vec<std::sync::RwLock<Buffer<f32>>> = (0..b13::BUFFERS)
+        .map(|_| std::sync::RwLock::new(Buffer::zeros(b13::LEN).unwrap()))
+        .collect();
+    let t = rt.begin_task().unwrap();
+    let reset = |bufs: &mut [std::sync::RwLock<Buffer<f32>>]| {
+        for (p, b) in pristine.iter().zip(bufs.iter_mut()) {
+            t.copy(p, b.get_mut().unwrap()).unwrap();
+        }
+        t.synchronize().unwrap();
+    };
+    // Once, checked against the host model, before timing.
+    reset(&mut bufs);
+    b13::run(&bufs, &tasks).unwrap();
+    gpu::synchronize().unwrap();
+    let want = b13::model(&tasks);
+    assert!(
+        want.iter().flatten().all(|v| v.is_finite()),
+        "B13: the model overflowed"
+    );
+    let check = |bufs: &[std::sync::RwLock<Buffer<f32>>], when: &str| {
+        for (b, (buf, want)) in bufs.iter().zip(&want).enumerate() {
+            let got = buf.read().unwrap().to_vec().unwrap();
+            assert!(
+                got == *want,
+                "B13 ({when}): buffer {b} differs from the host model"
+            );
+        }
+        let races = rt.races();
+        assert!(races.is_empty(), "B13 ({when}): races: {races:?}");
+    };
+    check(&bufs, "the first run");
+    let mut g = c.benchmark_group("B13");
+    g.sample_size(10);
+    g.bench_function("gpu-scope", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                reset(&mut bufs);
+                let t0 = Instant::now();
+                b13::run(&bufs, &tasks).unwrap();
+                gpu::synchronize().unwrap();
+                total += t0.elapsed();
+            }
+            total
+        })
+    });
+    // When the filter skipped it, this checks the first run again.
+    check(&bufs, "the last timed run");
+    let one = rt.begin_task().unwrap();
+    g.bench_function("spin-alone", |bch| {
+        bch.iter_custom(|iters| {
+            one.synchronize().unwrap();
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                k::spin(&one, b13::SPIN).unwrap();
+            }
+            one.synchronize().unwrap();
+            t0.elapsed()
+        })
+    });
+    g.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .warm_up_time(Duration::from_millis(500))
@@ -732,6 +816,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon, b14_reduce
+    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon, b13_dag, b14_reduce
 }
 criterion_main!(benches);

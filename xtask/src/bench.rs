@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: runs the benchmarks (B1-B9), writes
+//! `cargo xtask bench`: runs the benchmarks (B1-B14), writes
 //! `benches/results/<device>.json` and prints a table against the committed
 //! results it replaces.
 //!
@@ -6,7 +6,17 @@
 //! (`bundle/bin/bench.*`, see `cargo xtask bundle`); elsewhere it builds
 //! them with cargo first. Criterion writes its estimates under a scratch
 //! `CRITERION_HOME`; the median of each benchmark becomes one row, and
-//! `ratio/B*` rows compare each with what DESIGN.md §7 compares it to.
+//! `ratio/B*` rows compare each with what DESIGN.md §7 and §12 compare it to.
+//!
+//! The PyTorch comparisons ([`TORCH_SCRIPTS`]) run after criterion, from the
+//! bundle's copy of the scripts (`bundle/benches/`, beside the binary) or the
+//! repository's `benches/`. A comparison that cannot run fails the command
+//! (exit 1, after the table is written): no script, no `python3`, no
+//! PyTorch or no CUDA device for it, a script that fails or leaves out one of
+//! its rows. Before criterion starts, the scripts are found and `python3 -c
+//! "import torch"` is tried, so that a machine without PyTorch fails at once.
+//! `--no-torch` skips them, loudly: the table then says which rows and
+//! ratios are missing.
 
 use crate::{fail, workspace_root, Error};
 use std::collections::BTreeMap;
@@ -14,14 +24,62 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[cfg(test)]
+mod test;
+
+/// A PyTorch script of `benches/` and the rows it must print.
+struct TorchScript {
+    /// Its file name in `benches/` (and `bundle/benches/`).
+    file: &'static str,
+    /// The benchmark groups it measures: it runs when there is no
+    /// `--filter`, or when the filter names one of them (contains it, or is
+    /// part of it).
+    groups: &'static [&'static str],
+    /// The rows it prints; each one missing is a failure.
+    rows: &'static [&'static str],
+}
+
+/// The PyTorch comparisons.
+const TORCH_SCRIPTS: &[TorchScript] = &[
+    TorchScript {
+        file: "torch_pipeline.py",
+        groups: &["B7", "B14"],
+        rows: &["B7/torch-4", "B7/torch-8", "B14/torch-sum"],
+    },
+    TorchScript {
+        file: "torch_dag.py",
+        groups: &["B13"],
+        rows: &[
+            "B13/torch-serial",
+            "B13/torch-8-streams",
+            "B13/cuda-graph",
+            "B13/torch-spin-alone",
+        ],
+    },
+];
+
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     let mut filter = None;
     let mut out_dir = None;
+    let mut no_torch = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--filter" => filter = it.next().cloned(),
-            "--out" => out_dir = it.next().map(PathBuf::from),
+            "--filter" => {
+                filter = Some(
+                    it.next()
+                        .cloned()
+                        .ok_or_else(|| Error::Usage("--filter REGEX".into()))?,
+                )
+            }
+            "--out" => {
+                out_dir = Some(
+                    it.next()
+                        .map(PathBuf::from)
+                        .ok_or_else(|| Error::Usage("--out DIR".into()))?,
+                )
+            }
+            "--no-torch" => no_torch = true,
             "--recompute" => {
                 let f = it
                     .next()
@@ -32,11 +90,40 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         }
     }
     let root = repo_root();
+    let selected: Vec<&TorchScript> = TORCH_SCRIPTS
+        .iter()
+        .filter(|t| selected_by(t, filter.as_deref()))
+        .collect();
+    let skipped_note = torch_skipped_note(no_torch, &selected);
+    let scripts = if no_torch {
+        if !skipped_note.is_empty() {
+            eprintln!("{skipped_note}");
+        }
+        Vec::new()
+    } else {
+        let scripts = selected
+            .iter()
+            .map(|t| Ok((*t, find_script(&root, t.file)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        if !scripts.is_empty() {
+            torch_preflight()?;
+        }
+        scripts
+    };
+    for t in TORCH_SCRIPTS
+        .iter()
+        .filter(|t| !selected.iter().any(|s| s.file == t.file))
+    {
+        eprintln!(
+            "bench: --filter names none of {:?}: {} is not run",
+            t.groups, t.file
+        );
+    }
     let benches = bench_binaries(&root)?;
     let scratch = std::env::temp_dir().join(format!("xtask-bench-{}", std::process::id()));
     let crit = scratch.join("criterion");
     fs::create_dir_all(&crit).map_err(|e| fail(format!("creating {}: {e}", crit.display())))?;
-    let total = benches.len() + 1;
+    let total = benches.len() + scripts.len();
     for (i, b) in benches.iter().enumerate() {
         eprintln!("[{}/{total}] {}", i + 1, b.display());
         let mut cmd = Command::new(b);
@@ -52,8 +139,22 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         }
     }
     let mut rows = criterion_medians(&crit);
-    eprintln!("[{total}/{total}] benches/torch_pipeline.py (PyTorch B7)");
-    rows.extend(torch_rows(&root));
+    let mut torch_errors = Vec::new();
+    for (i, (t, path)) in scripts.iter().enumerate() {
+        eprintln!(
+            "[{}/{total}] {} (PyTorch {})",
+            benches.len() + i + 1,
+            path.display(),
+            t.groups.join(", ")
+        );
+        match torch_rows(t, path) {
+            Ok(r) => rows.extend(r),
+            Err(e) => {
+                eprintln!("bench: {e}");
+                torch_errors.push(e);
+            }
+        }
+    }
     add_ratios(&mut rows);
 
     let device = device_name();
@@ -76,13 +177,114 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         let _ = fs::create_dir_all(&o);
         let _ = fs::write(o.join(format!("{slug}.json")), &json);
     }
-    let table = render_table(&rows, &previous, &commit(), &prev_commit);
+    let mut table = render_table(&rows, &previous, &commit(), &prev_commit);
+    if !skipped_note.is_empty() {
+        table.push_str(&format!("\n{skipped_note}\n"));
+    }
+    if !torch_errors.is_empty() {
+        table.push_str(
+            "\nFAILED: PyTorch comparisons that did not run (their rows and ratios are missing):\n",
+        );
+        for e in &torch_errors {
+            table.push_str(&format!("- {e}\n"));
+        }
+    }
     if let Ok(o) = std::env::var("OUT") {
         let _ = fs::write(Path::new(&o).join("bench-table.md"), &table);
     }
     println!("\nwrote {}\n", path.display());
     print!("{table}");
+    if !torch_errors.is_empty() {
+        return Err(fail(format!(
+            "{} PyTorch comparison(s) failed (above); rerun with --no-torch to measure without them",
+            torch_errors.len()
+        )));
+    }
     Ok(())
+}
+
+/// Whether `--filter` (a criterion regex, matched here as text) selects
+/// `t`: no filter, or one that names one of its groups.
+fn selected_by(t: &TorchScript, filter: Option<&str>) -> bool {
+    match filter {
+        None => true,
+        Some(f) => t.groups.iter().any(|g| f.contains(g) || g.contains(f)),
+    }
+}
+
+/// What `--no-torch` leaves out, said loudly.
+fn torch_skipped_note(no_torch: bool, selected: &[&TorchScript]) -> String {
+    if !no_torch || selected.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<&str> = selected
+        .iter()
+        .flat_map(|t| t.rows.iter().copied())
+        .collect();
+    format!(
+        "WARNING: --no-torch: the PyTorch comparisons were NOT run; missing rows: {} \
+         (and the ratios against them)",
+        rows.join(", ")
+    )
+}
+
+/// The script `file`: the bundle's copy beside this binary
+/// (`bundle/bin/../benches/`), else the repository's `benches/`, else a
+/// bundle's under the repository root.
+fn find_script(root: &Path, file: &str) -> Result<PathBuf, Error> {
+    let mut places = Vec::new();
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        places.push(dir.join("../benches").join(file));
+    }
+    places.push(root.join("benches").join(file));
+    places.push(root.join("bundle/benches").join(file));
+    places.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        let looked: Vec<String> = places.iter().map(|p| p.display().to_string()).collect();
+        fail(format!(
+            "the PyTorch comparison {file} is missing (looked in {}); rebuild the bundle \
+             (`cargo xtask bundle` copies benches/*.py into it) or pass --no-torch",
+            looked.join(", ")
+        ))
+    })
+}
+
+/// Fails unless `python3` runs, imports torch and sees a CUDA device.
+fn torch_preflight() -> Result<(), Error> {
+    let probe = "import sys, torch\n\
+                 sys.exit(0 if torch.cuda.is_available() else 3)";
+    let out = Command::new("python3")
+        .args(["-c", probe])
+        .output()
+        .map_err(|e| {
+            fail(format!(
+                "python3 did not start ({e}): the PyTorch comparisons need it; \
+                 pass --no-torch to run without them"
+            ))
+        })?;
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(3) => Err(fail(
+            "PyTorch sees no CUDA device (torch.cuda.is_available() is False): the PyTorch \
+             comparisons need one; pass --no-torch to run without them",
+        )),
+        _ => Err(fail(format!(
+            "python3 could not import torch ({}): the PyTorch comparisons need it; pass \
+             --no-torch to run without them",
+            last_line(&out.stderr)
+        ))),
+    }
+}
+
+fn last_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("no message")
+        .to_string()
 }
 
 /// Recomputes the `ratio/*` rows of a results file from its measured rows
@@ -199,29 +401,47 @@ fn number_after(text: &str, key: &str) -> Option<f64> {
     rest[..end].parse().ok()
 }
 
-fn torch_rows(root: &Path) -> BTreeMap<String, f64> {
-    let script = root.join("benches/torch_pipeline.py");
-    let mut rows = BTreeMap::new();
-    let Ok(out) = Command::new("python3").arg(&script).output() else {
-        eprintln!("  python3 not found: no PyTorch rows");
-        return rows;
-    };
+/// Runs `t`'s script; its rows, or why not all of them came.
+fn torch_rows(t: &TorchScript, script: &Path) -> Result<BTreeMap<String, f64>, String> {
+    let out = Command::new("python3")
+        .arg(script)
+        .output()
+        .map_err(|e| format!("{}: python3 did not start: {e}", t.file))?;
+    // What the script said on the way (calibrations, checks) goes to the log.
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
     if !out.status.success() {
-        eprintln!(
-            "  PyTorch pipeline did not run: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or("")
-        );
-        return rows;
+        return Err(format!(
+            "{} failed ({}): {}",
+            t.file,
+            out.status,
+            last_line(&out.stderr)
+        ));
     }
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if let (Some(n), Some(v)) = (json_field(line, "name"), number_after(line, "\"value\":")) {
-            rows.insert(n, v);
-        }
+    script_rows(t, &String::from_utf8_lossy(&out.stdout))
+}
+
+/// The rows in a script's output (one JSON object a line), or which of
+/// `t`'s rows it left out.
+fn script_rows(t: &TorchScript, stdout: &str) -> Result<BTreeMap<String, f64>, String> {
+    let rows: BTreeMap<String, f64> = stdout
+        .lines()
+        .filter_map(|l| Some((json_field(l, "name")?, number_after(l, "\"value\":")?)))
+        .collect();
+    let missing: Vec<&str> = t
+        .rows
+        .iter()
+        .copied()
+        .filter(|r| !rows.contains_key(*r))
+        .collect();
+    if missing.is_empty() {
+        Ok(rows)
+    } else {
+        Err(format!(
+            "{} left out its rows {}",
+            t.file,
+            missing.join(", ")
+        ))
     }
-    rows
 }
 
 fn json_field(line: &str, key: &str) -> Option<String> {
@@ -289,6 +509,19 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         "B14",
         get(r, "B14/one-reduction"),
         get(r, "B14/par-chunks-sum"),
+    );
+    // Issue 16: the task graph (10,000 tasks over 256 buffers) through
+    // gpu::scope against the same graph by hand on 8 PyTorch streams (goal
+    // <= 0.25) and against one CUDA graph of it replayed (goal <= 1.5).
+    ratio(
+        "B13-vs-torch",
+        get(r, "B13/gpu-scope"),
+        get(r, "B13/torch-8-streams"),
+    );
+    ratio(
+        "B13-vs-graph",
+        get(r, "B13/gpu-scope"),
+        get(r, "B13/cuda-graph"),
     );
     ratio(
         "B14-vs-torch",

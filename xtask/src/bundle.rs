@@ -1,9 +1,11 @@
 //! `cargo xtask bundle`: builds the GPU test binaries, the examples and
-//! xtask itself (release, stripped) into `bundle/`, with `bundle/run.sh`,
-//! which runs them on a machine without cargo:
+//! xtask itself (release, stripped) into `bundle/`, with the PyTorch
+//! comparisons that `bench` runs (`benches/*.py` into `bundle/benches/`) and
+//! `bundle/run.sh`, which runs them on a machine without cargo:
 //!
 //! ```text
-//! bash bundle/run.sh            # GPU tests + examples; logs under $OUT
+//! bash bundle/run.sh                                  # tests, examples, bench; logs under $OUT
+//! BENCH_ARGS="--filter B13" bash bundle/run.sh bench  # one benchmark group
 //! ```
 
 use crate::{fail, workspace_root, Error};
@@ -78,6 +80,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         .filter_map(|n| fs::metadata(bin.join(n)).ok())
         .map(|m| m.len())
         .sum();
+    let scripts = copy_scripts(&root.join("benches"), &out.join("benches"))?;
     let commit = Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=12"])
         .current_dir(&root)
@@ -96,7 +99,39 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     for n in &names {
         println!("  {n}");
     }
+    for n in &scripts {
+        println!("  benches/{n}");
+    }
     Ok(())
+}
+
+/// Copies the PyTorch comparisons (`*.py`) of `from` into `to`, which
+/// `bench` looks for beside its binary; fails if there are none, since
+/// `bench` would then fail on the GPU machine.
+fn copy_scripts(from: &Path, to: &Path) -> Result<Vec<String>, Error> {
+    fs::create_dir_all(to).map_err(|e| fail(format!("creating {}: {e}", to.display())))?;
+    let mut names = Vec::new();
+    let entries =
+        fs::read_dir(from).map_err(|e| fail(format!("reading {}: {e}", from.display())))?;
+    for e in entries.flatten() {
+        let p = e.path();
+        let Some(name) = p.file_name().and_then(|f| f.to_str()) else {
+            continue;
+        };
+        if p.is_file() && name.ends_with(".py") {
+            fs::copy(&p, to.join(name))
+                .map_err(|e| fail(format!("copying {}: {e}", p.display())))?;
+            names.push(name.to_string());
+        }
+    }
+    if names.is_empty() {
+        return Err(fail(format!(
+            "no PyTorch comparison (*.py) in {}: bench needs them",
+            from.display()
+        )));
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// Runs cargo with `--message-format=json` and returns (kind, executable)
@@ -148,7 +183,9 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs the bundle on a GPU machine (no cargo needed), from the repository root:
 #   bash bundle/run.sh [tests] [examples] [bench] [stress] [soak MINUTES]
 # (no argument: tests examples bench). Logs go to $OUT (or ./bundle-out);
-# the summary is printed last.
+# the summary is printed last. BENCH_ARGS go to `xtask bench` (e.g.
+# "--filter B13"; "--no-torch" where there is no PyTorch); the PyTorch
+# comparisons are bundle/benches/*.py, and bench fails if one cannot run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/../bundle-out}
@@ -188,8 +225,12 @@ while [ $i -lt ${#phases[@]} ]; do
     done ;;
   bench)
     echo "=== bench" | tee -a "$log"
-    "$here/bin/bin.xtask" bench --out "$out" 2>&1 | tee "$out/bench.log" | grep -vE '^(Benchmarking|  )' >>"$log"
+    # shellcheck disable=SC2086 # BENCH_ARGS is split into arguments
+    rm -f "$out/bench-table.md"
+    OUT=$out "$here/bin/bin.xtask" bench --out "$out" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log" | grep -vE '^(Benchmarking|  )' >>"$log"
     rc=${PIPESTATUS[0]}
+    [ -f "$out/bench-table.md" ] && cat "$out/bench-table.md"
+    [ $rc -eq 0 ] || { echo "bench FAILED (rc=$rc):"; grep -E '^(xtask bench|bench):' "$out/bench.log" | tail -5; }
     summary+=("bench rc=$rc")
     [ $rc -eq 0 ] || fail=1 ;;
   stress)

@@ -28,16 +28,19 @@ struct Command {
 const COMMANDS: &[Command] = &[
     Command {
         name: "bench",
-        args: "[--filter REGEX] [--out DIR]",
-        about: "run the benchmarks B1-B9 (from bundle/ on a GPU machine), write \
-                benches/results/<device>.json and print the current/previous/ratio table",
+        args: "[--filter REGEX] [--out DIR] [--no-torch]",
+        about: "run the benchmarks B1-B14 and their PyTorch comparisons (from bundle/ on a \
+                GPU machine), write benches/results/<device>.json and print the \
+                current/previous/ratio table; fails if a PyTorch comparison cannot run \
+                (--no-torch: skip them, loudly)",
         run: bench::run,
     },
     Command {
         name: "bundle",
         args: "",
         about: "build the GPU tests, examples and xtask (release, stripped) into bundle/, \
-                with bundle/run.sh to run them on a GPU machine without cargo",
+                with the PyTorch comparisons (bundle/benches/) and bundle/run.sh to run \
+                them on a GPU machine without cargo",
         run: bundle::run,
     },
     Command {

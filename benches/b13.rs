@@ -1,0 +1,285 @@
+//! B13 (issue 16): a task graph of 10,000 small tasks over 256 buffers,
+//! run through `gpu::scope` / `spawn`. `benches/torch_dag.py` runs the same
+//! graph in PyTorch (one stream; 8 streams with events waited by hand; one
+//! CUDA graph of it all, captured once and replayed).
+//!
+//! The graph, identical in both (both check [`fingerprint`]):
+//!
+//! - a SplitMix64 generator whose state starts at the seed ([`SEED`], 13):
+//!   `state += 0x9e3779b97f4a7c15; z = state;
+//!   z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9;
+//!   z = (z ^ z >> 27) * 0x94d049bb133111eb; return z ^ z >> 31`
+//!   (64-bit wrapping arithmetic);
+//! - for each task `i` in order: its own buffer `own = next() % 256`, its
+//!   number of reads `k = 1 + next() % 3`, then `next() % 256` drawn until
+//!   `k` distinct buffers other than `own` are found (a draw equal to `own`
+//!   or to an earlier read is dropped);
+//! - task `i` spins about 10 us on one device thread, then adds each read
+//!   buffer into its own, in the order drawn (`w += r`, 1024 `f32`, one
+//!   kernel each).
+//!
+//! Its dependences are those of the program order: a task's adds come after
+//! the last earlier writer of every buffer it reads, and after the last
+//! earlier writer and every reader since of the buffer it writes. The spin
+//! touches no buffer and depends on nothing, in all three versions.
+//!
+//! Every buffer starts as `x[e] = ((b + e) % 4 + 1) / 4` (buffer `b`,
+//! element `e`); values grow to about 2^113 at most over the 10,000 tasks,
+//! below `f32`'s limit (2^128), and each add rounds once on the device as on the
+//! host, so a host model gives the expected values bit for bit.
+//!
+//! # Program order, through spawned tasks
+//!
+//! The runtime orders each buffer's uses in the order they are *submitted*,
+//! and the order in which sibling tasks run is not specified. So each task
+//! takes its turn at each buffer it touches ([`Turns`]): a writer once every
+//! earlier use of its buffer was submitted, a reader once every earlier
+//! write was (readers between two writes go in any order: they do not
+//! depend on each other). A task submits its spin first, then waits for its
+//! turns, then submits its adds and hands the turns on. The buffers sit
+//! behind `RwLock`s so that tasks can share them; the turns already exclude
+//! a writer from every other user, so the locks are never contended but by
+//! readers, which share them. A task that fails still hands its turns on
+//! (the order is lost then, but no task waits forever; the scope returns
+//! the error).
+//!
+//! The turns block worker threads, yet cannot deadlock when [`run`] is
+//! called from outside the pool (as here, from the bench's main thread):
+//! the scope's thread then takes its jobs from the newest and the pool's
+//! workers take theirs from the oldest, so the oldest unfinished task is
+//! always running, and it waits for no one.
+
+use gpu::{Buffer, Result};
+use gpu_kernels as k;
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::{Condvar, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+/// The generator's seed.
+pub(crate) const SEED: u64 = 13;
+/// Buffers in the graph.
+pub(crate) const BUFFERS: usize = 256;
+/// `f32` elements per buffer.
+pub(crate) const LEN: usize = 1024;
+/// Tasks in the graph on the GPU; the host backend runs [`HOST_TASKS`].
+pub(crate) const TASKS: usize = 10_000;
+/// Tasks in the host backend's smaller run of the same generator.
+pub(crate) const HOST_TASKS: usize = 500;
+/// Each task's spin. PyTorch's `torch.cuda._sleep` counts clock cycles;
+/// `torch_dag.py` calibrates its count to this time (about 20,000 cycles at
+/// 1.98 GHz); `B13/spin-alone` and `B13/torch-spin-alone` measure both.
+pub(crate) const SPIN: Duration = Duration::from_micros(10);
+
+/// [`fingerprint`] of the first [`TASKS`] and [`HOST_TASKS`] tasks from
+/// [`SEED`], as `torch_dag.py` computes them too.
+pub(crate) const FINGERPRINTS: [(usize, u64); 2] = [
+    (TASKS, 0x5dfb_66a8_346c_d022),
+    (HOST_TASKS, 0xc3cc_2f1b_cdef_6c5a),
+];
+
+/// SplitMix64, state starting at the seed (see the module's note).
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// One task of the graph, with its turns.
+#[derive(Clone, Debug)]
+pub(crate) struct Task {
+    /// The buffer it writes.
+    pub(crate) own: usize,
+    /// The buffers it reads (the first `k`), in the order they are added.
+    reads: [usize; 3],
+    k: usize,
+    /// Uses of `own` (reads and writes) before this task's.
+    own_turn: u32,
+    /// Writes of each read buffer before this task.
+    read_turns: [u32; 3],
+}
+
+impl Task {
+    /// The buffers it reads, in the order they are added.
+    pub(crate) fn reads(&self) -> &[usize] {
+        &self.reads[..self.k]
+    }
+}
+
+/// The first `tasks` tasks of the graph from `seed` over `buffers` buffers.
+pub(crate) fn dag(seed: u64, tasks: usize, buffers: usize) -> Vec<Task> {
+    assert!(buffers >= 4, "three reads distinct from the own buffer");
+    let mut rng = SplitMix64(seed);
+    let n = buffers as u64;
+    let mut uses = vec![0u32; buffers];
+    let mut writes = vec![0u32; buffers];
+    (0..tasks)
+        .map(|_| {
+            let own = (rng.next() % n) as usize;
+            let k = 1 + (rng.next() % 3) as usize;
+            let mut reads = [0usize; 3];
+            let mut got = 0;
+            while got < k {
+                let c = (rng.next() % n) as usize;
+                if c != own && !reads[..got].contains(&c) {
+                    reads[got] = c;
+                    got += 1;
+                }
+            }
+            let mut read_turns = [0u32; 3];
+            for (t, &r) in read_turns.iter_mut().zip(&reads[..k]) {
+                *t = writes[r];
+                uses[r] += 1;
+            }
+            let own_turn = uses[own];
+            uses[own] += 1;
+            writes[own] += 1;
+            Task {
+                own,
+                reads,
+                k,
+                own_turn,
+                read_turns,
+            }
+        })
+        .collect()
+}
+
+/// FNV-1a over 64-bit words of, for each task in order, `own`, `k` and its
+/// reads.
+pub(crate) fn fingerprint(tasks: &[Task]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in tasks {
+        for x in [t.own, t.k].iter().chain(t.reads()) {
+            h = (h ^ *x as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Buffer `b`'s starting values.
+pub(crate) fn initial(b: usize) -> Vec<f32> {
+    (0..LEN).map(|e| ((b + e) % 4 + 1) as f32 / 4.0).collect()
+}
+
+/// The values after `tasks`, computed on the host in program order.
+pub(crate) fn model(tasks: &[Task]) -> Vec<Vec<f32>> {
+    let mut v: Vec<Vec<f32>> = (0..BUFFERS).map(initial).collect();
+    for t in tasks {
+        let mut own = std::mem::take(&mut v[t.own]);
+        for &r in t.reads() {
+            own.iter_mut().zip(&v[r]).for_each(|(w, x)| *w += *x);
+        }
+        v[t.own] = own;
+    }
+    v
+}
+
+/// One buffer's turns: how many of its uses, and how many of its writes,
+/// have been submitted.
+#[derive(Default)]
+struct Turns {
+    uses: AtomicU32,
+    writes: AtomicU32,
+    /// Tasks asleep on `wake` (only then does a hand-on take the lock).
+    sleepers: AtomicU32,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+impl Turns {
+    /// Returns once `ready` holds: spins for a few microseconds (a turn is
+    /// usually a submission away), then sleeps until a hand-on wakes it.
+    fn wait(&self, ready: impl Fn(&Self) -> bool) {
+        let spin_until = Instant::now() + Duration::from_micros(20);
+        while !ready(self) {
+            if Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            // `sleepers` rises before `ready` is read again under the lock,
+            // and a hand-on reads `sleepers` after its count rose and
+            // notifies under the lock: no wake-up is lost (the timeout is a
+            // second guard).
+            self.sleepers.fetch_add(1, SeqCst);
+            let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            while !ready(self) {
+                g = self
+                    .wake
+                    .wait_timeout(g, Duration::from_millis(1))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+            drop(g);
+            self.sleepers.fetch_sub(1, SeqCst);
+            return;
+        }
+    }
+
+    /// Counts one submitted use (a write when `write`), waking sleepers.
+    fn hand_on(&self, write: bool) {
+        if write {
+            self.writes.fetch_add(1, SeqCst);
+        }
+        self.uses.fetch_add(1, SeqCst);
+        if self.sleepers.load(SeqCst) > 0 {
+            let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.wake.notify_all();
+        }
+    }
+}
+
+/// Hands a task's turns on when dropped, so that a task that failed or
+/// panicked does not leave later tasks waiting forever.
+struct HandOn<'a> {
+    turns: &'a [Turns],
+    task: &'a Task,
+}
+
+impl Drop for HandOn<'_> {
+    fn drop(&mut self) {
+        for &r in self.task.reads() {
+            self.turns[r].hand_on(false);
+        }
+        self.turns[self.task.own].hand_on(true);
+    }
+}
+
+/// Runs `tasks` on `bufs` as one `gpu::scope`, a spawned task each, spawned
+/// in program order; returns once every task returned (their GPU work may
+/// still run: `gpu::synchronize` waits for it).
+///
+/// # Errors
+///
+/// The first error of a task.
+pub(crate) fn run(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<()> {
+    let turns: Vec<Turns> = (0..bufs.len()).map(|_| Turns::default()).collect();
+    let turns = &turns[..];
+    gpu::scope(|s| {
+        for task in tasks {
+            s.spawn(move |t| {
+                // Before anything can fail: the turns go on whatever happens.
+                let _hand_on = HandOn { turns, task };
+                k::spin(t, SPIN)?;
+                turns[task.own].wait(|b| b.uses.load(SeqCst) >= task.own_turn);
+                for (&r, &w) in task.reads().iter().zip(&task.read_turns) {
+                    turns[r].wait(|b| b.writes.load(SeqCst) >= w);
+                }
+                let mut own = bufs[task.own]
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner);
+                for &r in task.reads() {
+                    let x = bufs[r].read().unwrap_or_else(PoisonError::into_inner);
+                    k::axpy(t, 1.0, &*x, &mut *own)?;
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    })
+}

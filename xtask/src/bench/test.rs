@@ -1,0 +1,96 @@
+use super::*;
+
+fn script(file: &str) -> &'static TorchScript {
+    TORCH_SCRIPTS.iter().find(|t| t.file == file).unwrap()
+}
+
+#[test]
+fn a_filter_runs_the_scripts_of_the_groups_it_names() {
+    let (dag, pipeline) = (script("torch_dag.py"), script("torch_pipeline.py"));
+    let runs = |f: Option<&str>| (selected_by(dag, f), selected_by(pipeline, f));
+    assert_eq!(runs(None), (true, true));
+    assert_eq!(runs(Some("B13")), (true, false));
+    assert_eq!(runs(Some("B13/gpu-scope")), (true, false));
+    assert_eq!(runs(Some("B7")), (false, true));
+    // Criterion's "B1" matches B13/ and B14/ too.
+    assert_eq!(runs(Some("B1")), (true, true));
+    assert_eq!(runs(Some("B8/spawn")), (false, false));
+}
+
+#[test]
+fn a_script_that_leaves_out_a_row_fails() {
+    let dag = script("torch_dag.py");
+    let line = |n: &str| format!("{{\"name\": \"{n}\", \"value\": 12.5, \"unit\": \"ns\"}}\n");
+    let all: String = dag.rows.iter().map(|r| line(r)).collect();
+    let rows = script_rows(dag, &all).unwrap();
+    assert_eq!(rows.len(), dag.rows.len());
+    assert_eq!(rows["B13/cuda-graph"], 12.5);
+    let short: String = dag.rows[..dag.rows.len() - 1]
+        .iter()
+        .map(|r| line(r))
+        .collect();
+    let err = script_rows(dag, &short).unwrap_err();
+    assert!(err.contains(dag.rows[dag.rows.len() - 1]), "{err}");
+    assert!(script_rows(dag, "").is_err());
+}
+
+#[test]
+fn a_missing_script_is_an_error_that_says_where_it_looked() {
+    let dir = std::env::temp_dir().join(format!("xtask-bench-test-{}", std::process::id()));
+    let err = find_script(&dir, "no_such_script.py").unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no_such_script.py") && msg.contains("--no-torch"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&dir.join("benches").display().to_string()),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_repository_has_every_script() {
+    for t in TORCH_SCRIPTS {
+        assert!(
+            workspace_root().join("benches").join(t.file).is_file(),
+            "{}",
+            t.file
+        );
+    }
+}
+
+#[test]
+fn no_torch_names_every_row_it_leaves_out() {
+    let all: Vec<&TorchScript> = TORCH_SCRIPTS.iter().collect();
+    let note = torch_skipped_note(true, &all);
+    for t in TORCH_SCRIPTS {
+        for r in t.rows {
+            assert!(note.contains(r), "{note}");
+        }
+    }
+    assert!(torch_skipped_note(false, &all).is_empty());
+}
+
+#[test]
+fn b13_ratios_are_the_library_over_each_baseline() {
+    let mut rows = BTreeMap::from([
+        ("B13/gpu-scope".to_string(), 30.0),
+        ("B13/torch-8-streams".to_string(), 300.0),
+        ("B13/cuda-graph".to_string(), 20.0),
+    ]);
+    add_ratios(&mut rows);
+    assert_eq!(rows["ratio/B13-vs-torch"], 0.1);
+    assert_eq!(rows["ratio/B13-vs-graph"], 1.5);
+}
+
+#[test]
+fn a_flag_without_its_value_is_a_usage_error() {
+    for flag in ["--filter", "--out", "--recompute"] {
+        let r = run(&[flag.to_owned()]);
+        assert!(
+            matches!(r, Err(Error::Usage(ref m)) if m.contains(flag)),
+            "{flag}: {r:?}"
+        );
+    }
+}
