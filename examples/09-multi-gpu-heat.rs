@@ -28,6 +28,21 @@
 //!
 //! On the host backend it simulates two devices (one race detector over
 //! both, so a missing cross-device wait is reported).
+//!
+//! ## With MPI: one rank a GPU
+//!
+//! Built with the feature `mpi`, `--mpi` runs one block a rank under
+//! `mpirun` (device = the rank's index on its node modulo its devices).
+//! Each step a rank queues its boundary rows on one task and its interior
+//! on another, then exchanges the boundary rows with its neighbours through
+//! `gpu::mpi::sendrecv`: the send waits on the host for the boundary rows'
+//! kernels only (the buffer's producers), not for the interior, which runs
+//! on meanwhile; the received rows go into the halos as tracked copies.
+//!
+//! ```text
+//! cargo build --release -p gpu-scope --features mpi --example 09-multi-gpu-heat
+//! mpirun -np 2 target/release/examples/09-multi-gpu-heat --mpi
+//! ```
 
 #[path = "common/heat.rs"]
 #[allow(dead_code)] // the CPU loop and the starting field are used
@@ -54,6 +69,8 @@ struct Run {
     halo: bool,
     /// Compare with the CPU loop (small grids).
     check: bool,
+    /// One rank a device, halos through MPI.
+    mpi: bool,
 }
 
 /// One device's rows: global rows `g0 .. g0 + rows`.
@@ -78,6 +95,7 @@ fn parse() -> Result<Run, String> {
         devices: 0,
         halo: true,
         check: true,
+        mpi: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -92,6 +110,7 @@ fn parse() -> Result<Run, String> {
             "--steps" => run.steps = num("--steps")?,
             "--devices" => run.devices = num("--devices")?,
             "--no-halo" => run.halo = false,
+            "--mpi" => run.mpi = true,
             // The bundle's example runner passes an output folder.
             other if !other.starts_with("--") => {}
             other => return Err(format!("unknown argument {other}")),
@@ -100,14 +119,8 @@ fn parse() -> Result<Run, String> {
     Ok(run)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut run = parse()?;
-    let rt = Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Auto,
-        host_devices: 2,
-        ..RuntimeOptions::default()
-    })?;
-    let backend = rt.backend();
+/// The default sizes on `backend`, unless given.
+fn sizes(run: &mut Run, backend: BackendKind) {
     let sized = run.nx > 0;
     if !sized {
         (run.nx, run.ny, run.steps) = match backend {
@@ -116,6 +129,65 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
     }
     run.check = !sized && run.halo;
+}
+
+/// Compares `got` with the CPU loop from `field`.
+fn check(got: &[f32], field: Vec<f32>, run: &Run) -> Result<(), Box<dyn std::error::Error>> {
+    let want = heat::reference(field, run.nx, run.ny, ALPHA, run.steps);
+    let (worst, at) = heat::largest_difference(got, &want);
+    println!(
+        "  largest difference from the CPU loop: {worst:.2e} (row {}, col {})",
+        at / run.nx,
+        at % run.nx
+    );
+    if worst > TOLERANCE {
+        return Err(
+            format!("the field differs from the CPU loop by {worst:e} (> {TOLERANCE:e})").into(),
+        );
+    }
+    println!("  matches the CPU loop (tolerance {TOLERANCE:e})");
+    Ok(())
+}
+
+/// The timing line `cargo xtask bench --multi-gpu` reads.
+fn report(backend: BackendKind, devices: usize, run: &Run, elapsed: std::time::Duration) {
+    let ms = elapsed.as_secs_f64() * 1e3;
+    let per_step = ms / (run.steps - 1).max(1) as f64;
+    println!(
+        "  {ms:.3} ms for {} steps ({per_step:.4} ms a step)",
+        run.steps - 1
+    );
+    println!(
+        "{{\"example\":\"09-multi-gpu-heat\",\"mode\":\"{}\",\"backend\":\"{backend}\",\"devices\":{devices},\"nx\":{},\"ny\":{},\"steps\":{},\"halo\":{},\"ms\":{ms:.4},\"ms_per_step\":{per_step:.5}}}",
+        if run.mpi { "mpi" } else { "process" },
+        run.nx,
+        run.ny,
+        run.steps - 1,
+        run.halo,
+    );
+}
+
+/// Rows of block `d` of `n` over `ny` rows, and its first global row.
+fn block_rows(d: usize, n: usize, ny: usize) -> (usize, usize) {
+    let rows = |d: usize| ny / n + usize::from(d < ny % n);
+    ((0..d).map(rows).sum(), rows(d))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut run = parse()?;
+    if run.mpi {
+        #[cfg(feature = "mpi")]
+        return by_rank::main(run);
+        #[cfg(not(feature = "mpi"))]
+        return Err("--mpi needs the example built with the feature mpi".into());
+    }
+    let rt = Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Auto,
+        host_devices: 2,
+        ..RuntimeOptions::default()
+    })?;
+    let backend = rt.backend();
+    sizes(&mut run, backend);
     if run.devices == 0 {
         run.devices = rt.device_count();
     }
@@ -143,22 +215,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for d in &devices {
         d.synchronize()?;
     }
-    let elapsed = start.elapsed();
-    let per_step = elapsed.as_secs_f64() * 1e3 / (run.steps - 1).max(1) as f64;
-    println!(
-        "  {:.3} ms for {} steps ({per_step:.4} ms a step)",
-        elapsed.as_secs_f64() * 1e3,
-        run.steps - 1
-    );
-    println!(
-        "{{\"example\":\"09-multi-gpu-heat\",\"backend\":\"{backend}\",\"devices\":{},\"nx\":{},\"ny\":{},\"steps\":{},\"halo\":{},\"ms\":{:.4},\"ms_per_step\":{per_step:.5}}}",
-        devices.len(),
-        run.nx,
-        run.ny,
-        run.steps - 1,
-        run.halo,
-        elapsed.as_secs_f64() * 1e3
-    );
+    report(backend, devices.len(), &run, start.elapsed());
     if backend == BackendKind::Host {
         let races = rt.races();
         if !races.is_empty() {
@@ -167,21 +224,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  the race detector found no race across the devices");
     }
     if run.check {
-        let got = download(&blocks, run.nx)?;
-        let want = heat::reference(field, run.nx, run.ny, ALPHA, run.steps);
-        let (worst, at) = heat::largest_difference(&got, &want);
-        println!(
-            "  largest difference from the CPU loop: {worst:.2e} (row {}, col {})",
-            at / run.nx,
-            at % run.nx
-        );
-        if worst > TOLERANCE {
-            return Err(format!(
-                "the field differs from the CPU loop by {worst:e} (> {TOLERANCE:e})"
-            )
-            .into());
-        }
-        println!("  matches the CPU loop (tolerance {TOLERANCE:e})");
+        check(&download(&blocks, run.nx)?, field, &run)?;
     }
     Ok(())
 }
@@ -191,9 +234,8 @@ fn upload(devices: &[Runtime], run: &Run, field: &[f32]) -> gpu::Result<(Vec<Blo
     let (n, nx) = (devices.len(), run.nx);
     let mut blocks = Vec::with_capacity(n);
     let mut halos = Vec::with_capacity(n);
-    let mut g0 = 0;
     for (d, rt) in devices.iter().enumerate() {
-        let rows = run.ny / n + usize::from(d < run.ny % n);
+        let (g0, rows) = block_rows(d, n, run.ny);
         assert!(rows >= 3, "{rows} rows for device {d}: too few");
         let t = rt.begin_task()?;
         let own = &field[g0 * nx..(g0 + rows) * nx];
@@ -221,7 +263,6 @@ fn upload(devices: &[Runtime], run: &Run, field: &[f32]) -> gpu::Result<(Vec<Blo
             u: t.from_host(own)?,
             v: t.from_host(own)?,
         });
-        g0 += rows;
     }
     Ok((blocks, halos))
 }
@@ -291,4 +332,139 @@ fn download(blocks: &[Block], nx: usize) -> gpu::Result<Vec<f32>> {
         field.extend_from_slice(&v);
     }
     Ok(field)
+}
+
+#[cfg(feature = "mpi")]
+mod by_rank {
+    //! `--mpi`: one block a rank.
+
+    use super::heat_parts::HeatPart;
+    use super::{block_rows, check, heat, report, sizes, Run, ALPHA};
+    use gpu::mpi::rsmpi::{self, topology::Communicator, traits::*};
+    use gpu::{Buffer, Runtime, RuntimeOptions};
+    use std::time::Instant;
+
+    pub(super) fn main(mut run: Run) -> Result<(), Box<dyn std::error::Error>> {
+        let universe = rsmpi::initialize().ok_or("MPI did not initialize")?;
+        let world = universe.world();
+        let (rank, size) = (world.rank() as usize, world.size() as usize);
+        let mut opts = RuntimeOptions::default();
+        if std::env::var("GPU_BACKEND").as_deref() == Ok("cuda") {
+            let local = world.split_shared(0).rank() as usize;
+            let count = cudarc::driver::CudaContext::device_count()
+                .map_err(|e| format!("counting devices: {e:?}"))?;
+            opts.device = local % (count.max(1) as usize);
+        }
+        let rt = Runtime::new(opts)?;
+        let backend = rt.backend();
+        sizes(&mut run, backend);
+        let (g0, rows) = block_rows(rank, size, run.ny);
+        let nx = run.nx;
+        assert!(rows >= 3, "{rows} rows for rank {rank}: too few");
+        if rank == 0 {
+            println!(
+                "09-multi-gpu-heat --mpi: backend {backend}; {size} ranks ({}); {}x{} grid, {} steps; MPI path {:?}",
+                rt.device_name(),
+                run.nx,
+                run.ny,
+                run.steps,
+                gpu::mpi::path(&rt)
+            );
+        }
+        let field = heat::initial(run.nx, run.ny);
+        let heat = HeatPart::load(&rt)?;
+        let (a, b) = (rt.begin_task()?, rt.begin_task()?);
+        let own = &field[g0 * nx..(g0 + rows) * nx];
+        let row = |g: usize| &field[g * nx..(g + 1) * nx];
+        let mut above = a.from_host(if g0 > 0 { row(g0 - 1) } else { &own[..nx] })?;
+        let mut below = a.from_host(if g0 + rows < run.ny {
+            row(g0 + rows)
+        } else {
+            &own[(rows - 1) * nx..]
+        })?;
+        let (mut u, mut v): (Buffer<f32>, Buffer<f32>) = (a.from_host(own)?, a.from_host(own)?);
+        a.synchronize()?;
+        let up = (rank > 0).then(|| world.process_at_rank(rank as i32 - 1));
+        let down = (rank + 1 < size).then(|| world.process_at_rank(rank as i32 + 1));
+        let shape = (nx, rows);
+        let last = (rows - 1) * nx;
+        let mut step = |u: &mut Buffer<f32>, v: &mut Buffer<f32>| -> gpu::Result<()> {
+            // The boundary rows on task `a`, the interior on task `b`.
+            let halos = (&above, &*u, &below);
+            heat.step(
+                &a,
+                &mut v.slice_mut(..nx)?,
+                halos,
+                shape,
+                (0, 1),
+                (g0, run.ny),
+                ALPHA,
+            )?;
+            let g_last = (g0 + rows - 1, run.ny);
+            heat.step(
+                &a,
+                &mut v.slice_mut(last..)?,
+                halos,
+                shape,
+                (rows - 1, 1),
+                g_last,
+                ALPHA,
+            )?;
+            let edge = u.slice(..nx)?;
+            let inner = (&edge, &*u, &edge);
+            let out = &mut v.slice_mut(nx..last)?;
+            heat.step(
+                &b,
+                out,
+                inner,
+                shape,
+                (1, rows - 2),
+                (g0 + 1, run.ny),
+                ALPHA,
+            )?;
+            // The exchange: waits for the boundary kernels, not the
+            // interior.
+            if run.halo {
+                if let Some(p) = &up {
+                    gpu::mpi::sendrecv(&a, &v.slice(..nx)?, p, &mut above, p, 1)?;
+                }
+                if let Some(p) = &down {
+                    gpu::mpi::sendrecv(&a, &v.slice(last..)?, p, &mut below, p, 1)?;
+                }
+            }
+            std::mem::swap(u, v);
+            Ok(())
+        };
+        step(&mut u, &mut v)?;
+        a.synchronize()?;
+        b.synchronize()?;
+        world.barrier();
+        let start = Instant::now();
+        for _ in 1..run.steps {
+            step(&mut u, &mut v)?;
+        }
+        a.synchronize()?;
+        b.synchronize()?;
+        world.barrier();
+        let elapsed = start.elapsed();
+        drop(step);
+        let mine = a.to_vec(&u)?;
+        if rank == 0 {
+            report(backend, size, &run, elapsed);
+            let mut all = mine;
+            for r in 1..size {
+                let (got, _) = world.process_at_rank(r as i32).receive_vec::<f32>();
+                all.extend_from_slice(&got);
+            }
+            if !rt.races().is_empty() {
+                return Err(format!("races: {:?}", rt.races()).into());
+            }
+            if run.check {
+                check(&all, field, &run)?;
+            }
+        } else {
+            world.process_at_rank(0).send(&mine[..]);
+        }
+        Ok(())
+    }
 }
