@@ -43,6 +43,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod error;
+pub(crate) mod nccl;
 mod probe;
 #[cfg(test)]
 mod test;
@@ -362,6 +363,10 @@ impl Drop for CudaDriver {
 }
 
 impl Driver for CudaDriver {
+    fn bind_context(&self) -> Result<()> {
+        self.enter()
+    }
+
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
     }
