@@ -297,7 +297,8 @@ pub(crate) trait Driver: Send + Sync + Debug {
         (0, -1)
     }
     /// Lets this device's kernels and copies reach `other`'s memory where
-    /// the topology allows it (`cuCtxEnablePeerAccess`); whether it does.
+    /// the topology allows it (`cuCtxEnablePeerAccess`, and access to its
+    /// memory pool: `cuMemPoolSetAccess`); whether it does.
     /// The host backend: always (one memory).
     fn enable_peer_access(&self, other: &dyn Driver) -> Result<bool> {
         let _ = other;
