@@ -452,6 +452,11 @@ impl Communicator {
         if calls.is_empty() {
             return Ok(());
         }
+        // A broken device queues nothing, so no other rank waits for it for
+        // good.
+        for d in &self.devices {
+            d.driver().check_sticky()?;
+        }
         match &self.comms {
             // SAFETY: each call's stream is its rank's task's, of its
             // communicator's device; its buffers are of that device (checked

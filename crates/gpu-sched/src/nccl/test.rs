@@ -118,7 +118,7 @@ fn the_communicator_hands_off_first() {
 }
 
 #[test]
-fn data_types_are_ncc_names() {
+fn data_types_are_nccl_names() {
     assert_eq!(data_type::<f32>(), DataType::F32);
     assert_eq!(data_type::<f64>(), DataType::F64);
     assert_eq!(data_type::<i32>(), DataType::I32);

@@ -387,6 +387,26 @@ pub(crate) unsafe fn launch(comms: &[u64], calls: &[RankCall]) -> Result<()> {
 mod test {
     use super::*;
 
+    /// Every NCCL function this file calls is in the list the probe checks
+    /// (cudarc panics on a missing one).
+    #[test]
+    fn every_function_called_is_checked() {
+        let src = include_str!("nccl.rs");
+        let mut seen = 0;
+        for (i, _) in src.match_indices("sys::nccl") {
+            let rest = &src[i + "sys::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if rest[name.len()..].starts_with('(') {
+                assert!(REQUIRED_SYMBOLS.contains(&name.as_str()), "{name}");
+                seen += 1;
+            }
+        }
+        assert!(seen >= REQUIRED_SYMBOLS.len(), "{seen} calls found");
+    }
+
     /// The check never panics: NCCL is there (a version, 2.x) or it is
     /// `NcclUnavailable`, and the library search says so; multicast is
     /// off either way.
