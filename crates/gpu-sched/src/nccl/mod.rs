@@ -85,6 +85,11 @@
 //! stamped) before any part is queued: a hand-off that records an event on
 //! another rank's stream then comes before that rank's part, never after it
 //! (which would make the two ranks wait for each other for good).
+//! Stamping a part before it is queued teaches the ledger nothing false:
+//! the stamps are in their stream's open epoch, about which the ledger
+//! takes no fact (an event recorded there meanwhile covers the closed
+//! epochs only) until the stream's owner, the communicator's task, closes
+//! it, which it does only after the group is queued.
 //!
 //! The communicator issues its calls one at a time (a lock), so all local
 //! ranks see them in the same order. Calls of two communicators that share
