@@ -146,6 +146,30 @@ pub enum Error {
         /// What the runtime was doing.
         during: &'static str,
     },
+    /// NCCL, which the CUDA backend's collectives call ([`crate::nccl`]),
+    /// could not be loaded, or lacks a function they call.
+    #[error("NCCL is not available: {0}; install NCCL (a `libnccl.so` the loader finds, e.g. Debian's `libnccl-dev`) or use the host backend")]
+    NcclUnavailable(String),
+    /// An NCCL call failed.
+    #[error("NCCL error {code} ({name}) while {during}")]
+    Nccl {
+        /// The `ncclResult_t` code.
+        code: i32,
+        /// NCCL's text for it.
+        name: String,
+        /// What the runtime was doing.
+        during: &'static str,
+    },
+    /// A collective or point-to-point call whose arguments cannot match
+    /// across its ranks (a root or peer that is no rank, a send without its
+    /// receive, a buffer count that is not one per local rank).
+    #[error("NCCL {call}: {problem}")]
+    BadCollective {
+        /// The call.
+        call: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
     /// A task panicked (the payload is re-raised by `scope`; this is what
     /// other waiters see).
     #[error("a task panicked")]

@@ -15,7 +15,8 @@
 //!
 //! ```text
 //! error, kernel -> driver (cuda/, host/) -> pool, trace -> runtime
-//!   -> handoff, fence -> buffer -> context -> event, launch, graph, gate, staging
+//!   -> handoff, fence -> buffer -> context -> event, launch, graph, gate, staging,
+//!   nccl
 //! ```
 //!
 //! A type's core lives in its own module. A module above it may add an
@@ -38,6 +39,7 @@ mod handoff;
 mod kernel;
 mod launch;
 mod loader;
+pub mod nccl;
 mod pool;
 mod ptx;
 mod runtime;

@@ -123,6 +123,7 @@ mod pipeline;
 mod pool;
 mod scope;
 
+pub use gpu_sched::nccl;
 pub use gpu_sched::trace;
 pub use gpu_sched::{
     Access, Arg, Args, BackendChoice, BackendKind, Buffer, CounterSnapshot, DeviceRepr,

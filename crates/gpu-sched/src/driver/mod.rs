@@ -11,8 +11,12 @@ use gpu_epoch::Access;
 use std::fmt::Debug;
 use std::sync::Arc;
 
+mod collective;
 pub(crate) mod cuda;
 pub(crate) mod host;
+
+pub use collective::ReduceOp;
+pub(crate) use collective::{CallKind, DataType, RankCall};
 
 /// The backend `choice` names, `Auto` resolved by the environment variable
 /// `GPU_BACKEND` (`cuda` or `host`) where it is set; an `Auto` left is
@@ -293,7 +297,8 @@ pub(crate) trait Driver: Send + Sync + Debug {
         (0, -1)
     }
     /// Lets this device's kernels and copies reach `other`'s memory where
-    /// the topology allows it (`cuCtxEnablePeerAccess`); whether it does.
+    /// the topology allows it (`cuCtxEnablePeerAccess`, and access to its
+    /// memory pool: `cuMemPoolSetAccess`); whether it does.
     /// The host backend: always (one memory).
     fn enable_peer_access(&self, other: &dyn Driver) -> Result<bool> {
         let _ = other;
@@ -349,6 +354,37 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// backend they are closures over raw addresses.
     unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
     fn graph_destroy(&self, g: RawGraph) -> Result<()>;
+
+    /// Makes the device's context current on the calling thread, for a
+    /// library that uses the current device (NCCL's communicator setup).
+    /// The host backend: nothing to do.
+    fn bind_context(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Host backend only: runs `body` on `s` in stream order, as an
+    /// operation that touches `accesses` (which the race detector checks
+    /// against the stream's order, like a kernel's). The host collectives
+    /// are such operations. CUDA: [`crate::Error::Unsupported`].
+    ///
+    /// # Safety
+    ///
+    /// What `body` touches is live until `s` reached it and `body` ran.
+    /// Its accesses listed in `accesses` are ordered (see the trait); any
+    /// other memory it touches is ordered by `body` itself with everything
+    /// else that touches it (a collective's rendezvous with its other
+    /// ranks, each of which lists its own buffers).
+    unsafe fn host_op(
+        &self,
+        s: RawStream,
+        body: Arc<dyn Fn() + Send + Sync>,
+        accesses: &[MemAccess],
+    ) -> Result<()> {
+        let _ = (s, body, accesses);
+        Err(crate::error::Error::Unsupported(
+            "host operations on a device backend",
+        ))
+    }
 
     /// Races found by the host backend's detector (none on CUDA).
     fn races(&self) -> Vec<String> {

@@ -43,6 +43,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod error;
+pub(crate) mod nccl;
 mod probe;
 #[cfg(test)]
 mod test;
@@ -362,6 +363,10 @@ impl Drop for CudaDriver {
 }
 
 impl Driver for CudaDriver {
+    fn bind_context(&self) -> Result<()> {
+        self.enter()
+    }
+
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
     }
@@ -682,9 +687,32 @@ impl Driver for CudaDriver {
         // driver's retained primary context.
         let r = unsafe { sys::cuCtxEnablePeerAccess(ctx as usize as sys::CUcontext, 0) };
         match r {
-            CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => Ok(true),
-            r => self.check(r, "cuCtxEnablePeerAccess").map(|()| false),
+            CUresult::CUDA_SUCCESS | CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+            r => return self.check(r, "cuCtxEnablePeerAccess").map(|()| false),
         }
+        // Stream-ordered allocations (the default pool's, which buffers are)
+        // are out of a peer's reach even with peer access on, until the
+        // pool grants it: without this, a kernel reading or writing the
+        // other device's buffer faults, NCCL's among them (within one
+        // process NCCL's kernels use peer buffers directly).
+        let mut pool: sys::CUmemoryPool = ptr::null_mut();
+        // SAFETY: `dev` is a valid device; `pool` is a valid out-pointer.
+        self.call("cuDeviceGetDefaultMemPool", || unsafe {
+            sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
+        })?;
+        let access = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: self.device,
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: `pool` is the other device's default pool; `access` is one
+        // descriptor, alive for the call.
+        self.call("cuMemPoolSetAccess", || unsafe {
+            sys::cuMemPoolSetAccess(pool, &access, 1)
+        })?;
+        Ok(true)
     }
 
     unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {

@@ -767,6 +767,15 @@ impl Driver for HostDriver {
         self.submit(s, OpKind::Run(body), accesses.to_vec())
     }
 
+    unsafe fn host_op(
+        &self,
+        s: RawStream,
+        body: Arc<dyn Fn() + Send + Sync>,
+        accesses: &[MemAccess],
+    ) -> Result<()> {
+        self.submit(s, OpKind::Run(body), accesses.to_vec())
+    }
+
     fn races(&self) -> Vec<String> {
         self.shared.detector.lock().races.clone()
     }

@@ -1,0 +1,964 @@
+//! Collectives and point-to-point transfers between devices (§11): NCCL on
+//! the CUDA backend, threads on the host backend, both as tracked
+//! operations.
+//!
+//! A [`Communicator`] has one *rank* per device it spans. Either it spans
+//! every device of a runtime's group, all in this process
+//! ([`Communicator::all_devices`], `ncclCommInitAll`), or this process holds
+//! one rank of many and the other ranks are other processes
+//! ([`Communicator::with_id`], `ncclCommInitRank`; the ranks meet through a
+//! [`UniqueId`] that one of them makes and the others receive, as bytes,
+//! over MPI or any other channel). The ranks of this process are its *local
+//! ranks*, in rank order.
+//!
+//! # Examples
+//!
+//! An all-reduce over two devices, here the host backend simulating two:
+//!
+//! ```
+//! use gpu_sched::nccl::{Communicator, ReduceOp};
+//! use gpu_sched::{BackendChoice, Buffer, Runtime, RuntimeOptions};
+//!
+//! # fn main() -> gpu_sched::Result<()> {
+//! let rt = Runtime::new(RuntimeOptions {
+//!     backend: BackendChoice::Host,
+//!     host_devices: 2,
+//!     ..RuntimeOptions::default()
+//! })?;
+//! let comm = Communicator::all_devices(&rt)?;
+//! // One buffer per device, in rank order: 1s on device 0, 2s on device 1.
+//! let mut a = rt.device(0)?.begin_task()?.from_host(&[1.0f32; 4])?;
+//! let mut b = rt.device(1)?.begin_task()?.from_host(&[2.0f32; 4])?;
+//! comm.all_reduce(&mut [&mut a, &mut b], ReduceOp::Sum)?;
+//! // Ordered like a kernel that wrote both: these reads wait for it.
+//! assert_eq!(a.to_vec()?, vec![3.0; 4]);
+//! assert_eq!(b.to_vec()?, vec![3.0; 4]);
+//! # Ok(()) }
+//! ```
+//!
+//! One device per process, the id passed through MPI as bytes (here a
+//! stand-in for the broadcast; with rsmpi it is
+//! `world.process_at_rank(0).broadcast_into(&mut bytes[..])`):
+//!
+//! ```no_run
+//! use gpu_sched::nccl::{Communicator, ReduceOp, UniqueId};
+//! use gpu_sched::Runtime;
+//!
+//! # fn broadcast_from_rank_0(_: &mut [u8; 128]) {}
+//! # fn main() -> gpu_sched::Result<()> {
+//! # let (rank, nranks) = (0, 2);
+//! let rt = Runtime::global()?.device(0)?; // this process's device
+//! let mut bytes = [0u8; 128];
+//! if rank == 0 {
+//!     bytes = *Communicator::unique_id()?.as_bytes();
+//! }
+//! broadcast_from_rank_0(&mut bytes); // MPI_Bcast of the 128 bytes
+//! let comm = Communicator::with_id(&rt, UniqueId::from_bytes(bytes), rank, nranks)?;
+//! let mut x = rt.begin_task()?.from_host(&[rank as f32; 1024])?;
+//! comm.all_reduce(&mut [&mut x], ReduceOp::Sum)?; // one buffer: one local rank
+//! # Ok(()) }
+//! ```
+//!
+//! # What is tracked
+//!
+//! Each local rank's part of a call is a tracked operation on the stream of
+//! a task the communicator keeps for that rank's device (one task per local
+//! rank, alive as long as the communicator): `&` buffers are read and `&mut`
+//! buffers written, so the ledger orders a collective like a kernel on each
+//! device. Before it runs, every buffer is handed off to its rank's stream
+//! (a device wait for an earlier writer, on any device); later users of the
+//! buffers wait for it. A buffer (or a view, or a slice of one) must be
+//! memory of its rank's device ([`Error::WrongDevice`] otherwise).
+//!
+//! A rank's operation ends only after every rank is done with that rank's
+//! buffers: NCCL's rule that a buffer may be reused once the stream reached
+//! the call, kept by the host backend too (below). So the ledger's facts
+//! about a rank's stream cover the other ranks' reads of its buffers.
+//!
+//! # Groups, and one thread for every device
+//!
+//! Every call is one NCCL group: the parts of all local ranks are issued
+//! between `ncclGroupStart` and `ncclGroupEnd`, so one thread drives every
+//! device (NCCL hangs without the group). Point-to-point transfers are
+//! gathered in [`Communicator::group`]: every send and receive in it is
+//! issued in one group. Within a call, every buffer is handed off (and
+//! stamped) before any part is queued: a hand-off that records an event on
+//! another rank's stream then comes before that rank's part, never after it
+//! (which would make the two ranks wait for each other for good).
+//! Stamping a part before it is queued teaches the ledger nothing false:
+//! the stamps are in their stream's open epoch, about which the ledger
+//! takes no fact (an event recorded there meanwhile covers the closed
+//! epochs only) until the stream's owner, the communicator's task, closes
+//! it, which it does only after the group is queued.
+//!
+//! The communicator issues its calls one at a time (a lock), so all local
+//! ranks see them in the same order. Calls of two communicators that share
+//! devices are ordered only where they share buffers: NCCL asks that
+//! communicators used concurrently on one device not depend on each other's
+//! progress; order them (one thread, or a scope) if they could.
+//!
+//! Not checked: with [`Communicator::with_id`] the other ranks are out of
+//! sight, so that every rank makes the same calls with the same counts, and
+//! that each send has its receive, is NCCL's rule and the caller's. With
+//! [`Communicator::all_devices`] both are checked before anything is queued
+//! ([`Error::LengthMismatch`], [`Error::BadCollective`]).
+//!
+//! # Backends
+//!
+//! CUDA: NCCL through cudarc, loaded at run time. Without `libnccl` (or with
+//! one too old) every call that needs it is [`Error::NcclUnavailable`],
+//! never a panic. NVLink multicast stays off: `NCCL_NVLS_ENABLE=0` is set in
+//! the process environment before the first NCCL call, whatever it was, and
+//! `cuMulticastCreate` is never called.
+//!
+//! The host backend runs the same calls with threads, for CI: each rank's
+//! part is an operation on its stream's thread that waits at a rendezvous
+//! until every rank's part reached it, computes its output from every
+//! rank's input, waits again (until every rank has read what it needs, so
+//! that an in-place all-reduce overwrites nothing another rank still
+//! reads), then writes its output. The race detector sees each part's own
+//! buffers, as it sees a kernel's. A communicator across processes
+//! ([`Communicator::with_id`]) is [`Error::Unsupported`] on the host
+//! backend.
+//!
+//! Trace spans of these operations are empty: the parts are queued at the
+//! group's end, after the span of each was closed.
+
+mod host;
+#[cfg(test)]
+mod test;
+
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
+use crate::context::{TaskContext, Touch};
+use crate::driver::{cuda, BackendKind, CallKind, DataType, RankCall};
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
+use parking_lot::Mutex;
+use std::any::TypeId;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use crate::driver::ReduceOp;
+
+/// Element types the collectives move and reduce: `f32`, `f64`, `i32`,
+/// `u32`, `i64`, `u64` and `u8`. Sealed: NCCL knows no others.
+pub trait NcclType: DeviceRepr + sealed::Sealed {}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! nccl_types {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl NcclType for $t {}
+    )*};
+}
+nccl_types!(f32, f64, i32, u32, i64, u64, u8);
+
+/// NCCL's name for `T`.
+fn data_type<T: NcclType>() -> DataType {
+    let t = TypeId::of::<T>();
+    if t == TypeId::of::<f32>() {
+        DataType::F32
+    } else if t == TypeId::of::<f64>() {
+        DataType::F64
+    } else if t == TypeId::of::<i32>() {
+        DataType::I32
+    } else if t == TypeId::of::<u32>() {
+        DataType::U32
+    } else if t == TypeId::of::<i64>() {
+        DataType::I64
+    } else if t == TypeId::of::<u64>() {
+        DataType::U64
+    } else {
+        // The last of the sealed list.
+        debug_assert!(t == TypeId::of::<u8>());
+        DataType::U8
+    }
+}
+
+/// The id through which the ranks of a communicator across processes meet
+/// ([`Communicator::with_id`]): 128 bytes, made once by one rank
+/// ([`Communicator::unique_id`]) and sent to the others as they are.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UniqueId([u8; 128]);
+
+impl UniqueId {
+    /// The bytes, to send to the other ranks.
+    pub fn as_bytes(&self) -> &[u8; 128] {
+        &self.0
+    }
+
+    /// The id whose bytes another rank sent.
+    pub fn from_bytes(bytes: [u8; 128]) -> Self {
+        UniqueId(bytes)
+    }
+}
+
+impl std::fmt::Debug for UniqueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UniqueId(")?;
+        for b in &self.0[..8] {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, "..)")
+    }
+}
+
+/// NCCL's communicators, one per local rank, or none (the host backend).
+enum Comms {
+    Cuda(Vec<u64>),
+    Host,
+}
+
+/// The ranks of a collective communication that this process holds: one
+/// per device, each with a task on its device whose stream runs its parts
+/// of every call. See the [module](self) for what is tracked and how.
+///
+/// Calls take one buffer per local rank, in rank order (a slice with one
+/// element for a communicator of [`Communicator::with_id`]); buffers may be
+/// [`crate::Buffer`]s or views of one type per call (`&mut dyn
+/// DeviceSliceMut<T>` mixes them).
+pub struct Communicator {
+    /// The local ranks' devices, in rank order.
+    devices: Vec<Runtime>,
+    /// The rank of local rank 0.
+    first: usize,
+    /// Ranks in all processes.
+    nranks: usize,
+    comms: Comms,
+    /// One task per local rank, whose streams run the calls; the lock
+    /// issues one call at a time.
+    contexts: Mutex<Vec<TaskContext>>,
+    /// The thread holding `contexts` ([`thread_key`]; 0: none), so that a
+    /// call from inside [`Communicator::group`]'s closure is an error, not
+    /// a deadlock.
+    holder: AtomicU64,
+}
+
+/// A key of the calling thread, never 0 and never reused.
+fn thread_key() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static KEY: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    KEY.with(|k| *k)
+}
+
+/// The communicator's tasks, held by one call.
+struct Held<'c> {
+    contexts: parking_lot::MutexGuard<'c, Vec<TaskContext>>,
+    holder: &'c AtomicU64,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.holder.store(0, Ordering::Release);
+    }
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("ranks", &(self.first..self.first + self.devices.len()))
+            .field("of", &self.nranks)
+            .field(
+                "backend",
+                &match self.comms {
+                    Comms::Cuda(_) => BackendKind::Cuda,
+                    Comms::Host => BackendKind::Host,
+                },
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Communicator {
+    /// A communicator over every device of `rt`'s group (§11), rank `d` on
+    /// device `d`, all in this process (CUDA: `ncclCommInitAll`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NcclUnavailable`] on CUDA without NCCL; [`Error::Nccl`];
+    /// driver errors opening the devices.
+    pub fn all_devices(rt: &Runtime) -> Result<Communicator> {
+        let n = rt.device_count();
+        let devices = (0..n).map(|d| rt.device(d)).collect::<Result<Vec<_>>>()?;
+        let comms = match rt.backend() {
+            BackendKind::Cuda => Comms::Cuda(cuda::nccl::init_all(
+                &devices.iter().map(Runtime::ordinal).collect::<Vec<_>>(),
+            )?),
+            BackendKind::Host => Comms::Host,
+        };
+        Communicator::with_comms(devices, 0, n, comms)
+    }
+
+    /// A new id for a communicator across processes
+    /// ([`Communicator::with_id`]): one rank makes it and sends its bytes
+    /// ([`UniqueId::as_bytes`]) to the others. NCCL makes it, whatever the
+    /// backend.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NcclUnavailable`] without NCCL; [`Error::Nccl`].
+    pub fn unique_id() -> Result<UniqueId> {
+        cuda::nccl::unique_id().map(UniqueId)
+    }
+
+    /// This process's rank `rank` of `nranks` ranks that meet through `id`,
+    /// on `rt`'s device (CUDA: `ncclCommInitRank`, which returns once every
+    /// rank joined). Its calls take one buffer: this rank's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadCollective`] unless `rank < nranks`;
+    /// [`Error::Unsupported`] on the host backend, whose collectives run in
+    /// one process ([`Communicator::all_devices`]);
+    /// [`Error::NcclUnavailable`]; [`Error::Nccl`].
+    pub fn with_id(rt: &Runtime, id: UniqueId, rank: usize, nranks: usize) -> Result<Communicator> {
+        if rank >= nranks {
+            return Err(Error::BadCollective {
+                call: "with_id",
+                problem: format!("rank {rank} of {nranks} ranks"),
+            });
+        }
+        match rt.backend() {
+            BackendKind::Host => Err(Error::Unsupported(
+                "a communicator across processes on the host backend (its collectives run \
+                 within one process: Communicator::all_devices)",
+            )),
+            BackendKind::Cuda => {
+                rt.driver().bind_context()?;
+                let comm = cuda::nccl::init_rank(&id.0, nranks, rank)?;
+                Communicator::with_comms(vec![rt.clone()], rank, nranks, Comms::Cuda(vec![comm]))
+            }
+        }
+    }
+
+    fn with_comms(
+        devices: Vec<Runtime>,
+        first: usize,
+        nranks: usize,
+        comms: Comms,
+    ) -> Result<Communicator> {
+        let contexts: Result<Vec<_>> = devices.iter().map(Runtime::begin_task).collect();
+        let c = Communicator {
+            devices,
+            first,
+            nranks,
+            comms,
+            contexts: Mutex::new(Vec::new()),
+            holder: AtomicU64::new(0),
+        };
+        // Made after `c`, so that its drop destroys the communicators on an
+        // error here.
+        *c.contexts.lock() = contexts?;
+        Ok(c)
+    }
+
+    /// How many ranks this process holds.
+    pub fn local_ranks(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// How many ranks there are, in every process.
+    pub fn rank_count(&self) -> usize {
+        self.nranks
+    }
+
+    /// The rank of local rank `local`, if there is one.
+    pub fn rank(&self, local: usize) -> Option<usize> {
+        (local < self.devices.len()).then_some(self.first + local)
+    }
+
+    /// The device of local rank `local`, if there is one.
+    pub fn device(&self, local: usize) -> Option<&Runtime> {
+        self.devices.get(local)
+    }
+
+    /// Whether every rank is in this process: then the calls are checked
+    /// across ranks.
+    fn all_local(&self) -> bool {
+        self.devices.len() == self.nranks
+    }
+
+    /// [`Error::BadCollective`] unless there is one buffer per local rank.
+    fn check_count(&self, call: &'static str, what: &'static str, n: usize) -> Result<()> {
+        if n == self.devices.len() {
+            return Ok(());
+        }
+        Err(Error::BadCollective {
+            call,
+            problem: format!(
+                "{n} {what} for {} local ranks; pass one per local rank, in rank order",
+                self.devices.len()
+            ),
+        })
+    }
+
+    /// [`Error::WrongDevice`] unless `b` is memory of local rank `local`'s
+    /// device.
+    fn check_device<T: DeviceRepr>(
+        &self,
+        local: usize,
+        b: &(impl DeviceSlice<T> + ?Sized),
+        what: &'static str,
+    ) -> Result<()> {
+        self.devices[local].check_same(b.runtime_id(), what)
+    }
+
+    /// [`Error::BadCollective`] unless `rank` is a rank.
+    fn check_rank(&self, call: &'static str, what: &str, rank: usize) -> Result<()> {
+        if rank < self.nranks {
+            return Ok(());
+        }
+        Err(Error::BadCollective {
+            call,
+            problem: format!("{what} {rank} is not a rank: there are {}", self.nranks),
+        })
+    }
+
+    /// The tasks, for one call; [`Error::BadCollective`] for a call made
+    /// while this thread holds them (from inside [`Communicator::group`]).
+    fn hold(&self, call: &'static str) -> Result<Held<'_>> {
+        let me = thread_key();
+        if self.holder.load(Ordering::Acquire) == me {
+            return Err(Error::BadCollective {
+                call,
+                problem: "called inside a group of the same communicator; \
+                          make the call before or after the group"
+                    .into(),
+            });
+        }
+        let contexts = self.contexts.lock();
+        self.holder.store(me, Ordering::Release);
+        Ok(Held {
+            contexts,
+            holder: &self.holder,
+        })
+    }
+
+    /// Issues the parts `build` hands off and stamps, as one group.
+    fn run(
+        &self,
+        call: &'static str,
+        build: impl FnOnce(&[TaskContext], &mut Vec<RankCall>) -> Result<()>,
+    ) -> Result<()> {
+        let held = self.hold(call)?;
+        let mut calls = Vec::with_capacity(held.contexts.len());
+        build(&held.contexts, &mut calls)?;
+        self.launch(&calls)
+    }
+
+    /// Queues `calls` (handed off and stamped, their buffers borrowed until
+    /// this returns) on their streams, in one group.
+    fn launch(&self, calls: &[RankCall]) -> Result<()> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        // A broken device queues nothing, so no other rank waits for it for
+        // good.
+        for d in &self.devices {
+            d.driver().check_sticky()?;
+        }
+        match &self.comms {
+            // SAFETY: each call's stream is its rank's task's, of its
+            // communicator's device; its buffers are of that device (checked
+            // before), handed off to the stream by `tracked` and still
+            // borrowed, and their drops free them only after a hand-off from
+            // the stream (X4). Every local rank makes the same calls (one
+            // loop over them), checked to match when all ranks are local.
+            Comms::Cuda(comms) => unsafe { cuda::nccl::launch(comms, calls) },
+            Comms::Host => host::launch(&self.devices[0], calls),
+        }
+    }
+
+    /// Every rank's `bufs` become `op` over all ranks' (in place).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadCollective`] unless there is one buffer per local rank;
+    /// [`Error::WrongDevice`] for a buffer of another device;
+    /// [`Error::LengthMismatch`] unless the lengths agree; driver and NCCL
+    /// errors.
+    pub fn all_reduce<T: NcclType, B: DeviceSliceMut<T> + ?Sized>(
+        &self,
+        bufs: &mut [&mut B],
+        op: ReduceOp,
+    ) -> Result<()> {
+        self.check_count("all_reduce", "buffers", bufs.len())?;
+        let count = bufs[0].len();
+        for (local, b) in bufs.iter().enumerate() {
+            self.check_device(local, &**b, "a buffer of the all-reduce")?;
+            same_len("a buffer of the all-reduce", count, b.len())?;
+        }
+        let dtype = data_type::<T>();
+        self.run("all_reduce", |contexts, calls| {
+            for (local, b) in bufs.iter_mut().enumerate() {
+                let p = b.device_ptr();
+                let kind = CallKind::AllReduce {
+                    send: p,
+                    recv: p,
+                    count,
+                    op,
+                };
+                let t = &mut [Touch::write(&mut **b)];
+                issue(&contexts[local], local, dtype, kind, t, calls)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every rank's `recv` becomes `op` over all ranks' `send` (out of
+    /// place: `send` is only read).
+    ///
+    /// # Errors
+    ///
+    /// As [`Communicator::all_reduce`].
+    pub fn all_reduce_into<T, S, R>(
+        &self,
+        send: &[&S],
+        recv: &mut [&mut R],
+        op: ReduceOp,
+    ) -> Result<()>
+    where
+        T: NcclType,
+        S: DeviceSlice<T> + ?Sized,
+        R: DeviceSliceMut<T> + ?Sized,
+    {
+        self.check_count("all_reduce_into", "send buffers", send.len())?;
+        self.check_count("all_reduce_into", "receive buffers", recv.len())?;
+        let count = recv[0].len();
+        for (local, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
+            self.check_device(local, *s, "a send buffer of the all-reduce")?;
+            self.check_device(local, &**r, "a receive buffer of the all-reduce")?;
+            same_len("a receive buffer of the all-reduce", count, r.len())?;
+            same_len("a send buffer of the all-reduce", count, s.len())?;
+        }
+        let dtype = data_type::<T>();
+        self.run("all_reduce_into", |contexts, calls| {
+            for (local, (s, r)) in send.iter().zip(recv.iter_mut()).enumerate() {
+                let kind = CallKind::AllReduce {
+                    send: s.device_ptr(),
+                    recv: r.device_ptr(),
+                    count,
+                    op,
+                };
+                let t = &mut [Touch::read(*s), Touch::write(&mut **r)];
+                issue(&contexts[local], local, dtype, kind, t, calls)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every rank's `bufs` become rank `root`'s (in place; the root's is
+    /// only read).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadCollective`] unless `root` is a rank and there is one
+    /// buffer per local rank; as [`Communicator::all_reduce`].
+    pub fn broadcast<T: NcclType, B: DeviceSliceMut<T> + ?Sized>(
+        &self,
+        bufs: &mut [&mut B],
+        root: usize,
+    ) -> Result<()> {
+        self.check_count("broadcast", "buffers", bufs.len())?;
+        self.check_rank("broadcast", "the root", root)?;
+        let count = bufs[0].len();
+        for (local, b) in bufs.iter().enumerate() {
+            self.check_device(local, &**b, "a buffer of the broadcast")?;
+            same_len("a buffer of the broadcast", count, b.len())?;
+        }
+        let dtype = data_type::<T>();
+        self.run("broadcast", |contexts, calls| {
+            for (local, b) in bufs.iter_mut().enumerate() {
+                let p = b.device_ptr();
+                let kind = CallKind::Broadcast {
+                    send: p,
+                    recv: p,
+                    count,
+                    root,
+                };
+                let ctx = &contexts[local];
+                if self.first + local == root {
+                    issue(ctx, local, dtype, kind, &mut [Touch::read(&**b)], calls)?;
+                } else {
+                    issue(
+                        ctx,
+                        local,
+                        dtype,
+                        kind,
+                        &mut [Touch::write(&mut **b)],
+                        calls,
+                    )?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Rank `r`'s `recv` becomes `op` over every rank's part `r` of `send`
+    /// (its elements `r * n..(r + 1) * n`, `n` the length of `recv`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless each `send` holds `rank_count()`
+    /// times its `recv`'s elements and (all ranks local) the `recv`s agree;
+    /// as [`Communicator::all_reduce`].
+    pub fn reduce_scatter<T, S, R>(
+        &self,
+        send: &[&S],
+        recv: &mut [&mut R],
+        op: ReduceOp,
+    ) -> Result<()>
+    where
+        T: NcclType,
+        S: DeviceSlice<T> + ?Sized,
+        R: DeviceSliceMut<T> + ?Sized,
+    {
+        self.check_count("reduce_scatter", "send buffers", send.len())?;
+        self.check_count("reduce_scatter", "receive buffers", recv.len())?;
+        let count = recv[0].len();
+        for (local, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
+            self.check_device(local, *s, "a send buffer of the reduce-scatter")?;
+            self.check_device(local, &**r, "a receive buffer of the reduce-scatter")?;
+            same_len("a receive buffer of the reduce-scatter", count, r.len())?;
+            same_len(
+                "a send buffer of the reduce-scatter (ranks × the receive length)",
+                count * self.nranks,
+                s.len(),
+            )?;
+        }
+        let dtype = data_type::<T>();
+        self.run("reduce_scatter", |contexts, calls| {
+            for (local, (s, r)) in send.iter().zip(recv.iter_mut()).enumerate() {
+                let kind = CallKind::ReduceScatter {
+                    send: s.device_ptr(),
+                    recv: r.device_ptr(),
+                    count,
+                    op,
+                };
+                let t = &mut [Touch::read(*s), Touch::write(&mut **r)];
+                issue(&contexts[local], local, dtype, kind, t, calls)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Every rank's `recv` becomes all ranks' `send`, in rank order (rank
+    /// `q`'s at elements `q * n..(q + 1) * n`, `n` the length of `send`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless each `recv` holds `rank_count()`
+    /// times its `send`'s elements and (all ranks local) the `send`s agree;
+    /// as [`Communicator::all_reduce`].
+    pub fn all_gather<T, S, R>(&self, send: &[&S], recv: &mut [&mut R]) -> Result<()>
+    where
+        T: NcclType,
+        S: DeviceSlice<T> + ?Sized,
+        R: DeviceSliceMut<T> + ?Sized,
+    {
+        self.check_count("all_gather", "send buffers", send.len())?;
+        self.check_count("all_gather", "receive buffers", recv.len())?;
+        let count = send[0].len();
+        for (local, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
+            self.check_device(local, *s, "a send buffer of the all-gather")?;
+            self.check_device(local, &**r, "a receive buffer of the all-gather")?;
+            same_len("a send buffer of the all-gather", count, s.len())?;
+            same_len(
+                "a receive buffer of the all-gather (ranks × the send length)",
+                count * self.nranks,
+                r.len(),
+            )?;
+        }
+        let dtype = data_type::<T>();
+        self.run("all_gather", |contexts, calls| {
+            for (local, (s, r)) in send.iter().zip(recv.iter_mut()).enumerate() {
+                let kind = CallKind::AllGather {
+                    send: s.device_ptr(),
+                    recv: r.device_ptr(),
+                    count,
+                };
+                let t = &mut [Touch::read(*s), Touch::write(&mut **r)];
+                issue(&contexts[local], local, dtype, kind, t, calls)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Point-to-point transfers, issued as one group: `f` adds sends and
+    /// receives ([`GroupCalls::send`], [`GroupCalls::recv`]), which are
+    /// queued together once it returns `Ok` (nothing is, if it fails). The
+    /// buffers stay borrowed until then. The `k`-th send from rank `a` to
+    /// rank `b` goes to the `k`-th receive of `b` from `a`.
+    ///
+    /// # Examples
+    ///
+    /// Two devices swap buffers:
+    ///
+    /// ```
+    /// # use gpu_sched::{nccl::Communicator, BackendChoice, Runtime, RuntimeOptions};
+    /// # fn main() -> gpu_sched::Result<()> {
+    /// # let rt = Runtime::new(RuntimeOptions { backend: BackendChoice::Host, host_devices: 2, ..RuntimeOptions::default() })?;
+    /// let comm = Communicator::all_devices(&rt)?;
+    /// let (t0, t1) = (rt.device(0)?.begin_task()?, rt.device(1)?.begin_task()?);
+    /// let (a, b) = (t0.from_host(&[1u32; 8])?, t1.from_host(&[2u32; 8])?);
+    /// let (mut a2, mut b2) = (t0.zeros::<u32>(8)?, t1.zeros::<u32>(8)?);
+    /// comm.group(|g| {
+    ///     g.send(0, &a, 1)?; // local rank 0 sends `a` to rank 1
+    ///     g.recv(1, &mut b2, 0)?; // which receives it into `b2`
+    ///     g.send(1, &b, 0)?;
+    ///     g.recv(0, &mut a2, 1)
+    /// })?;
+    /// assert_eq!(t0.to_vec(&a2)?, vec![2; 8]);
+    /// assert_eq!(t1.to_vec(&b2)?, vec![1; 8]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// `f` cannot use the communicator itself: a call of it inside the
+    /// group is [`Error::BadCollective`].
+    ///
+    /// # Errors
+    ///
+    /// What `f` returns; with every rank local, [`Error::BadCollective`]
+    /// for a send without its receive (or the reverse) or of another type,
+    /// and [`Error::LengthMismatch`] for one of another length; driver and
+    /// NCCL errors.
+    pub fn group<'b, R>(&self, f: impl FnOnce(&mut GroupCalls<'_, 'b>) -> Result<R>) -> Result<R> {
+        let held = self.hold("group")?;
+        let mut g = GroupCalls {
+            comm: self,
+            contexts: &held.contexts,
+            calls: Vec::new(),
+            _buffers: PhantomData,
+        };
+        let r = f(&mut g)?;
+        let calls = std::mem::take(&mut g.calls);
+        if self.all_local() {
+            pair_sends(&calls)?;
+        }
+        self.launch(&calls)?;
+        Ok(r)
+    }
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        let contexts = self.contexts.get_mut();
+        // NCCL's calls finish before their communicators go (errors have
+        // no one to go to: the streams' next users see a sticky one).
+        for c in contexts.iter().filter(|c| c.has_submitted()) {
+            let _ = c.synchronize();
+        }
+        if let Comms::Cuda(comms) = &self.comms {
+            // SAFETY: the communicators came from `init_all` or
+            // `init_rank`, go once, here, and every call on them finished
+            // (synchronized above).
+            unsafe { cuda::nccl::destroy(comms) };
+        }
+        // The tasks end, giving their streams back (R13).
+        contexts.clear();
+    }
+}
+
+/// The point-to-point calls of one [`Communicator::group`], over buffers
+/// borrowed for `'b` (until the group is queued).
+pub struct GroupCalls<'c, 'b> {
+    comm: &'c Communicator,
+    contexts: &'c [TaskContext],
+    calls: Vec<RankCall>,
+    _buffers: PhantomData<&'b ()>,
+}
+
+impl std::fmt::Debug for GroupCalls<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCalls")
+            .field("calls", &self.calls.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'b> GroupCalls<'_, 'b> {
+    /// [`Error::BadCollective`] unless `local` is a local rank and `peer` a
+    /// rank.
+    fn check(&self, call: &'static str, local: usize, peer: usize) -> Result<()> {
+        if local >= self.comm.local_ranks() {
+            return Err(Error::BadCollective {
+                call,
+                problem: format!("local rank {local} of {}", self.comm.local_ranks()),
+            });
+        }
+        self.comm.check_rank(call, "the peer", peer)
+    }
+
+    /// Local rank `local` sends `buf` (memory of its device) to rank
+    /// `peer`: a read of `buf`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadCollective`] unless `local` is a local rank and `peer`
+    /// a rank; [`Error::WrongDevice`]; driver errors from the hand-off.
+    pub fn send<T: NcclType, S: DeviceSlice<T> + ?Sized>(
+        &mut self,
+        local: usize,
+        buf: &'b S,
+        peer: usize,
+    ) -> Result<()> {
+        self.check("send", local, peer)?;
+        self.comm.check_device(local, buf, "the buffer sent")?;
+        let kind = CallKind::Send {
+            buf: buf.device_ptr(),
+            count: buf.len(),
+            peer,
+        };
+        let t = &mut [Touch::read(buf)];
+        issue(
+            &self.contexts[local],
+            local,
+            data_type::<T>(),
+            kind,
+            t,
+            &mut self.calls,
+        )
+    }
+
+    /// Local rank `local` receives into `buf` (memory of its device) from
+    /// rank `peer`: a write of `buf`.
+    ///
+    /// # Errors
+    ///
+    /// As [`GroupCalls::send`].
+    pub fn recv<T: NcclType, R: DeviceSliceMut<T> + ?Sized>(
+        &mut self,
+        local: usize,
+        buf: &'b mut R,
+        peer: usize,
+    ) -> Result<()> {
+        self.check("recv", local, peer)?;
+        self.comm
+            .check_device(local, buf, "the buffer received into")?;
+        let kind = CallKind::Recv {
+            buf: buf.device_ptr(),
+            count: buf.len(),
+            peer,
+        };
+        let t = &mut [Touch::write(buf)];
+        issue(
+            &self.contexts[local],
+            local,
+            data_type::<T>(),
+            kind,
+            t,
+            &mut self.calls,
+        )
+    }
+}
+
+/// [`Error::LengthMismatch`] for `what` unless `got == expected`.
+fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if got == expected {
+        return Ok(());
+    }
+    Err(Error::LengthMismatch {
+        what,
+        expected,
+        got,
+    })
+}
+
+/// The name of a part, for traces.
+fn call_name(kind: &CallKind) -> &'static str {
+    match kind {
+        CallKind::AllReduce { .. } => "nccl all-reduce",
+        CallKind::Broadcast { .. } => "nccl broadcast",
+        CallKind::ReduceScatter { .. } => "nccl reduce-scatter",
+        CallKind::AllGather { .. } => "nccl all-gather",
+        CallKind::Send { .. } => "nccl send",
+        CallKind::Recv { .. } => "nccl recv",
+    }
+}
+
+/// Local rank `local`'s part `kind` as a tracked operation of its task
+/// `ctx`: its buffers (`touches`) handed off to the task's stream and
+/// stamped, the part added to `calls`, to be queued with the others.
+fn issue(
+    ctx: &TaskContext,
+    local: usize,
+    dtype: DataType,
+    kind: CallKind,
+    touches: &mut [Touch<'_>],
+    calls: &mut Vec<RankCall>,
+) -> Result<()> {
+    ctx.tracked(call_name(&kind), touches, |mem, stream| {
+        calls.push(RankCall {
+            local,
+            stream,
+            dtype,
+            kind,
+            accesses: mem.iter().copied().collect(),
+        });
+        Ok(())
+    })
+}
+
+/// Pairs each send with its receive, as indices into `calls`, with every
+/// rank local (local rank = rank): the `k`-th send from rank `a` to rank
+/// `b` with the `k`-th receive of `b` from `a`, of the same type and length.
+///
+/// # Errors
+///
+/// [`Error::BadCollective`] for a send or receive without its partner, or
+/// of another type; [`Error::LengthMismatch`].
+pub(super) fn pair_sends(calls: &[RankCall]) -> Result<Vec<(usize, usize)>> {
+    use std::collections::{BTreeMap, VecDeque};
+    // (receiving rank, sending rank) -> the receives, in order.
+    let mut recvs: BTreeMap<(usize, usize), VecDeque<usize>> = BTreeMap::new();
+    for (j, c) in calls.iter().enumerate() {
+        if let CallKind::Recv { peer, .. } = c.kind {
+            recvs.entry((c.local, peer)).or_default().push_back(j);
+        }
+    }
+    let mut pairs = Vec::new();
+    for (i, c) in calls.iter().enumerate() {
+        let CallKind::Send { count, peer, .. } = c.kind else {
+            continue;
+        };
+        let from = c.local;
+        let Some(j) = recvs.get_mut(&(peer, from)).and_then(VecDeque::pop_front) else {
+            return Err(Error::BadCollective {
+                call: "group",
+                problem: format!(
+                    "rank {from} sends to rank {peer}, which has no receive from it left \
+                     (a send needs a receive in the same group)"
+                ),
+            });
+        };
+        let r = &calls[j];
+        if r.dtype != c.dtype {
+            return Err(Error::BadCollective {
+                call: "group",
+                problem: format!(
+                    "rank {from} sends {:?} to rank {peer}, which receives {:?}",
+                    c.dtype, r.dtype
+                ),
+            });
+        }
+        if let CallKind::Recv { count: got, .. } = r.kind {
+            same_len("a receive of the group (its send's length)", count, got)?;
+        }
+        pairs.push((i, j));
+    }
+    if let Some((&(at, from), _)) = recvs.iter().find(|(_, left)| !left.is_empty()) {
+        return Err(Error::BadCollective {
+            call: "group",
+            problem: format!(
+                "rank {at} receives from rank {from}, which sends it nothing more \
+                 (a receive needs a send in the same group)"
+            ),
+        });
+    }
+    Ok(pairs)
+}
