@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bundle;
+mod model;
 mod oracle;
 mod ptx;
 mod soak;
@@ -42,6 +43,14 @@ const COMMANDS: &[Command] = &[
                 with the PyTorch comparisons (bundle/benches/) and bundle/run.sh to run \
                 them on a GPU machine without cargo",
         run: bundle::run,
+    },
+    Command {
+        name: "model",
+        args: "[--json FILE]",
+        about: "past one node, on paper: weak and strong scaling of the heat equation and \
+                of CG up to 1,024 GPUs from the two-GPU machine's measured rows \
+                (benches/results/nvidia-h200-x2.json) and stated network assumptions",
+        run: model::run,
     },
     Command {
         name: "oracle",
