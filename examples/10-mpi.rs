@@ -132,7 +132,53 @@ fn run(world: SimpleCommunicator, c: &mut Checks) -> gpu::Result<()> {
     }
     seed_scenario(&rt, &world, c)?;
     send_recv(&rt, &world, c)?;
-    all_reduce(&rt, &world, c)
+    all_reduce(&rt, &world, c)?;
+    nccl_by_rank(&rt, &world, c)
+}
+
+/// NCCL with one device a process: rank 0 makes the unique id, MPI
+/// broadcasts its bytes, every rank joins (`Communicator::with_id`) and
+/// all-reduces a device buffer. The host backend has no NCCL across
+/// processes: there it must say so (`Unsupported`).
+fn nccl_by_rank(rt: &Runtime, world: &SharedComm, c: &mut Checks) -> gpu::Result<()> {
+    use gpu::mpi::rsmpi::collective::Root;
+    use gpu::nccl::{Communicator as Nccl, ReduceOp, UniqueId};
+    let (rank, size) = (world.rank(), world.size());
+    let root = world.process_at_rank(0);
+    if rt.backend() == gpu::BackendKind::Host {
+        let id = UniqueId::from_bytes([0; 128]);
+        let r = Nccl::with_id(rt, id, rank as usize, size as usize);
+        c.check(
+            "NCCL by rank on the host backend is Unsupported",
+            matches!(r, Err(gpu::Error::Unsupported(_))),
+            || format!("{:?}", r.map(|_| ())),
+        );
+        return Ok(());
+    }
+    let mut bytes = [0u8; 128];
+    if rank == 0 {
+        bytes = *Nccl::unique_id()?.as_bytes();
+    }
+    root.broadcast_into(&mut bytes[..]);
+    let comm = Nccl::with_id(
+        rt,
+        UniqueId::from_bytes(bytes),
+        rank as usize,
+        size as usize,
+    )?;
+    let t = rt.begin_task()?;
+    let mut b = t.from_host(&vec![(rank + 1) as f32; 1 << 20])?;
+    // A slow write first: the all-reduce must wait for it on the device.
+    k::spin_touch(&t, &mut b, Duration::from_millis(20))?;
+    comm.all_reduce(&mut [&mut b], ReduceOp::Sum)?;
+    let want = (size * (size + 1) / 2 + size) as f32;
+    let got = t.to_vec(&b)?;
+    c.check(
+        "NCCL all-reduce by rank (unique id through MPI)",
+        got.iter().all(|&x| x == want),
+        || format!("{:?}, {want} expected", &got[..4]),
+    );
+    Ok(())
 }
 
 /// This rank's runtime: with `GPU_BACKEND=cuda`, one GPU per rank (the
