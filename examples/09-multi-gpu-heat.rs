@@ -447,7 +447,6 @@ mod by_rank {
         b.synchronize()?;
         world.barrier();
         let elapsed = start.elapsed();
-        drop(step);
         let mine = a.to_vec(&u)?;
         if rank == 0 {
             report(backend, size, &run, elapsed);
