@@ -102,12 +102,25 @@ mod raw {
             c
         }
 
-        /// Makes device `i`'s context current on this thread.
-        pub(crate) fn enter(&self, i: usize) {
+        /// Makes device `i`'s context current on this thread, until
+        /// [`Contexts::pop`] (which restores the runtime's, as it expects:
+        /// it remembers which context it made current).
+        pub(crate) fn push(&self, i: usize) {
             // SAFETY: a context retained by `retain`, alive until drop.
             ok(
-                unsafe { sys::cuCtxSetCurrent(self.ctx[i] as usize as sys::CUcontext) },
-                "cuCtxSetCurrent",
+                unsafe { sys::cuCtxPushCurrent_v2(self.ctx[i] as usize as sys::CUcontext) },
+                "cuCtxPushCurrent",
+            );
+        }
+
+        /// Undoes [`Contexts::push`].
+        pub(crate) fn pop(&self) {
+            let mut old: sys::CUcontext = std::ptr::null_mut();
+            // SAFETY: `push` pushed a context on this thread; `old` is a
+            // valid out-pointer.
+            ok(
+                unsafe { sys::cuCtxPopCurrent_v2(&mut old) },
+                "cuCtxPopCurrent",
             );
         }
 
@@ -187,7 +200,7 @@ fn direction(
     };
     let mut raw_copy = || {
         if let Some(c) = &ctx {
-            c.enter(0);
+            c.push(0);
         }
         let start = Instant::now();
         if let Some(c) = &ctx {
@@ -196,13 +209,17 @@ fn direction(
             // `bytes` each; every earlier copy on them was synchronized
             // (the library's below, and this one before returning), and
             // `stream` is this task's stream of device `from`, whose
-            // context `c.enter(0)` made current.
+            // context `c.push(0)` made current.
             unsafe { c.copy(pd, 1, ps, 0, bytes, stream) };
         } else {
             host_dst.copy_from_slice(&host_src);
             host_src[0] += 1.0;
         }
-        start.elapsed().as_secs_f64()
+        let secs = start.elapsed().as_secs_f64();
+        if let Some(c) = &ctx {
+            c.pop();
+        }
+        secs
     };
     let mut lib_copy = || -> gpu::Result<f64> {
         let start = Instant::now();
