@@ -154,6 +154,12 @@ pub(super) fn run(args: &[String]) -> Result<(), Error> {
         Some(script)
     };
     let bin = binaries(&root)?;
+    // The commit of the results: the bundle's that runs.
+    if std::env::var_os("BENCH_COMMIT").is_none() {
+        if let Ok(c) = fs::read_to_string(bin.join("../COMMIT")) {
+            std::env::set_var("BENCH_COMMIT", c.trim());
+        }
+    }
     eprintln!(
         "bench --multi-gpu: {} GPU(s), backend {backend}; binaries in {}",
         gpus,
