@@ -24,6 +24,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod multi;
 #[cfg(test)]
 mod test;
 
@@ -59,6 +60,9 @@ const TORCH_SCRIPTS: &[TorchScript] = &[
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
+    if args.iter().any(|a| a == "--multi-gpu") {
+        return multi::run(args);
+    }
     let mut filter = None;
     let mut out_dir = None;
     let mut no_torch = false;
@@ -551,11 +555,14 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         get(r, "B10/spawns-rayon"),
     );
     rows.extend(ratios);
+    multi::add_ratios(rows);
 }
 
 fn unit(name: &str) -> &'static str {
     if name.starts_with("ratio/") {
         "x"
+    } else if name.starts_with("peer/") {
+        "GB/s"
     } else {
         "ns"
     }
@@ -589,6 +596,8 @@ fn parse_rows(text: &str) -> BTreeMap<String, f64> {
 fn fmt_value(name: &str, v: f64) -> String {
     if name.starts_with("ratio/") {
         format!("{v:.3}")
+    } else if name.starts_with("peer/") {
+        format!("{v:.1} GB/s")
     } else if v >= 1e6 {
         format!("{:.3} ms", v / 1e6)
     } else if v >= 1e3 {
@@ -643,6 +652,12 @@ fn driver() -> String {
 fn commit() -> String {
     std::env::var("BENCH_COMMIT")
         .ok()
+        .or_else(|| {
+            // The bundle's (bundle/ or bundle-x2/), beside this binary's bin/.
+            let exe = std::env::current_exe().ok()?;
+            let c = fs::read_to_string(exe.parent()?.join("../COMMIT")).ok()?;
+            Some(c.trim().to_string())
+        })
         .or_else(|| {
             fs::read_to_string("bundle/COMMIT")
                 .ok()

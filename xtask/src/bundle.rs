@@ -7,20 +7,30 @@
 //! bash bundle/run.sh                                  # tests, examples, bench; logs under $OUT
 //! BENCH_ARGS="--filter B13" bash bundle/run.sh bench  # one benchmark group
 //! ```
+//!
+//! `--multi-gpu` builds the lean bundle of the two-GPU machine instead,
+//! `bundle-x2/` (well under the 64 MiB a run carries): see [`multi_gpu`].
 
 use crate::{fail, workspace_root, Error};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[cfg(test)]
+mod test;
+
 /// Crates whose tests and examples go in the bundle.
 const PACKAGES: &[&str] = &["gpu-sched", "gpu-kernels", "gpu-scope"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
-    if let Some(a) = args.first() {
-        return Err(Error::Usage(format!(
-            "bundle takes no arguments, got `{a}`"
-        )));
+    match args.first().map(String::as_str) {
+        None => {}
+        Some("--multi-gpu") if args.len() == 1 => return multi_gpu(),
+        Some(a) => {
+            return Err(Error::Usage(format!(
+                "bundle takes no argument but --multi-gpu, got `{a}`"
+            )))
+        }
     }
     let root = workspace_root();
     let out = root.join("bundle");
@@ -52,6 +62,29 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         &["build", "--release", "-p", "xtask"],
     )?);
 
+    let names = install(exes, &bin)?;
+    let size = folder_size(&bin, &names);
+    let scripts = copy_scripts(&root.join("benches"), &out.join("benches"))?;
+    write_commit(&root, &out)?;
+    fs::write(out.join("run.sh"), RUN_SH).map_err(|e| fail(format!("writing run.sh: {e}")))?;
+    println!(
+        "bundle: {} binaries, {:.1} MiB in {}\nrun it on the GPU machine with: bash bundle/run.sh",
+        names.len(),
+        size as f64 / (1 << 20) as f64,
+        out.display()
+    );
+    for n in &names {
+        println!("  {n}");
+    }
+    for n in &scripts {
+        println!("  benches/{n}");
+    }
+    Ok(())
+}
+
+/// Copies each executable into `bin` as `<kind>.<name>` (without the
+/// hash suffix of test and bench binaries), stripped; their names, sorted.
+fn install(exes: Vec<(String, PathBuf)>, bin: &Path) -> Result<Vec<String>, Error> {
     let mut names = Vec::new();
     for (kind, path) in exes {
         let file = path
@@ -75,34 +108,162 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     }
     names.sort();
     names.dedup();
-    let size: u64 = names
+    Ok(names)
+}
+
+/// Bytes of the files `names` of `dir`.
+fn folder_size(dir: &Path, names: &[String]) -> u64 {
+    names
         .iter()
-        .filter_map(|n| fs::metadata(bin.join(n)).ok())
+        .filter_map(|n| fs::metadata(dir.join(n)).ok())
         .map(|m| m.len())
-        .sum();
-    let scripts = copy_scripts(&root.join("benches"), &out.join("benches"))?;
+        .sum()
+}
+
+/// `out/COMMIT`: the commit the bundle was built from.
+fn write_commit(root: &Path, out: &Path) -> Result<(), Error> {
     let commit = Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=12"])
-        .current_dir(&root)
+        .current_dir(root)
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     fs::write(out.join("COMMIT"), format!("{commit}\n"))
-        .map_err(|e| fail(format!("writing COMMIT: {e}")))?;
-    fs::write(out.join("run.sh"), RUN_SH).map_err(|e| fail(format!("writing run.sh: {e}")))?;
+        .map_err(|e| fail(format!("writing COMMIT: {e}")))
+}
+
+/// The most a run carries (the device tool's limit for all carried paths).
+const CARRY_LIMIT: u64 = 64 << 20;
+
+/// `bundle --multi-gpu`: the lean bundle of the two-GPU machine,
+/// `bundle-x2/`, holding only what its run needs, built with the feature
+/// `mpi` (Open MPI's `libmpi.so.40` is on that machine; building needs
+/// `libopenmpi-dev` and `libclang-dev` here):
+///
+/// - `09-multi-gpu-heat` (B11, its checks, `--mpi`) and `10-mpi`;
+/// - the test binaries of `crates/gpu-scope/tests/devices.rs` and, where
+///   it exists, `tests/nccl.rs`;
+/// - the bench binaries that print rows: `multi_gpu` (peer copies) and,
+///   where gpu-scope declares it, `nccl` (B12);
+/// - xtask (`bench --multi-gpu` runs it all), `benches/torch_multi_gpu.py`,
+///   and `run.sh`:
+///
+/// ```text
+/// bash bundle-x2/run.sh                 # tests examples bench; logs under $OUT
+/// BENCH_ARGS=--no-torch bash bundle-x2/run.sh bench
+/// ```
+fn multi_gpu() -> Result<(), Error> {
+    let root = workspace_root();
+    let out = root.join("bundle-x2");
+    let bin = out.join("bin");
+    let _ = fs::remove_dir_all(&out);
+    fs::create_dir_all(&bin).map_err(|e| fail(format!("creating {}: {e}", bin.display())))?;
+    let manifest = fs::read_to_string(root.join("crates/gpu-scope/Cargo.toml"))
+        .map_err(|e| fail(format!("reading gpu-scope's Cargo.toml: {e}")))?;
+    let targets = multi_gpu_targets(&manifest, |t| {
+        root.join("crates/gpu-scope/tests").join(t).is_file()
+    });
+    let mut args = vec!["build", "--release", "-p", "gpu-scope"];
+    args.extend(targets.iter().map(String::as_str));
+    let mut exes = cargo_executables(&root, &args)?;
+    exes.extend(cargo_executables(
+        &root,
+        &["build", "--release", "-p", "xtask"],
+    )?);
+    let names = install(exes, &bin)?;
+    let size = folder_size(&bin, &names);
+    let scripts = out.join("benches");
+    fs::create_dir_all(&scripts)
+        .map_err(|e| fail(format!("creating {}: {e}", scripts.display())))?;
+    let script = root.join("benches").join(MULTI_GPU_SCRIPT);
+    fs::copy(&script, scripts.join(MULTI_GPU_SCRIPT))
+        .map_err(|e| fail(format!("copying {}: {e}", script.display())))?;
+    write_commit(&root, &out)?;
+    fs::write(out.join("run.sh"), RUN_X2_SH).map_err(|e| fail(format!("writing run.sh: {e}")))?;
     println!(
-        "bundle: {} binaries, {:.1} MiB in {}\nrun it on the GPU machine with: bash bundle/run.sh",
+        "bundle --multi-gpu: {} binaries, {:.1} MiB in {}\n(cargo {})\nrun it on the two-GPU \
+         machine (carry bundle-x2) with: bash bundle-x2/run.sh",
         names.len(),
         size as f64 / (1 << 20) as f64,
-        out.display()
+        out.display(),
+        args.join(" ")
     );
     for n in &names {
         println!("  {n}");
     }
-    for n in &scripts {
-        println!("  benches/{n}");
+    println!("  benches/{MULTI_GPU_SCRIPT}");
+    if size + (1 << 20) > CARRY_LIMIT {
+        return Err(fail(format!(
+            "bundle-x2 holds {:.1} MiB: more than a run carries (64 MiB)",
+            size as f64 / (1 << 20) as f64
+        )));
     }
     Ok(())
+}
+
+/// The PyTorch comparison of the two-GPU bundle.
+const MULTI_GPU_SCRIPT: &str = "torch_multi_gpu.py";
+
+/// Cargo's feature and target arguments for the two-GPU bundle, from
+/// gpu-scope's manifest: the features `mpi` (and `nccl` where declared),
+/// the examples, `--test devices` (and `--test nccl` where `has_test`
+/// finds `nccl.rs`), `--bench multi_gpu` (and `--bench nccl` where
+/// declared).
+pub(crate) fn multi_gpu_targets(manifest: &str, has_test: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut features = vec!["mpi"];
+    if section_keys(manifest, "[features]").any(|k| k == "nccl") {
+        features.push("nccl");
+    }
+    let mut t = vec![
+        "--features".to_string(),
+        features.join(","),
+        "--example".into(),
+        "09-multi-gpu-heat".into(),
+        "--example".into(),
+        "10-mpi".into(),
+        "--test".into(),
+        "devices".into(),
+    ];
+    if has_test("nccl.rs") {
+        t.extend(["--test".into(), "nccl".into()]);
+    }
+    for b in declared_benches(manifest) {
+        if b == "multi_gpu" || b == "nccl" {
+            t.extend(["--bench".into(), b]);
+        }
+    }
+    t
+}
+
+/// The keys of a manifest's `section` (a `[table]` line).
+fn section_keys<'a>(manifest: &'a str, section: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    let mut inside = false;
+    manifest.lines().map(str::trim).filter_map(move |l| {
+        if l.starts_with('[') {
+            inside = l == section;
+            return None;
+        }
+        let key = l.split_once('=')?.0.trim();
+        (inside && !l.starts_with('#')).then_some(key)
+    })
+}
+
+/// The names of the `[[bench]]` targets of a manifest.
+fn declared_benches(manifest: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut in_bench = false;
+    for l in manifest.lines().map(str::trim) {
+        if l.starts_with('[') {
+            in_bench = l == "[[bench]]";
+        } else if in_bench {
+            if let Some(v) = l.strip_prefix("name") {
+                let v = v.trim_start().trim_start_matches('=').trim();
+                names.push(v.trim_matches('"').to_string());
+                in_bench = false;
+            }
+        }
+    }
+    names
 }
 
 /// Copies the PyTorch comparisons (`*.py`) of `from` into `to`, which
@@ -207,7 +368,7 @@ while [ $i -lt ${#phases[@]} ]; do
     for t in "$here"/bin/test.*; do
       name=$(basename "$t")
       skip=()
-      if [ "$name" = test.devices ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
+      if { [ "$name" = test.devices ] || [ "$name" = test.nccl ]; } && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
         # Their CUDA variants need two GPUs: the two-GPU bundle runs them.
         skip=(--skip ::cuda)
         echo "=== $name (host variants only: fewer than two GPUs here)" | tee -a "$log"
@@ -253,6 +414,96 @@ while [ $i -lt ${#phases[@]} ]; do
     rc=${PIPESTATUS[0]}
     summary+=("soak rc=$rc")
     [ $rc -eq 0 ] || fail=1 ;;
+  esac
+done
+echo "=== summary" | tee -a "$log"
+printf '%s\n' "${summary[@]}" | tee -a "$log"
+exit $fail
+"#;
+
+/// `bundle-x2/run.sh`: the two-GPU machine's run.
+const RUN_X2_SH: &str = r#"#!/usr/bin/env bash
+# Runs the two-GPU bundle (cargo xtask bundle --multi-gpu) on a machine with
+# two GPUs and no cargo, from the repository root:
+#   bash bundle-x2/run.sh [tests] [examples] [bench]     (none: all three)
+# tests: the devices test binary (and nccl's, if bundled), CUDA cases
+# included; examples: 09-multi-gpu-heat checked against the CPU loop, in one
+# process and as two MPI ranks, and 10-mpi on two ranks; bench: `xtask bench
+# --multi-gpu` (B11, B11-mpi, peer copies, PyTorch), BENCH_ARGS added (e.g.
+# "--no-torch", "--repeat 5"). Logs and results go to $OUT (or
+# ./bundle-x2-out): x2.log, bench.log, bench-table.md, <device>-x2.json;
+# the summary is printed last. GPU_BACKEND (default cuda) and MPIRUN_ARGS
+# (default: Open MPI's plain shared-memory copies) can be set.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/../bundle-x2-out}
+mkdir -p "$out"
+log=$out/x2.log
+summary=()
+fail=0
+cd "$here/.."
+phases=("$@")
+[ ${#phases[@]} -eq 0 ] && phases=(tests examples bench)
+export GPU_BACKEND=${GPU_BACKEND:-cuda}
+# NVLink multicast stays off.
+export NCCL_NVLS_ENABLE=0
+mpi_args=${MPIRUN_ARGS---mca btl_vader_single_copy_mechanism none}
+export MPIRUN_ARGS=$mpi_args
+# shellcheck disable=SC2206 # split into arguments
+mpirun=(mpirun --allow-run-as-root $mpi_args -np 2 -x GPU_BACKEND -x NCCL_NVLS_ENABLE=0)
+{
+  echo "devices:"; nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1
+  nvidia-smi topo -m 2>&1 | head -4
+  echo "commit: $(cat "$here/COMMIT" 2>/dev/null)  date: $(date -u +%FT%TZ)  GPU_BACKEND=$GPU_BACKEND"
+  echo "mpirun: $(command -v mpirun) $(mpirun --version 2>&1 | head -1)"
+} | tee -a "$log"
+# step NAME EXPECT CMD...: runs CMD (output to the log), passes if it exits 0
+# and (EXPECT not empty) prints a line matching the regex EXPECT.
+step() {
+  local name=$1 expect=$2; shift 2
+  echo "=== $name: $*" | tee -a "$log"
+  local tmp; tmp=$(mktemp)
+  timeout 300 "$@" >"$tmp" 2>&1
+  local rc=$?
+  cat "$tmp" >>"$log"
+  if [ $rc -eq 0 ] && [ -n "$expect" ] && ! grep -Eq "$expect" "$tmp"; then
+    echo "$name: no line matching /$expect/" | tee -a "$log"; rc=99
+  fi
+  rm -f "$tmp"
+  summary+=("$name rc=$rc")
+  [ $rc -eq 0 ] || fail=1
+}
+for phase in "${phases[@]}"; do
+  case $phase in
+  tests)
+    for t in "$here"/bin/test.*; do
+      [ -e "$t" ] || continue
+      name=$(basename "$t")
+      echo "=== $name (all tests, the CUDA variants included)" | tee -a "$log"
+      timeout 400 "$t" --include-ignored --test-threads=1 >>"$log" 2>&1
+      rc=$?
+      line=$(grep -E '^test result:' "$log" | tail -1)
+      summary+=("$name rc=$rc $line")
+      [ $rc -eq 0 ] || fail=1
+    done ;;
+  examples)
+    heat=$here/bin/example.09-multi-gpu-heat
+    step "09-multi-gpu-heat" 'matches the CPU loop' "$heat"
+    step "09-multi-gpu-heat --mpi" 'matches the CPU loop' "${mpirun[@]}" "$heat" --mpi
+    step "10-mpi (2 ranks)" '^[0-9]+ passed, 0 failed$' "${mpirun[@]}" "$here/bin/example.10-mpi"
+    ;;
+  bench)
+    echo "=== bench --multi-gpu ${BENCH_ARGS:-}" | tee -a "$log"
+    rm -f "$out/bench-table.md"
+    # shellcheck disable=SC2086 # BENCH_ARGS is split into arguments
+    OUT=$out "$here/bin/bin.xtask" bench --multi-gpu --out "$out" ${BENCH_ARGS:-} >"$out/bench.log" 2>&1
+    rc=$?
+    grep -E '^(\[|wrote|xtask|bench)' "$out/bench.log" >>"$log"
+    [ -f "$out/bench-table.md" ] && cat "$out/bench-table.md"
+    [ $rc -eq 0 ] || { echo "bench FAILED (rc=$rc):"; grep -E '^(xtask bench|bench|- )' "$out/bench.log" | tail -8; }
+    summary+=("bench --multi-gpu rc=$rc")
+    [ $rc -eq 0 ] || fail=1 ;;
+  *) echo "unknown phase $phase (tests, examples, bench)"; fail=1 ;;
   esac
 done
 echo "=== summary" | tee -a "$log"

@@ -29,19 +29,25 @@ struct Command {
 const COMMANDS: &[Command] = &[
     Command {
         name: "bench",
-        args: "[--filter REGEX] [--out DIR] [--no-torch]",
+        args: "[--filter REGEX] [--out DIR] [--no-torch] | --multi-gpu [--out DIR] [--no-torch] \
+               [--repeat N] [--quick]",
         about: "run the benchmarks B1-B14 and their PyTorch comparisons (from bundle/ on a \
                 GPU machine), write benches/results/<device>.json and print the \
                 current/previous/ratio table; fails if a PyTorch comparison cannot run \
-                (--no-torch: skip them, loudly)",
+                (--no-torch: skip them, loudly). --multi-gpu: B11 (the heat equation on \
+                1 and 2 GPUs, 2 MPI ranks), peer copies and torch_multi_gpu.py on two GPUs \
+                (from bundle-x2/), written to benches/results/<device>-x<n>.json with goals; \
+                --quick: tiny sizes on any backend (a harness check, written under --out only)",
         run: bench::run,
     },
     Command {
         name: "bundle",
-        args: "",
+        args: "[--multi-gpu]",
         about: "build the GPU tests, examples and xtask (release, stripped) into bundle/, \
                 with the PyTorch comparisons (bundle/benches/) and bundle/run.sh to run \
-                them on a GPU machine without cargo",
+                them on a GPU machine without cargo; --multi-gpu: the lean two-GPU bundle \
+                bundle-x2/ (feature mpi: 09 and 10-mpi, the devices test, the multi_gpu \
+                bench, torch_multi_gpu.py, bundle-x2/run.sh)",
         run: bundle::run,
     },
     Command {
