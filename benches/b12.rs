@@ -6,7 +6,7 @@
 //! then `n` calls queued back to back and the devices synchronized, the
 //! time a call their mean; the two alternate for `ROUNDS` rounds and each
 //! row is the median. Prints one JSON row a line
-//! (`{"name": .., "value": .., "unit": "us"}`), read by
+//! (`{"name": .., "value": .., "unit": "ns"}`), read by
 //! `cargo xtask bench --multi-gpu`; needs two GPUs and NCCL.
 //!
 //! ```text
@@ -82,8 +82,10 @@ fn label(bytes: usize) -> String {
     }
 }
 
+/// A row in nanoseconds (what `cargo xtask bench` reads).
 fn row(name: &str, us: f64) {
-    println!("{{\"name\": \"{name}\", \"value\": {us:.3}, \"unit\": \"us\"}}");
+    let ns = us * 1e3;
+    println!("{{\"name\": \"{name}\", \"value\": {ns:.1}, \"unit\": \"ns\"}}");
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -9,7 +9,8 @@
 //!
 //! 1. its first and last rows of the next state (they read the halos);
 //! 2. a peer copy of each into the neighbour's halo for the next step
-//!    (`copy_peer`: NVLink where the devices are peers);
+//!    (`copy_peer`: NVLink where the devices are peers), on a second task
+//!    of the device, so that they overlap the interior;
 //! 3. its interior rows, which read no halo, so they never wait for a
 //!    neighbour.
 //!
@@ -281,6 +282,12 @@ fn steps(
         .iter()
         .map(|b| b.rt.begin_task())
         .collect::<gpu::Result<Vec<_>>>()?;
+    // The exchange's own task a device: its copies wait for the boundary
+    // rows only, and the interior, queued on `tasks`, never behind them.
+    let comm = blocks
+        .iter()
+        .map(|b| b.rt.begin_task())
+        .collect::<gpu::Result<Vec<_>>>()?;
     let nx = run.nx;
     for step in range {
         let (p, q) = (step % 2, 1 - step % 2);
@@ -297,8 +304,9 @@ fn steps(
             b.heat
                 .step(t, end, top, shape, (b.rows - 1, 1), g_last, ALPHA)?;
         }
-        // 2. Into the neighbours' halos for the next step.
-        for (d, (b, t)) in blocks.iter().zip(&tasks).enumerate() {
+        // 2. Into the neighbours' halos for the next step, on the
+        // exchange's tasks.
+        for (d, (b, t)) in blocks.iter().zip(&comm).enumerate() {
             let last = (b.rows - 1) * nx;
             if run.halo && d > 0 {
                 t.copy_peer(&b.v.slice(..nx)?, &mut halos[d - 1][1][q])?;
