@@ -11,10 +11,16 @@ fn the_two_gpu_bundle_builds_what_its_run_needs() {
         "--example 10-mpi",
         "--test devices",
         "--bench multi_gpu",
+        // B12, declared in the manifest.
+        "--bench nccl",
     ] {
         assert!(t.contains(want), "{want}: {t}");
     }
-    assert!(!t.contains("nccl") && !t.contains("--bench gpu"), "{t}");
+    // No test file here (`has_test` says none), and never criterion's.
+    assert!(
+        !t.contains("--test nccl") && !t.contains("--bench gpu"),
+        "{t}"
+    );
 }
 
 #[test]
