@@ -98,52 +98,23 @@ where
         for lane in work {
             s.spawn(move |t| {
                 let n = opts.chunk.min(lane.first().map_or(0, |(x, _)| x.len()));
-                // Two staging buffers each way, used in turn: the host
-                // copies chunk k + 1 in (and chunk k - 1 out) while the
-                // device copies and computes chunk k.
-                let mut stage_in = [
-                    Staging::<T>::new(t.runtime(), n)?,
-                    Staging::<T>::new(t.runtime(), n)?,
-                ];
-                let mut stage_out = [
-                    Staging::<U>::new(t.runtime(), n)?,
-                    Staging::<U>::new(t.runtime(), n)?,
-                ];
+                let mut stage_in = Staging::<T>::new(t.runtime(), n)?;
+                let mut stage_out = Staging::<U>::new(t.runtime(), n)?;
                 let mut d_in = t.alloc::<T>(n)?;
                 let mut d_out = t.alloc::<U>(n)?;
-                // The chunk whose result is on its way to `stage_out`.
-                let mut pending: Option<(usize, &mut [U])> = None;
-                for (k, (src, dst)) in lane.into_iter().enumerate() {
-                    let (mut x, mut y);
-                    let (xi, yo) = if src.len() == n {
-                        (&mut d_in, &mut d_out)
+                for (src, dst) in lane {
+                    if src.len() == n {
+                        stage_in.upload(t, src, &mut d_in)?;
+                        f(t, &d_in, &mut d_out)?;
+                        stage_out.download(t, &d_out, dst)?;
                     } else {
                         // The short last chunk gets buffers of its own size.
-                        x = t.alloc::<T>(src.len())?;
-                        y = t.alloc::<U>(src.len())?;
-                        (&mut x, &mut y)
-                    };
-                    stage_in[k % 2].upload(t, src, xi)?;
-                    f(t, xi, yo)?;
-                    // `f` holds `&mut` to the output buffer and may have
-                    // put another one in its place.
-                    if yo.len() != dst.len() {
-                        return Err(Error::LengthMismatch {
-                            what: "par_map's output buffer after the closure",
-                            expected: dst.len(),
-                            got: yo.len(),
-                        });
+                        let mut x = t.alloc::<T>(src.len())?;
+                        let mut y = t.alloc::<U>(src.len())?;
+                        stage_in.upload(t, src, &mut x)?;
+                        f(t, &x, &mut y)?;
+                        stage_out.download(t, &y, dst)?;
                     }
-                    stage_out[k % 2].receive(t, &*yo)?;
-                    if let Some((j, out)) = pending.take() {
-                        let done = stage_out[j % 2].as_slice()?;
-                        out.copy_from_slice(&done[..out.len()]);
-                    }
-                    pending = Some((k, dst));
-                }
-                if let Some((j, out)) = pending {
-                    let done = stage_out[j % 2].as_slice()?;
-                    out.copy_from_slice(&done[..out.len()]);
                 }
                 Ok(())
             });
