@@ -7,15 +7,18 @@
 //! time a call their mean; the two alternate for `ROUNDS` rounds and each
 //! row is the median. Prints one JSON row a line
 //! (`{"name": .., "value": .., "unit": "ns"}`), read by
-//! `cargo xtask bench --multi-gpu`; needs two GPUs and NCCL.
+//! `cargo xtask bench --multi-gpu`; needs two GPUs and NCCL. `--quick`:
+//! 1 MiB only, one round. On the host backend (`GPU_BACKEND=host`, two
+//! simulated devices) only the library's rows are printed: there is no raw
+//! NCCL to compare with, so no ratio comes of them.
 //!
 //! ```text
-//! cargo bench -p gpu-scope --bench b12
+//! cargo bench -p gpu-scope --bench nccl [-- --quick]
 //! ```
 
 use cudarc::nccl::{result as nccl, sys};
 use gpu::nccl::{Communicator, ReduceOp};
-use gpu::{BackendChoice, Buffer, Runtime, RuntimeOptions, TaskContext};
+use gpu::{BackendChoice, BackendKind, Buffer, Runtime, RuntimeOptions, TaskContext};
 use std::time::Instant;
 
 /// Rounds of (library, raw) a size.
@@ -26,48 +29,67 @@ const SIZES: [usize; 6] = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 <<
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Never NVLink multicast (it can take the host's GPUs out of service).
     std::env::set_var("NCCL_NVLS_ENABLE", "0");
+    let quick = std::env::args().any(|a| a == "--quick");
     let rt = Runtime::new(RuntimeOptions {
-        backend: BackendChoice::Cuda,
+        backend: BackendChoice::Auto,
+        host_devices: 2,
         ..RuntimeOptions::default()
     })?;
     let n = rt.device_count();
     if n < 2 {
         return Err(format!("B12 needs two GPUs; the driver reports {n}").into());
     }
+    let cuda = rt.backend() == BackendKind::Cuda;
+    if !cuda {
+        eprintln!("B12: host backend: the library's rows only (no raw NCCL here)");
+    }
+    let (sizes, rounds): (&[usize], usize) = if quick {
+        (&SIZES[..1], 1)
+    } else {
+        (&SIZES, ROUNDS)
+    };
     let devices = (0..n)
         .map(|d| rt.device(d))
         .collect::<gpu::Result<Vec<_>>>()?;
     let comm = Communicator::all_devices(&rt)?;
-    let raw = RawComms::new(n)?;
+    let raw = if cuda { Some(RawComms::new(n)?) } else { None };
     let tasks = devices
         .iter()
         .map(Runtime::begin_task)
         .collect::<gpu::Result<Vec<_>>>()?;
-    for bytes in SIZES {
+    for &bytes in sizes {
         let len = bytes / 4;
         let mut bufs = tasks
             .iter()
             .map(|t| t.zeros::<f32>(len))
             .collect::<gpu::Result<Vec<Buffer<f32>>>>()?;
-        let calls = (8usize << 30).div_ceil(bytes).clamp(5, 200);
+        let calls = if quick {
+            3
+        } else {
+            (8usize << 30).div_ceil(bytes).clamp(5, 200)
+        };
         let (mut lib, mut raw_t) = (Vec::new(), Vec::new());
-        for _ in 0..ROUNDS {
+        for _ in 0..rounds {
             lib.push(time(calls, &devices, || {
                 let mut refs: Vec<&mut Buffer<f32>> = bufs.iter_mut().collect();
                 Ok(comm.all_reduce(&mut refs, ReduceOp::Sum)?)
             })?);
-            let ptrs = tasks
-                .iter()
-                .zip(bufs.iter_mut())
-                .map(|(t, b)| t.raw_ptr(b))
-                .collect::<gpu::Result<Vec<u64>>>()?;
-            raw_t.push(time(calls, &devices, || {
-                raw.all_reduce(&ptrs, len, &tasks)
-            })?);
+            if let Some(raw) = &raw {
+                let ptrs = tasks
+                    .iter()
+                    .zip(bufs.iter_mut())
+                    .map(|(t, b)| t.raw_ptr(b))
+                    .collect::<gpu::Result<Vec<u64>>>()?;
+                raw_t.push(time(calls, &devices, || {
+                    raw.all_reduce(&ptrs, len, &tasks)
+                })?);
+            }
         }
         let name = label(bytes);
         row(&format!("B12/library-{name}"), median(&mut lib));
-        row(&format!("B12/raw-{name}"), median(&mut raw_t));
+        if !raw_t.is_empty() {
+            row(&format!("B12/raw-{name}"), median(&mut raw_t));
+        }
     }
     drop(raw);
     Ok(())

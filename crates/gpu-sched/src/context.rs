@@ -733,28 +733,7 @@ impl TaskContext {
     ) -> Result<()> {
         self.check(src, "the source buffer")?;
         self.check(dst, "the destination buffer")?;
-        if dst.len() != src.len() {
-            return Err(Error::LengthMismatch {
-                what: "the destination buffer",
-                expected: src.len(),
-                got: dst.len(),
-            });
-        }
-        let (s, d, bytes, drv) = (
-            src.device_ptr(),
-            dst.device_ptr(),
-            src.bytes(),
-            self.rt.driver(),
-        );
-        // SAFETY: `tracked` handed `src` (read) and `dst` (write) to this
-        // stream; both are borrowed now, hold `bytes` (the lengths agree),
-        // and their buffers' drops free them only after a hand-off from this
-        // stream (X4).
-        self.tracked(
-            "dtod",
-            &mut [Touch::read(src), Touch::write(dst)],
-            |_, raw| unsafe { drv.copy_dtod(d, s, bytes, raw) },
-        )
+        self.device_copy(src, dst, None)
     }
 
     /// Copies `src` into `dst` where the two may be of different devices
@@ -780,6 +759,19 @@ impl TaskContext {
         let dst_rt = group.member(dst.runtime_id()).ok_or(Error::WrongDevice {
             what: "the destination buffer",
         })?;
+        self.device_copy(src, dst, Some((&src_rt, &dst_rt)))
+    }
+
+    /// A tracked device copy of `src` into `dst` on this stream: within
+    /// this runtime's device (`peers` none), or between the devices of the
+    /// runtimes `peers` names (source's, destination's), whose memory
+    /// `src` and `dst` are (the callers checked).
+    fn device_copy<T: DeviceRepr>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
+        peers: Option<(&Runtime, &Runtime)>,
+    ) -> Result<()> {
         if dst.len() != src.len() {
             return Err(Error::LengthMismatch {
                 what: "the destination buffer",
@@ -793,15 +785,22 @@ impl TaskContext {
             src.bytes(),
             self.rt.driver(),
         );
+        let name = if peers.is_some() { "peer" } else { "dtod" };
         // SAFETY: `tracked` handed `src` (read) and `dst` (write) to this
         // stream; both are borrowed now, hold `bytes` (the lengths agree),
-        // are memory of `src_rt`'s and `dst_rt`'s drivers (their runtimes,
-        // held here), and their buffers' drops free them only after a
-        // hand-off from this stream (X4).
+        // are memory of this runtime's driver or, for a peer copy, of the
+        // drivers of the runtimes named (held by the caller), and their
+        // buffers' drops free them only after a hand-off from this stream
+        // (X4).
         self.tracked(
-            "peer",
+            name,
             &mut [Touch::read(src), Touch::write(dst)],
-            |_, raw| unsafe { drv.copy_peer(d, dst_rt.driver(), s, src_rt.driver(), bytes, raw) },
+            |_, raw| unsafe {
+                match peers {
+                    None => drv.copy_dtod(d, s, bytes, raw),
+                    Some((from, to)) => drv.copy_peer(d, to.driver(), s, from.driver(), bytes, raw),
+                }
+            },
         )
     }
 
