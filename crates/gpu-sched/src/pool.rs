@@ -80,9 +80,13 @@ impl StreamPool {
         self.reserved.store(id.index(), Relaxed);
     }
 
-    /// The reclaim stream's runtime went: its stream may be shared again.
-    pub(crate) fn reserve_none(&self) {
-        self.reserved.store(usize::MAX, Relaxed);
+    /// The reclaim stream `id`'s runtime went: it may be shared again. Only
+    /// if it is still the reserved one: a new runtime of the device may have
+    /// reserved its own meanwhile.
+    pub(crate) fn unreserve(&self, id: StreamId) {
+        let _ = self
+            .reserved
+            .compare_exchange(id.index(), usize::MAX, Relaxed, Relaxed);
     }
 
     /// How many live tasks hold `id`.

@@ -854,7 +854,7 @@ impl Drop for RuntimeInner {
             let _ = unsafe { c.driver.free_host(p as *mut u8, bytes) };
         }
         // The reclaim stream goes back to the device's pool (idle: synced).
-        c.streams.reserve_none();
+        c.streams.unreserve(self.reclaim_stream);
         c.streams.release(
             self.reclaim_stream,
             crate::pool::Tail::Idle,

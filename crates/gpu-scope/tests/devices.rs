@@ -51,6 +51,7 @@ two_device_tests!(
     spawn_on_orders_a_chain_across_devices,
     kernel_refuses_a_buffer_of_another_device,
     a_buffer_freed_after_a_peer_read_waits_for_it,
+    a_device_runtime_dropped_and_opened_again_works,
 );
 
 const N: usize = 1 << 16;
@@ -175,4 +176,22 @@ fn a_buffer_freed_after_a_peer_read_waits_for_it(rt: &Runtime) {
         drop(src);
     }
     assert!(t1.to_vec(&dst).unwrap().iter().all(|&v| v == 1.0));
+}
+
+fn a_device_runtime_dropped_and_opened_again_works(rt: &Runtime) {
+    let t0 = rt.begin_task().unwrap();
+    let mut a = t0.zeros::<f32>(N).unwrap();
+    ops::spin_touch(&t0, &mut a, SPIN / 4).unwrap();
+    for round in 0..3 {
+        // Each round a new runtime of device 1 over the same core (the old
+        // one dropped with its buffer: freed after the copy that read `a`).
+        let d1 = rt.device(1).unwrap();
+        let t1 = d1.begin_task().unwrap();
+        let mut b = t1.zeros::<f32>(N).unwrap();
+        t1.copy_peer(&a, &mut b).unwrap();
+        let v = t1.to_vec(&b).unwrap();
+        assert!(v.iter().all(|&x| x == 1.0), "round {round}: {}", v[0]);
+        drop((b, t1, d1));
+    }
+    assert_eq!(rt.device(1).unwrap().ordinal(), 1);
 }
