@@ -9,43 +9,11 @@ use gpu::{BackendChoice, Error, Runtime, RuntimeOptions};
 use gpu_kernels as ops;
 use std::time::Duration;
 
-/// Device 0 of a two-device group on `backend`.
-fn two_devices(backend: BackendChoice) -> Runtime {
-    let rt = Runtime::new(RuntimeOptions {
-        backend,
-        host_devices: 2,
-        ..RuntimeOptions::default()
-    })
-    .expect("the runtime starts");
-    assert!(
-        rt.device_count() >= 2,
-        "these tests need two devices; the {} backend has {}",
-        rt.backend(),
-        rt.device_count()
-    );
-    rt
-}
-
-macro_rules! two_device_tests {
-    ($($body:ident),+ $(,)?) => {$(
-        mod $body {
-            #[test]
-            fn host() {
-                let rt = super::two_devices(gpu::BackendChoice::Host);
-                super::$body(&rt);
-                assert_eq!(rt.races(), Vec::<String>::new(), "races");
-            }
-
-            #[test]
-            #[ignore = "needs two CUDA GPUs"]
-            fn cuda() {
-                super::$body(&super::two_devices(gpu::BackendChoice::Cuda));
-            }
-        }
-    )+};
-}
+mod common;
+use common::two_device_tests;
 
 two_device_tests!(
+    "needs two CUDA GPUs":
     group_has_every_device_once,
     peer_copy_waits_for_the_producer_on_the_other_device,
     spawn_on_orders_a_chain_across_devices,

@@ -6,47 +6,15 @@
 //! asked for, on two CUDA GPUs with NCCL.
 
 use gpu::nccl::{Communicator, ReduceOp};
-use gpu::{BackendChoice, Buffer, DeviceSliceMut, Error, Runtime, RuntimeOptions};
+use gpu::{Buffer, DeviceSliceMut, Error, Runtime};
 use gpu_kernels as ops;
 use std::time::Duration;
 
-/// Device 0 of a two-device group on `backend`.
-fn two_devices(backend: BackendChoice) -> Runtime {
-    let rt = Runtime::new(RuntimeOptions {
-        backend,
-        host_devices: 2,
-        ..RuntimeOptions::default()
-    })
-    .expect("the runtime starts");
-    assert!(
-        rt.device_count() >= 2,
-        "these tests need two devices; the {} backend has {}",
-        rt.backend(),
-        rt.device_count()
-    );
-    rt
-}
-
-macro_rules! two_device_tests {
-    ($($body:ident),+ $(,)?) => {$(
-        mod $body {
-            #[test]
-            fn host() {
-                let rt = super::two_devices(gpu::BackendChoice::Host);
-                super::$body(&rt);
-                assert_eq!(rt.races(), Vec::<String>::new(), "races");
-            }
-
-            #[test]
-            #[ignore = "needs two CUDA GPUs and NCCL"]
-            fn cuda() {
-                super::$body(&super::two_devices(gpu::BackendChoice::Cuda));
-            }
-        }
-    )+};
-}
+mod common;
+use common::two_device_tests;
 
 two_device_tests!(
+    "needs two CUDA GPUs and NCCL":
     all_reduce_gives_every_device_the_sum,
     all_reduce_waits_for_a_slow_writer_and_orders_later_readers,
     all_reduce_ops_and_types,

@@ -89,3 +89,46 @@ pub(crate) fn assert_nothing_held(rt: &Runtime) {
         "{live:?}"
     );
 }
+
+/// Device 0 of a two-device group on `backend` (the host backend simulates
+/// two devices on one driver and one race detector).
+pub(crate) fn two_devices(backend: BackendChoice) -> Runtime {
+    let rt = Runtime::new(RuntimeOptions {
+        backend,
+        host_devices: 2,
+        ..RuntimeOptions::default()
+    })
+    .expect("the runtime starts");
+    assert!(
+        rt.device_count() >= 2,
+        "these tests need two devices; the {} backend has {}",
+        rt.backend(),
+        rt.device_count()
+    );
+    rt
+}
+
+/// A module per case, `case::host` (two simulated devices, then no race
+/// reported) and `case::cuda` (ignored unless asked for; `$why` says what
+/// it needs), each calling `case(&device_0)`.
+#[allow(unused_macros)] // each test binary uses a part of this module
+macro_rules! two_device_tests {
+    ($why:literal: $($body:ident),+ $(,)?) => {$(
+        mod $body {
+            #[test]
+            fn host() {
+                let rt = $crate::common::two_devices(gpu::BackendChoice::Host);
+                super::$body(&rt);
+                assert_eq!(rt.races(), Vec::<String>::new(), "races");
+            }
+
+            #[test]
+            #[ignore = $why]
+            fn cuda() {
+                super::$body(&$crate::common::two_devices(gpu::BackendChoice::Cuda));
+            }
+        }
+    )+};
+}
+#[allow(unused_imports)]
+pub(crate) use two_device_tests;
