@@ -147,7 +147,8 @@ fn nccl_by_rank(rt: &Runtime, world: &SharedComm, c: &mut Checks) -> gpu::Result
     let root = world.process_at_rank(0);
     if rt.backend() == gpu::BackendKind::Host {
         let id = UniqueId::from_bytes([0; 128]);
-        let r = Nccl::with_id(rt, id, rank as usize, size as usize);
+        // SAFETY: refused before any rank could meet (host backend).
+        let r = unsafe { Nccl::with_id(rt, id, rank as usize, size as usize) };
         c.check(
             "NCCL by rank on the host backend is Unsupported",
             matches!(r, Err(gpu::Error::Unsupported(_))),
@@ -160,12 +161,16 @@ fn nccl_by_rank(rt: &Runtime, world: &SharedComm, c: &mut Checks) -> gpu::Result
         bytes = *Nccl::unique_id()?.as_bytes();
     }
     root.broadcast_into(&mut bytes[..]);
-    let comm = Nccl::with_id(
-        rt,
-        UniqueId::from_bytes(bytes),
-        rank as usize,
-        size as usize,
-    )?;
+    // SAFETY: every rank runs this function: one all-reduce of 2^20 f32
+    // with `Sum`, the only call on the communicator.
+    let comm = unsafe {
+        Nccl::with_id(
+            rt,
+            UniqueId::from_bytes(bytes),
+            rank as usize,
+            size as usize,
+        )?
+    };
     let t = rt.begin_task()?;
     let mut b = t.from_host(&vec![(rank + 1) as f32; 1 << 20])?;
     // A slow write first: the all-reduce must wait for it on the device.

@@ -892,6 +892,10 @@ impl TaskContext {
     /// own work, and other tasks may read `buf` meanwhile. The caller only
     /// reads through the address, and only while `buf` stays borrowed.
     ///
+    /// Safe to call, as [`TaskContext::raw_ptr`] is: the address does
+    /// nothing by itself, and reading through it is `unsafe`, with the
+    /// caller vouching for the above (§8).
+    ///
     /// # Errors
     ///
     /// [`Error::Capturing`] while capturing; [`Error::WrongDevice`]; driver

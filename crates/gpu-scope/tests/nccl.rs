@@ -397,10 +397,12 @@ fn bad_input_gives_typed_errors_and_runs_nothing(rt: &Runtime) {
     // across processes there.
     if rt.backend() == gpu::BackendKind::Host {
         let id = gpu::nccl::UniqueId::from_bytes([7; 128]);
-        let e = Communicator::with_id(rt, id, 0, 2).unwrap_err();
+        // SAFETY: refused before any rank could meet (host backend).
+        let e = unsafe { Communicator::with_id(rt, id, 0, 2) }.unwrap_err();
         assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
     }
     let id = gpu::nccl::UniqueId::from_bytes([7; 128]);
-    let e = Communicator::with_id(rt, id, 2, 2).unwrap_err();
+    // SAFETY: refused before any rank could meet (no rank 2 of 2).
+    let e = unsafe { Communicator::with_id(rt, id, 2, 2) }.unwrap_err();
     assert!(matches!(e, Error::BadCollective { .. }), "{e:?}");
 }

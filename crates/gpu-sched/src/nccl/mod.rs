@@ -53,7 +53,9 @@
 //!     bytes = *Communicator::unique_id()?.as_bytes();
 //! }
 //! broadcast_from_rank_0(&mut bytes); // MPI_Bcast of the 128 bytes
-//! let comm = Communicator::with_id(&rt, UniqueId::from_bytes(bytes), rank, nranks)?;
+//! // SAFETY: every rank runs this program: the same calls, counts and
+//! // types on each.
+//! let comm = unsafe { Communicator::with_id(&rt, UniqueId::from_bytes(bytes), rank, nranks)? };
 //! let mut x = rt.begin_task()?.from_host(&[rank as f32; 1024])?;
 //! comm.all_reduce(&mut [&mut x], ReduceOp::Sum)?; // one buffer: one local rank
 //! # Ok(()) }
@@ -310,13 +312,30 @@ impl Communicator {
     /// on `rt`'s device (CUDA: `ncclCommInitRank`, which returns once every
     /// rank joined). Its calls take one buffer: this rank's.
     ///
+    /// # Safety
+    ///
+    /// The other ranks are in other processes, where this one cannot check
+    /// them (§8): every rank of `id` makes the same calls on its
+    /// communicator, in the same order, with the same element type, count
+    /// (per rank, for `reduce_scatter` and `all_gather`), operation and root,
+    /// and each `send` is matched by a `recv` of the same count and type on
+    /// its peer. NCCL does not check this either: a mismatch is undefined
+    /// behaviour there (a transfer may write past a buffer, or hang). Within
+    /// one process ([`Communicator::all_devices`]) the runtime checks it and
+    /// the calls are safe.
+    ///
     /// # Errors
     ///
     /// [`Error::BadCollective`] unless `rank < nranks`;
     /// [`Error::Unsupported`] on the host backend, whose collectives run in
     /// one process ([`Communicator::all_devices`]);
     /// [`Error::NcclUnavailable`]; [`Error::Nccl`].
-    pub fn with_id(rt: &Runtime, id: UniqueId, rank: usize, nranks: usize) -> Result<Communicator> {
+    pub unsafe fn with_id(
+        rt: &Runtime,
+        id: UniqueId,
+        rank: usize,
+        nranks: usize,
+    ) -> Result<Communicator> {
         if rank >= nranks {
             return Err(Error::BadCollective {
                 call: "with_id",
