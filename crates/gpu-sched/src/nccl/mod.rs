@@ -546,29 +546,21 @@ impl Communicator {
         S: DeviceSlice<T> + ?Sized,
         R: DeviceSliceMut<T> + ?Sized,
     {
-        self.check_count("all_reduce_into", "send buffers", send.len())?;
-        self.check_count("all_reduce_into", "receive buffers", recv.len())?;
-        let count = recv[0].len();
-        for (local, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
-            self.check_device(local, *s, "a send buffer of the all-reduce")?;
-            self.check_device(local, &**r, "a receive buffer of the all-reduce")?;
-            same_len("a receive buffer of the all-reduce", count, r.len())?;
-            same_len("a send buffer of the all-reduce", count, s.len())?;
-        }
-        let dtype = data_type::<T>();
-        self.run("all_reduce_into", |contexts, calls| {
-            for (local, (s, r)) in send.iter().zip(recv.iter_mut()).enumerate() {
-                let kind = CallKind::AllReduce {
-                    send: s.device_ptr(),
-                    recv: r.device_ptr(),
-                    count,
-                    op,
-                };
-                let t = &mut [Touch::read(*s), Touch::write(&mut **r)];
-                issue(&contexts[local], local, dtype, kind, t, calls)?;
-            }
-            Ok(())
-        })
+        self.out_of_place(
+            "all_reduce_into",
+            [
+                "a send buffer of the all-reduce",
+                "a receive buffer of the all-reduce",
+            ],
+            (send, recv),
+            [1, 1],
+            |send, recv, count| CallKind::AllReduce {
+                send,
+                recv,
+                count,
+                op,
+            },
+        )
     }
 
     /// Every rank's `bufs` become rank `root`'s (in place; the root's is
@@ -637,33 +629,21 @@ impl Communicator {
         S: DeviceSlice<T> + ?Sized,
         R: DeviceSliceMut<T> + ?Sized,
     {
-        self.check_count("reduce_scatter", "send buffers", send.len())?;
-        self.check_count("reduce_scatter", "receive buffers", recv.len())?;
-        let count = recv[0].len();
-        for (local, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
-            self.check_device(local, *s, "a send buffer of the reduce-scatter")?;
-            self.check_device(local, &**r, "a receive buffer of the reduce-scatter")?;
-            same_len("a receive buffer of the reduce-scatter", count, r.len())?;
-            same_len(
+        self.out_of_place(
+            "reduce_scatter",
+            [
                 "a send buffer of the reduce-scatter (ranks × the receive length)",
-                count * self.nranks,
-                s.len(),
-            )?;
-        }
-        let dtype = data_type::<T>();
-        self.run("reduce_scatter", |contexts, calls| {
-            for (local, (s, r)) in send.iter().zip(recv.iter_mut()).enumerate() {
-                let kind = CallKind::ReduceScatter {
-                    send: s.device_ptr(),
-                    recv: r.device_ptr(),
-                    count,
-                    op,
-                };
-                let t = &mut [Touch::read(*s), Touch::write(&mut **r)];
-                issue(&contexts[local], local, dtype, kind, t, calls)?;
-            }
-            Ok(())
-        })
+                "a receive buffer of the reduce-scatter",
+            ],
+            (send, recv),
+            [self.nranks, 1],
+            |send, recv, count| CallKind::ReduceScatter {
+                send,
+                recv,
+                count,
+                op,
+            },
+        )
     }
 
     /// Every rank's `recv` becomes all ranks' `send`, in rank order (rank
@@ -680,29 +660,51 @@ impl Communicator {
         S: DeviceSlice<T> + ?Sized,
         R: DeviceSliceMut<T> + ?Sized,
     {
-        self.check_count("all_gather", "send buffers", send.len())?;
-        self.check_count("all_gather", "receive buffers", recv.len())?;
-        let count = send[0].len();
-        for (local, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
-            self.check_device(local, *s, "a send buffer of the all-gather")?;
-            self.check_device(local, &**r, "a receive buffer of the all-gather")?;
-            same_len("a send buffer of the all-gather", count, s.len())?;
-            same_len(
+        self.out_of_place(
+            "all_gather",
+            [
+                "a send buffer of the all-gather",
                 "a receive buffer of the all-gather (ranks × the send length)",
-                count * self.nranks,
-                r.len(),
-            )?;
+            ],
+            (send, recv),
+            [1, self.nranks],
+            |send, recv, count| CallKind::AllGather { send, recv, count },
+        )
+    }
+
+    /// The out-of-place collectives' shared body: one `send` buffer (read)
+    /// and one `recv` buffer (written) per local rank, of `times[0]` and
+    /// `times[1]` times the call's count of elements (`what` names them in
+    /// errors); `kind` makes a rank's part from its buffers' addresses and
+    /// the count.
+    fn out_of_place<T, S, R>(
+        &self,
+        call: &'static str,
+        what: [&'static str; 2],
+        (send, recv): (&[&S], &mut [&mut R]),
+        times: [usize; 2],
+        kind: impl Fn(u64, u64, usize) -> CallKind,
+    ) -> Result<()>
+    where
+        T: NcclType,
+        S: DeviceSlice<T> + ?Sized,
+        R: DeviceSliceMut<T> + ?Sized,
+    {
+        self.check_count(call, "send buffers", send.len())?;
+        self.check_count(call, "receive buffers", recv.len())?;
+        let count = send[0].len() / times[0];
+        for (local, (s, r)) in send.iter().zip(recv.iter()).enumerate() {
+            self.check_device(local, *s, what[0])?;
+            self.check_device(local, &**r, what[1])?;
+            same_len(what[0], count * times[0], s.len())?;
+            same_len(what[1], count * times[1], r.len())?;
         }
         let dtype = data_type::<T>();
-        self.run("all_gather", |contexts, calls| {
+        self.run(call, |contexts, calls| {
             for (local, (s, r)) in send.iter().zip(recv.iter_mut()).enumerate() {
-                let kind = CallKind::AllGather {
-                    send: s.device_ptr(),
-                    recv: r.device_ptr(),
-                    count,
-                };
+                let part = kind(s.device_ptr(), r.device_ptr(), count);
                 let t = &mut [Touch::read(*s), Touch::write(&mut **r)];
-                issue(&contexts[local], local, dtype, kind, t, calls)?;
+                issue(&contexts[local], local, dtype, part, t, calls)?;
             }
             Ok(())
         })
