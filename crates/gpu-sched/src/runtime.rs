@@ -191,6 +191,8 @@ pub(crate) struct RuntimeInner {
     pub(crate) id: u64,
     pub(crate) core: Arc<DeviceCore>,
     pub(crate) group: Arc<Group>,
+    /// The group's ledger, held here too: every tracked operation reaches
+    /// it, one pointer from the runtime rather than two.
     pub(crate) ledger: Arc<Ledger>,
     /// Loaded modules by the address of their `Module`, filled front to
     /// back: a launch finds its kernel with a load or two, no lock.
