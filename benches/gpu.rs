@@ -548,6 +548,29 @@ fn b7_pipeline(c: &mut Criterion) {
             .unwrap()
         })
     });
+    assert_eq!(output[999], 1998.0);
+    // The floor of any pipeline that stages pageable memory through pinned
+    // buffers: the host copies alone (all of `input` into pinned memory and
+    // all of a pinned buffer out into `output`, at once), on every CPU, no
+    // device work.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let part = n.div_ceil(threads);
+    let pin_in = pinned_in.as_mut_slice().unwrap();
+    let pin_out = pinned_out.as_slice().unwrap();
+    g.bench_function("host-copies-floor", |b| {
+        b.iter(|| {
+            std::thread::scope(|s| {
+                let ins = pin_in.chunks_mut(part).zip(input.chunks(part));
+                let outs = output.chunks_mut(part).zip(pin_out.chunks(part));
+                for ((pi, x), (y, po)) in ins.zip(outs) {
+                    s.spawn(move || {
+                        pi.copy_from_slice(x);
+                        y.copy_from_slice(po);
+                    });
+                }
+            })
+        })
+    });
     g.finish();
 }
 
@@ -804,7 +827,57 @@ fn b13_dag(c: &mut Criterion) {
             t0.elapsed()
         })
     });
+    if cuda() {
+        b13_raw_floor(&mut g, &tasks);
+    }
     g.finish();
+}
+
+/// B13's floor for launching the graph kernel by kernel: the same kernels
+/// (each task's spin, then one add a read) through raw `cuLaunchKernel`,
+/// with no dependences, events or tracking at all, from one thread and from
+/// as many threads as the pool has workers (task `i` on thread `i % n`, a
+/// stream and two buffers of its own each). Each timed run includes starting
+/// the threads and their streams (microseconds). What the driver's
+/// submission costs, without which no launch-by-launch scheme can go.
+fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
+    let rt = rt();
+    let spin = rt.cu_function(k::kernel_ref("spin_ns").unwrap()).unwrap();
+    let axpy = rt.cu_function(k::kernel_ref("axpy_f32").unwrap()).unwrap();
+    let spin_ns = b13::SPIN.as_nanos() as u64;
+    let grid = (b13::LEN as u32).div_ceil(k::BLOCK);
+    let run = |threads: usize| {
+        std::thread::scope(|s| {
+            for w in 0..threads {
+                s.spawn(move || {
+                    let t = rt.begin_task().unwrap();
+                    let mut x = t.zeros::<f32>(b13::LEN).unwrap();
+                    let mut y = t.zeros::<f32>(b13::LEN).unwrap();
+                    let px = t.raw_ptr(&mut x).unwrap();
+                    let py = t.raw_ptr(&mut y).unwrap();
+                    let stream = t.cu_stream();
+                    for task in tasks.iter().skip(w).step_by(threads) {
+                        raw::launch(spin, stream, 1, 1, &mut [spin_ns]);
+                        for _ in task.reads() {
+                            let mut args = [1.0f32.to_bits() as u64, px, py, b13::LEN as u64];
+                            raw::launch(axpy, stream, grid, k::BLOCK, &mut args);
+                        }
+                    }
+                    t.synchronize().unwrap();
+                });
+            }
+        })
+    };
+    let workers = gpu::current_num_threads();
+    for (name, threads) in [
+        "raw-launches-1-thread".to_string(),
+        format!("raw-launches-{workers}-threads"),
+    ]
+    .into_iter()
+    .zip([1, workers])
+    {
+        g.bench_function(name, |bch| bch.iter(|| run(threads)));
+    }
 }
 
 fn config() -> Criterion {

@@ -1,5 +1,5 @@
 """B7's PyTorch counterpart (and B14's: torch.sum, at the end): the same host -> device -> host pipeline
-(copy in, y = 2 * x, copy out) over pinned memory, chunked over several CUDA
+(copy in, y = 2 * x, copy out) over pinned memory (and pageable memory), chunked over several CUDA
 streams with events, as a PyTorch user would write it. Prints one JSON row
 per variant: {"name": ..., "value": median ns, "unit": "ns"}.
 
@@ -52,6 +52,20 @@ def main():
             times.append(time.perf_counter() - t0)
         assert dst[999].item() == 1998.0
         print(json.dumps({"name": f"B7/torch-{lanes}", "value": statistics.median(times) * 1e9, "unit": "ns"}))
+    # The same pipeline from and to pageable tensors (issue 16): the driver
+    # stages each copy itself.
+    src = (torch.arange(n, dtype=torch.float32) % 1000)
+    dst = torch.zeros(n, dtype=torch.float32)
+    for lanes in (4, 8):
+        pipeline(src, dst, chunk, lanes)  # warm up
+        times = []
+        for _ in range(5):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            pipeline(src, dst, chunk, lanes)
+            times.append(time.perf_counter() - t0)
+        assert dst[999].item() == 1998.0
+        print(json.dumps({"name": f"B7/pageable-torch-{lanes}", "value": statistics.median(times) * 1e9, "unit": "ns"}))
 
 
 def sum_rows():

@@ -5,6 +5,51 @@ use crate::context::{TaskContext, Touch};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+/// Host copies of at least this many bytes run on the copy threads.
+const PAR_COPY_MIN: usize = 4 << 20;
+/// The piece of a host copy one copy thread takes at a time.
+const PAR_COPY_PIECE: usize = 1 << 20;
+
+/// The threads that copy between pageable and staging memory: one a CPU,
+/// started at the first large copy. One thread copies about 5 GB/s on the
+/// H200's host and sixteen about 45 GB/s (issue 16's probe,
+/// `benches/results/issue16/probe-host-copy.jsonl`): a pageable pipeline is
+/// bound by these copies, not by the transfers. `None` on one CPU.
+fn copy_pool() -> Option<&'static rayon_core::ThreadPool> {
+    static POOL: OnceLock<Option<rayon_core::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if n < 2 {
+            return None;
+        }
+        rayon_core::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(|i| format!("gpu-host-copy-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// `dst.copy_from_slice(src)`, split over the copy threads when it is
+/// large. The calling thread waits (a worker of another Rayon pool runs
+/// that pool's jobs meanwhile, as in any cross-pool call).
+fn host_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "host_copy of unequal lengths");
+    match copy_pool() {
+        Some(pool) if std::mem::size_of_val(src) >= PAR_COPY_MIN => {
+            let per = (PAR_COPY_PIECE / std::mem::size_of::<T>().max(1)).max(1);
+            pool.scope(|s| {
+                for (d, x) in dst.chunks_mut(per).zip(src.chunks(per)) {
+                    s.spawn(move |_| d.copy_from_slice(x));
+                }
+            });
+        }
+        _ => dst.copy_from_slice(src),
+    }
+}
 
 /// A page-locked host buffer for asynchronous copies. The host touches it
 /// only when no copy through it is in flight: each method waits for the
@@ -219,8 +264,10 @@ impl<T: DeviceRepr> Staging<T> {
         }
         self.check(src.len())?;
         self.settle()?;
-        // SAFETY: no copy is in flight (settled above) and `src` fits.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr, src.len()) };
+        // SAFETY: no copy is in flight (settled above), `&mut self` makes
+        // this the only view of the memory, and `src` fits (checked).
+        let staged = unsafe { std::slice::from_raw_parts_mut(self.ptr, src.len()) };
+        host_copy(staged, src);
         self.send(ctx, dst)
     }
 
@@ -243,7 +290,7 @@ impl<T: DeviceRepr> Staging<T> {
         // before returning.
         let staged = unsafe { std::slice::from_raw_parts_mut(self.ptr, dst.len()) };
         ctx.copy_to_host(src, staged)?;
-        dst.copy_from_slice(staged);
+        host_copy(dst, staged);
         Ok(())
     }
 }
