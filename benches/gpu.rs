@@ -551,19 +551,26 @@ fn b7_pipeline(c: &mut Criterion) {
     assert_eq!(output[999], 1998.0);
     // The floor of any pipeline that stages pageable memory through pinned
     // buffers: the host copies alone (all of `input` into pinned memory and
-    // all of a pinned buffer out into `output`, at once), on every CPU, no
-    // device work.
+    // all of a pinned buffer out into `output`), on every CPU, 1 MiB pieces
+    // handed out in order (as `Staging` splits its copies), no device work.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let part = n.div_ceil(threads);
+    let piece = (1 << 20) / std::mem::size_of::<f32>();
     let pin_in = pinned_in.as_mut_slice().unwrap();
     let pin_out = pinned_out.as_slice().unwrap();
     g.bench_function("host-copies-floor", |b| {
         b.iter(|| {
+            // Each piece is a pair of disjoint `&mut` chunks; a thread takes
+            // the next one under the lock and copies it outside.
+            let ins = pin_in.chunks_mut(piece).zip(input.chunks(piece));
+            let outs = output.chunks_mut(piece).zip(pin_out.chunks(piece));
+            let work = std::sync::Mutex::new(ins.zip(outs));
             std::thread::scope(|s| {
-                let ins = pin_in.chunks_mut(part).zip(input.chunks(part));
-                let outs = output.chunks_mut(part).zip(pin_out.chunks(part));
-                for ((pi, x), (y, po)) in ins.zip(outs) {
-                    s.spawn(move || {
+                for _ in 0..threads {
+                    s.spawn(|| loop {
+                        let next = work.lock().unwrap().next();
+                        let Some(((pi, x), (y, po))) = next else {
+                            break;
+                        };
                         pi.copy_from_slice(x);
                         y.copy_from_slice(po);
                     });
