@@ -259,27 +259,68 @@ impl Drop for HandOn<'_> {
 /// The first error of a task.
 pub(crate) fn run(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<()> {
     let turns: Vec<Turns> = (0..bufs.len()).map(|_| Turns::default()).collect();
-    let turns = &turns[..];
     gpu::scope(|s| {
-        for task in tasks {
-            s.spawn(move |t| {
-                // Before anything can fail: the turns go on whatever happens.
-                let _hand_on = HandOn { turns, task };
-                k::spin(t, SPIN)?;
-                turns[task.own].wait(|b| b.uses.load(SeqCst) >= task.own_turn);
-                for (&r, &w) in task.reads().iter().zip(&task.read_turns) {
-                    turns[r].wait(|b| b.writes.load(SeqCst) >= w);
-                }
-                let mut own = bufs[task.own]
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner);
-                for &r in task.reads() {
-                    let x = bufs[r].read().unwrap_or_else(PoisonError::into_inner);
-                    k::axpy(t, 1.0, &*x, &mut *own)?;
-                }
-                Ok(())
-            });
-        }
+        spawn_all(s, bufs, tasks, &turns);
         Ok(())
     })
+}
+
+/// The same scope as [`run`], captured into one graph (`gpu::capture`):
+/// nothing runs; [`launch`] replays it.
+///
+/// # Errors
+///
+/// The first error of a task.
+pub(crate) fn capture(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<gpu::Graph> {
+    let turns: Vec<Turns> = (0..bufs.len()).map(|_| Turns::default()).collect();
+    gpu::capture(|s| {
+        spawn_all(s, bufs, tasks, &turns);
+        Ok(())
+    })
+}
+
+/// Launches a graph from [`capture`] on `t`: every buffer passed as
+/// written.
+///
+/// # Errors
+///
+/// Driver errors.
+pub(crate) fn launch(
+    t: &gpu::TaskContext,
+    g: &gpu::Graph,
+    bufs: &mut [RwLock<Buffer<f32>>],
+) -> Result<()> {
+    let mut l = t.launch_graph(g);
+    for b in bufs.iter_mut() {
+        l = l.write(b.get_mut().unwrap_or_else(PoisonError::into_inner));
+    }
+    l.submit()
+}
+
+/// Spawns a task of `s` for each of `tasks`, in program order.
+fn spawn_all<'s>(
+    s: &gpu::Scope<'_, 's>,
+    bufs: &'s [RwLock<Buffer<f32>>],
+    tasks: &'s [Task],
+    turns: &'s [Turns],
+) {
+    for task in tasks {
+        s.spawn(move |t| {
+            // Before anything can fail: the turns go on whatever happens.
+            let _hand_on = HandOn { turns, task };
+            k::spin(t, SPIN)?;
+            turns[task.own].wait(|b| b.uses.load(SeqCst) >= task.own_turn);
+            for (&r, &w) in task.reads().iter().zip(&task.read_turns) {
+                turns[r].wait(|b| b.writes.load(SeqCst) >= w);
+            }
+            let mut own = bufs[task.own]
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            for &r in task.reads() {
+                let x = bufs[r].read().unwrap_or_else(PoisonError::into_inner);
+                k::axpy(t, 1.0, &*x, &mut *own)?;
+            }
+            Ok(())
+        });
+    }
 }

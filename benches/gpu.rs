@@ -822,6 +822,30 @@ fn b13_dag(c: &mut Criterion) {
     });
     // When the filter skipped it, this checks the first run again.
     check(&bufs, "the last timed run");
+    // The same scope captured into one graph (`gpu::capture`) and replayed:
+    // checked once, then the capture and the replay timed apart.
+    let graph = b13::capture(&bufs, &tasks).unwrap();
+    reset(&mut bufs);
+    b13::launch(&t, &graph, &mut bufs).unwrap();
+    t.synchronize().unwrap();
+    check(&bufs, "the captured scope's first replay");
+    g.bench_function("gpu-capture", |bch| {
+        bch.iter(|| black_box(b13::capture(&bufs, &tasks).unwrap()))
+    });
+    g.bench_function("gpu-capture-replay", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                reset(&mut bufs);
+                let t0 = Instant::now();
+                b13::launch(&t, &graph, &mut bufs).unwrap();
+                t.synchronize().unwrap();
+                total += t0.elapsed();
+            }
+            total
+        })
+    });
+    check(&bufs, "the last timed replay");
     let one = rt.begin_task().unwrap();
     g.bench_function("spin-alone", |bch| {
         bch.iter_custom(|iters| {

@@ -533,6 +533,23 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         get(r, "B13/gpu-scope"),
         get(r, "B13/cuda-graph"),
     );
+    // The same scope captured once (`gpu::capture`) and replayed, against
+    // PyTorch's graph of it (goal <= 1.5), and the floor of launching it
+    // kernel by kernel (raw launches from as many threads, no dependences)
+    // against that graph.
+    ratio(
+        "B13-capture-vs-graph",
+        get(r, "B13/gpu-capture-replay"),
+        get(r, "B13/cuda-graph"),
+    );
+    ratio(
+        "B13-raw-floor-vs-graph",
+        r.iter()
+            .filter(|(k, _)| k.starts_with("B13/raw-launches-") && !k.ends_with("-1-thread"))
+            .map(|(_, v)| *v)
+            .reduce(f64::min),
+        get(r, "B13/cuda-graph"),
+    );
     ratio(
         "B14-vs-torch",
         get(r, "B14/torch-sum"),

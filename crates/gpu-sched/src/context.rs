@@ -1,7 +1,8 @@
 //! A task's handle on its stream, and the tracked operations (R1, R9-R11).
 
 use crate::buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split};
-use crate::driver::{MemAccess, RawStream};
+use crate::capture::{CaptureHandle, ScopeCapture};
+use crate::driver::{MemAccess, Nodes, RawStream};
 use crate::error::{Error, Result};
 use crate::handoff::{device_bytes, wait_streams};
 use crate::pool::Tail;
@@ -30,6 +31,11 @@ pub struct TaskContext {
     pub(crate) after: std::cell::RefCell<smallvec::SmallVec<[crate::fence::Fence; 1]>>,
     /// While capturing: the memory the captured operations touch (R12).
     pub(crate) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
+    /// The scope capture this task joined, or began (`crate::capture`).
+    pub(crate) capture: std::cell::RefCell<Option<std::sync::Arc<ScopeCapture>>>,
+    /// In a scope capture: the graph nodes of the task's last operation and
+    /// of the fences it waited for since, which its next operation follows.
+    pub(crate) chain: std::cell::RefCell<Nodes>,
     /// Whether the task submitted anything on its stream (or handed the
     /// stream out raw): see [`TaskContext::has_submitted`].
     pub(crate) submitted: std::cell::Cell<bool>,
@@ -52,19 +58,37 @@ impl std::fmt::Debug for TaskContext {
 }
 
 impl Runtime {
-    /// Starts a task on a stream from the pool.
+    /// Starts a task on a stream from the pool; on a thread that runs a
+    /// task of a scope capture (`TaskContext::capture_scope`), a task that
+    /// joins that capture instead (its work goes into the graph).
     ///
     /// # Errors
     ///
-    /// Driver errors from querying or creating a stream.
+    /// Driver errors from querying or creating a stream;
+    /// [`Error::Unsupported`] for a task of another device inside a scope
+    /// capture.
     pub fn begin_task(&self) -> Result<TaskContext> {
         self.driver().check_sticky()?;
+        let capture = CaptureHandle::for_new_task();
+        let task = std::cell::OnceCell::new();
+        if let Some(cap) = &capture {
+            if cap.rt_id != self.id() {
+                return Err(Error::Unsupported(
+                    "a task of another device inside a scope capture (a graph runs on one device)",
+                ));
+            }
+            cap.check_open()?;
+            // The capture's ledger task: its stream keeps one owner (R3).
+            let _ = task.set(cap.task.clone());
+        }
         Ok(TaskContext {
             rt: self.clone(),
-            task: std::cell::OnceCell::new(),
+            task,
             slot: std::cell::Cell::new(None),
             after: Default::default(),
             capture_log: std::cell::RefCell::new(None),
+            capture: std::cell::RefCell::new(capture),
+            chain: Default::default(),
             submitted: std::cell::Cell::new(false),
             pending: std::cell::Cell::new(false),
             raw_used: std::cell::Cell::new(false),
@@ -117,7 +141,7 @@ pub(crate) struct Touch<'a> {
 }
 
 /// The most buffers one operation may touch.
-const MAX_TOUCHES: usize = 16;
+pub(crate) const MAX_TOUCHES: usize = 16;
 
 /// A buffer's stamps as the operation holds them: exclusively for a write,
 /// shared (locked briefly) for a read.
@@ -198,8 +222,12 @@ impl TaskContext {
     /// # Panics
     ///
     /// If the task has no stream yet and none can be had (a broken
-    /// context).
+    /// context); in a scope capture ([`TaskContext::capture_scope`]).
     pub fn cu_stream(&self) -> u64 {
+        assert!(
+            self.capture.borrow().is_none(),
+            "cu_stream: a task of a scope capture shares the capturing stream with the capture's other tasks; untracked work on it would not follow this task's order"
+        );
         let (_, raw) = self
             .bound()
             .unwrap_or_else(|e| panic!("binding a stream for the task: {e}"));
@@ -218,6 +246,18 @@ impl TaskContext {
     #[inline]
     pub fn has_submitted(&self) -> bool {
         self.submitted.get()
+    }
+
+    /// The scope capture this task's spawned jobs join (none outside one);
+    /// for `gpu`'s pool, which enters it around each job.
+    #[doc(hidden)]
+    pub fn capture_handle(&self) -> CaptureHandle {
+        CaptureHandle::of(self.capture.borrow().clone())
+    }
+
+    /// Whether this task joined (or began) a scope capture.
+    pub(crate) fn in_scope_capture(&self) -> bool {
+        self.capture.borrow().is_some()
     }
 
     /// The ledger's task.
@@ -252,6 +292,9 @@ impl TaskContext {
     /// first if the task has none); the stream, for the submission.
     #[inline]
     pub(crate) fn bind(&self) -> Result<(StreamId, RawStream)> {
+        if let Some(cap) = &*self.capture.borrow() {
+            cap.check_open()?;
+        }
         let b = self.bound()?;
         self.submitted.set(true);
         self.pending.set(true);
@@ -292,6 +335,15 @@ impl TaskContext {
     #[cold]
     fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
         let i = &self.rt.inner;
+        if let Some(cap) = self.capture.borrow().clone() {
+            // A task of a scope capture submits to the capturing stream.
+            cap.check_open()?;
+            i.ledger.bind(self.task(), cap.slot.0);
+            self.slot.set(Some(cap.slot));
+            self.pending.set(true);
+            self.wait_after()?;
+            return Ok(cap.slot);
+        }
         let (stream, idle) = i.core.streams.acquire(self.rt.driver(), &i.ledger)?;
         i.ledger.bind(self.task(), stream);
         let b = (stream, self.rt.raw_stream(stream));
@@ -414,7 +466,10 @@ impl TaskContext {
         }
         let tracer = &self.rt.inner.tracer;
         let span = tracer.open(self.rt.driver(), raw);
-        let r = submit(&mem, raw)?;
+        let r = match &*self.capture.borrow() {
+            Some(cap) => cap.submit(self.rt.driver(), &self.chain, &mem, || submit(&mem, raw))?,
+            None => submit(&mem, raw)?,
+        };
         tracer.close(self.rt.driver(), span, sid, raw, name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
             log.extend_from_slice(&mem);
@@ -469,6 +524,12 @@ impl TaskContext {
     /// [`Error::OutOfMemory`] or a driver error.
     pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
         self.bind()?;
+        if self.in_scope_capture() {
+            // The graph would own the memory, and the buffer outlive it.
+            return Err(Error::Capturing {
+                what: "allocating device memory in a scope capture (allocate before it)",
+            });
+        }
         let bytes = len
             .checked_mul(std::mem::size_of::<T>())
             .ok_or(Error::TooLarge {
@@ -949,6 +1010,11 @@ impl TaskContext {
 
 impl Drop for TaskContext {
     fn drop(&mut self) {
+        if self.capture.get_mut().is_some() {
+            // A task of a scope capture: the stream and the ledger task are
+            // the capture's, which ends them (`capture_scope`).
+            return;
+        }
         let i = &self.rt.inner;
         let Some((s, _)) = self.slot.get() else {
             // Never bound a stream: nothing to close or give back (the

@@ -163,6 +163,13 @@ impl TaskContext {
         self.bind()?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
+        if let Some(cap) = &*self.capture.borrow() {
+            // A node of the graph that this task's next operation follows.
+            let drv = self.rt.driver();
+            return cap.submit(drv, &self.chain, &[], || {
+                drv.wait_event_in_capture(self.raw(), p.raw)
+            });
+        }
         if l.is_capturing(self.sid()) {
             // Only orders the graph's operations: no fact (R12).
             return self.rt.driver().wait_event_in_capture(self.raw(), p.raw);
@@ -204,10 +211,26 @@ impl TaskContext {
     ///
     /// Driver errors.
     pub fn fence(&self) -> Result<Fence> {
+        if self.in_scope_capture() {
+            // The graph nodes of this task's work so far stand for it.
+            self.bind()?;
+            return Ok(Fence {
+                inner: std::sync::Arc::new(FenceEvent {
+                    rt: self.rt.clone(),
+                    ev: None,
+                    nodes: self
+                        .capture
+                        .borrow()
+                        .as_ref()
+                        .map(|c| (c.id, self.chain.borrow().clone())),
+                }),
+            });
+        }
         Ok(Fence {
             inner: std::sync::Arc::new(FenceEvent {
                 rt: self.rt.clone(),
                 ev: Some(self.record_pooled()?),
+                nodes: None,
             }),
         })
     }
@@ -222,6 +245,24 @@ impl TaskContext {
         // A fence of another device of the group is waited for too (§11).
         self.rt.check_group(fence.runtime(), "the fence")?;
         self.bind()?;
+        let capture = self.capture.borrow().as_ref().map(|c| c.id);
+        match (&fence.inner.nodes, capture) {
+            // In its scope capture: the next operation follows those nodes.
+            (Some((id, nodes)), Some(mine)) if *id == mine => {
+                self.chain.borrow_mut().extend_from_slice(nodes);
+                return Ok(());
+            }
+            (Some(_), _) => {
+                return Err(crate::Error::Capturing {
+                    what: "waiting outside a scope capture for a fence of its tasks",
+                })
+            }
+            // Work queued before the capture: it is done before the
+            // graph's operations are even recorded (the graph's launch
+            // orders its buffers again, R12).
+            (None, Some(_)) => return fence.synchronize(),
+            (None, None) => {}
+        }
         let p = fence.event();
         self.rt
             .inner

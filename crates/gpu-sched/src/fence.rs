@@ -17,10 +17,13 @@ pub struct Fence {
     pub(crate) inner: std::sync::Arc<FenceEvent>,
 }
 
-/// The pooled event of a fence and its runtime.
+/// The pooled event of a fence and its runtime; in a scope capture, the
+/// graph nodes it stands for instead (no event: nothing runs yet).
 pub(crate) struct FenceEvent {
     pub(crate) rt: Runtime,
     pub(crate) ev: Option<Box<PooledEvent>>,
+    /// The capture's id and the nodes.
+    pub(crate) nodes: Option<(u64, crate::driver::Nodes)>,
 }
 
 impl Drop for FenceEvent {
@@ -50,12 +53,19 @@ impl Fence {
         &self.inner.rt
     }
 
-    /// Waits on the host for the fence (R6) and consumes it.
+    /// Waits on the host for the fence (R6) and consumes it. A fence of a
+    /// scope capture returns at once: its work is not queued, it is in the
+    /// graph.
     ///
     /// # Errors
     ///
     /// Driver errors.
     pub fn synchronize(self) -> Result<()> {
+        if self.inner.nodes.is_some() {
+            // A fence of a scope capture: its operations run only when the
+            // graph is launched; nothing of them is queued to wait for.
+            return Ok(());
+        }
         let rt = &self.inner.rt;
         let p = self.event();
         rt.inner

@@ -1,7 +1,8 @@
 //! Graph capture and launch (R12).
 
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::context::{TaskContext, Touch};
+use crate::capture::{CaptureHandle, ScopeCapture};
+use crate::context::{TaskContext, Touch, MAX_TOUCHES};
 use crate::driver::{MemAccess, RawGraph};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
@@ -47,41 +48,7 @@ impl TaskContext {
     /// What `body` returned (the capture is ended and discarded first);
     /// driver errors.
     pub fn capture(&self, body: impl FnOnce(&TaskContext) -> Result<()>) -> Result<Graph> {
-        self.bind()?;
-        let l = &self.rt.inner.ledger;
-        if l.is_capturing(self.sid()) {
-            return Err(Error::Capturing {
-                what: "beginning a nested capture",
-            });
-        }
-        // What this stream queued before the capture: other tasks' hand-offs
-        // from it wait for this while it is captured (see `wait_streams`).
-        let pre = self.rt.take_event()?;
-        // Recorded below with a raw call: it covers nothing (§8).
-        l.record_untracked(&pre.coverage);
-        let slot = self.rt.inner.core.streams.capture_slot(self.sid());
-        {
-            let mut slot = slot.lock();
-            if self.rt.inner.core.streams.holders(self.sid()) > 1 {
-                // §9: another live task submits to this stream (the pool ran
-                // out): its work would vanish into this graph.
-                self.rt.give_event(pre);
-                return Err(Error::Unsupported(
-                    "capturing on a stream shared with another live task (more live tasks submit GPU work than the runtime has streams)",
-                ));
-            }
-            let begun = self
-                .rt
-                .driver()
-                .record(pre.raw, self.raw())
-                .and_then(|_| self.rt.driver().begin_capture(self.raw()));
-            if let Err(e) = begun {
-                self.rt.give_event(pre);
-                return Err(e);
-            }
-            l.set_capturing(self.sid(), true);
-            *slot = Some(pre);
-        }
+        self.begin_capture()?;
         *self.capture_log.borrow_mut() = Some(Vec::new());
         // If `body` panics, the guard ends the capture as the panic unwinds
         // (§8): the stream never goes back to the pool capturing, where the
@@ -105,6 +72,97 @@ impl TaskContext {
             }
             // The body's error is the cause; ending the capture may fail
             // because of it.
+            (Err(e), Err(_)) => Err(e),
+            (Ok(()), Err(e)) => Err(e),
+        }
+    }
+
+    /// Begins a capture on this task's stream: an event of what was queued
+    /// before (in the stream's capture slot), the driver's capture, the
+    /// ledger's flag.
+    fn begin_capture(&self) -> Result<()> {
+        self.bind()?;
+        let l = &self.rt.inner.ledger;
+        if l.is_capturing(self.sid()) || self.in_scope_capture() {
+            return Err(Error::Capturing {
+                what: "beginning a nested capture",
+            });
+        }
+        // What this stream queued before the capture: other tasks' hand-offs
+        // from it wait for this while it is captured (see `wait_streams`).
+        let pre = self.rt.take_event()?;
+        // Recorded below with a raw call: it covers nothing (§8).
+        l.record_untracked(&pre.coverage);
+        let slot = self.rt.inner.core.streams.capture_slot(self.sid());
+        let mut slot = slot.lock();
+        if self.rt.inner.core.streams.holders(self.sid()) > 1 {
+            // §9: another live task submits to this stream (the pool ran
+            // out): its work would vanish into this graph.
+            self.rt.give_event(pre);
+            return Err(Error::Unsupported(
+                "capturing on a stream shared with another live task (more live tasks submit GPU work than the runtime has streams)",
+            ));
+        }
+        let begun = self
+            .rt
+            .driver()
+            .record(pre.raw, self.raw())
+            .and_then(|_| self.rt.driver().begin_capture(self.raw()));
+        if let Err(e) = begun {
+            self.rt.give_event(pre);
+            return Err(e);
+        }
+        l.set_capturing(self.sid(), true);
+        *slot = Some(pre);
+        Ok(())
+    }
+
+    /// Captures into one graph the operations of this task and of every
+    /// task begun in `body` on a thread that inherits the capture: with
+    /// `gpu`, the tasks a scope spawns (`gpu::capture`), their joins and
+    /// their nested scopes. Nothing runs; [`TaskContext::launch_graph`]
+    /// replays it, ordered as the tasks would have been on their own
+    /// streams (each task's operations in order, after its spawner's and
+    /// the tasks it joined, and after every earlier operation whose memory
+    /// conflicts with its own: `crate::capture`).
+    ///
+    /// In the capture, as in [`TaskContext::capture`], nothing may touch
+    /// host memory, allocate, synchronize or record an event; and the
+    /// tasks share the capturing stream, so [`TaskContext::cu_stream`]
+    /// panics there. `body` must end every task it begins before it
+    /// returns (a scope does).
+    ///
+    /// # Errors
+    ///
+    /// What `body` returned (the capture is ended and discarded first);
+    /// [`Error::Capturing`] inside another capture; driver errors.
+    pub fn capture_scope(&self, body: impl FnOnce() -> Result<()>) -> Result<Graph> {
+        self.begin_capture()?;
+        let cap = std::sync::Arc::new(ScopeCapture::new(
+            self.rt.id(),
+            self.task().clone(),
+            (self.sid(), self.raw()),
+        ));
+        self.chain.borrow_mut().clear();
+        *self.capture.borrow_mut() = Some(cap.clone());
+        // Ends the capture on every path out, unwinding included (§8).
+        let mut guard = ScopeCaptureGuard {
+            ctx: self,
+            cap: &cap,
+            open: true,
+        };
+        let r = CaptureHandle::of(Some(cap.clone())).enter(body);
+        let g = guard.end();
+        match (r, g) {
+            (Ok(()), Ok(raw)) => Ok(Graph {
+                rt: self.rt.clone(),
+                raw,
+                touches: cap.touches(),
+            }),
+            (Err(e), Ok(raw)) => {
+                let _ = self.rt.driver().graph_destroy(raw);
+                Err(e)
+            }
             (Err(e), Err(_)) => Err(e),
             (Ok(()), Err(e)) => Err(e),
         }
@@ -154,6 +212,35 @@ impl Drop for CaptureGuard<'_> {
         if self.open {
             self.ctx.capture_log.borrow_mut().take();
             if let Ok(raw) = self.ctx.end_capture() {
+                let _ = self.ctx.rt.driver().graph_destroy(raw);
+            }
+        }
+    }
+}
+
+/// Ends a scope capture on every path out of [`TaskContext::capture_scope`].
+struct ScopeCaptureGuard<'a> {
+    ctx: &'a TaskContext,
+    cap: &'a ScopeCapture,
+    open: bool,
+}
+
+impl ScopeCaptureGuard<'_> {
+    /// Ends the capture now: its tasks submit nothing more, this task leaves
+    /// it; the graph is the caller's.
+    fn end(&mut self) -> Result<RawGraph> {
+        self.open = false;
+        self.cap.end();
+        *self.ctx.capture.borrow_mut() = None;
+        self.ctx.chain.borrow_mut().clear();
+        self.ctx.end_capture()
+    }
+}
+
+impl Drop for ScopeCaptureGuard<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            if let Ok(raw) = self.end() {
                 let _ = self.ctx.rt.driver().graph_destroy(raw);
             }
         }
@@ -242,13 +329,25 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         let ctx = self.ctx;
         self.ctx.rt.check_same(self.graph.rt.id(), "the graph")?;
         let raw = self.graph.raw;
+        // An operation touches at most `MAX_TOUCHES` buffers; a graph may
+        // touch more (a captured scope): all but the last batch are handed
+        // off and stamped by operations that submit nothing, in this
+        // stream's current epoch, which the launch shares (nothing closes
+        // the stream in between: only this task records on it).
+        let n = self.touches.len();
+        let last = n.saturating_sub(1) / MAX_TOUCHES * MAX_TOUCHES;
+        let (first, rest) = self.touches.split_at_mut(last);
+        for batch in first.chunks_mut(MAX_TOUCHES) {
+            ctx.tracked("graph (its buffers)", batch, |_, _| Ok(()))?;
+        }
         // SAFETY: every range the captured operations touch (the capture's
         // log) lies in a buffer passed here with the access it needs
-        // (checked above), which `tracked` hands to this stream; a capture
+        // (checked above), which `tracked` hands to this stream (the
+        // batches above, then the last one here); a capture
         // takes no host memory (§8), a gate's flags outlive a graph that
         // waits on them (the gate keeps them when no fence follows), and
         // raw pointers are the launch's caller's (`Launch::submit`).
-        ctx.tracked("graph", &mut self.touches, |_, stream| unsafe {
+        ctx.tracked("graph", rest, |_, stream| unsafe {
             ctx.rt.driver().graph_launch(raw, stream)
         })
     }

@@ -15,7 +15,7 @@
 //!
 //! ```text
 //! error, kernel -> driver (cuda/, host/) -> pool, trace -> runtime
-//!   -> handoff, fence -> buffer -> context -> event, launch, graph, gate, staging,
+//!   -> handoff, fence -> buffer -> capture -> context -> event, launch, graph, gate, staging,
 //!   nccl
 //! ```
 //!
@@ -28,6 +28,7 @@
 //! launch.rs, graph.rs, gate.rs). Everything else of a type is in its module.
 
 mod buffer;
+mod capture;
 mod context;
 mod driver;
 mod error;
@@ -48,6 +49,7 @@ pub mod trace;
 mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
+pub use capture::CaptureHandle;
 pub use context::TaskContext;
 pub use driver::{BackendChoice, BackendKind, SyncMode};
 pub use error::{Error, Result};

@@ -155,7 +155,10 @@ impl ThreadPool {
         OP: FnOnce() -> R + Send,
         R: Send,
     {
-        self.inner.install(op)
+        // `op` is part of the caller's task: it joins the caller's scope
+        // capture, if any, on the worker that runs it.
+        let cap = gpu_sched::CaptureHandle::current();
+        self.inner.install(move || cap.enter(op))
     }
 
     /// [`crate::scope`] on a worker of this pool: its spawns run on this
@@ -212,5 +215,6 @@ where
     OP: FnOnce() -> R + Send,
     R: Send,
 {
-    global().install(op)
+    let cap = gpu_sched::CaptureHandle::current();
+    global().install(move || cap.enter(op))
 }

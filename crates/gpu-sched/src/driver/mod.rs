@@ -65,6 +65,14 @@ pub(crate) struct RawEvent(pub(crate) u64);
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct RawGraph(pub(crate) u64);
 
+/// A node of a graph being captured (`CUgraphNode`; the host backend has
+/// none).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct RawNode(pub(crate) u64);
+
+/// The nodes one captured operation depends on, or that it added.
+pub(crate) type Nodes = smallvec::SmallVec<[RawNode; 4]>;
+
 /// A loaded built-in kernel: a `CUfunction` on CUDA, a host function on
 /// the host.
 #[derive(Clone, Copy, Debug)]
@@ -354,6 +362,24 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// backend they are closures over raw addresses.
     unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
     fn graph_destroy(&self, g: RawGraph) -> Result<()>;
+
+    /// While `s` is capturing: the next operation captured on `s` depends
+    /// on `deps` alone (none: a root of the graph). A scope capture sets
+    /// each operation's dependencies this way (`crate::capture`). The host
+    /// backend replays a graph in capture order, which every dependency
+    /// set allows: nothing to do.
+    fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {
+        let _ = (s, deps);
+        Ok(())
+    }
+
+    /// While `s` is capturing: the nodes the next captured operation would
+    /// depend on, that is the ones the last operation added. The host
+    /// backend: none.
+    fn capture_tail(&self, s: RawStream) -> Result<Nodes> {
+        let _ = s;
+        Ok(Nodes::new())
+    }
 
     /// Makes the device's context current on the calling thread, for a
     /// library that uses the current device (NCCL's communicator setup).

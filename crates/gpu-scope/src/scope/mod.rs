@@ -2,7 +2,7 @@
 //! their chunks as the tasks of a scope of this module).
 
 use crate::pool;
-use gpu_sched::{Error, Fence, Result, Runtime, TaskContext};
+use gpu_sched::{Error, Fence, Graph, Result, Runtime, TaskContext};
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -433,6 +433,73 @@ where
     top_level_scope(rt, op)
 }
 
+/// Captures a scope into one graph instead of running it: the body and
+/// every task it spawns (their joins and nested scopes too) submit into the
+/// graph, each operation ordered after its task's previous one, after its
+/// spawner's work before the spawn, and after every earlier operation whose
+/// buffers conflict with its own, as the tasks would have been on their own
+/// streams. Nothing runs until the graph is launched, as often as wanted,
+/// with [`TaskContext::launch_graph`], passing every buffer the scope
+/// touched (`&` where it only read, `&mut` where it wrote): the launch is
+/// one operation on the launching task's stream, ordered with everything
+/// else through the buffers (R12). A repeated task graph then costs one
+/// launch instead of one driver call per operation (B13).
+///
+/// Inside the capture nothing may touch host memory, allocate device
+/// memory, synchronize or record an event (each is
+/// [`Error::Capturing`]), and the tasks share one stream, so
+/// [`TaskContext::cu_stream`] panics there. Host work in the tasks (their
+/// control flow) runs once, now; only the GPU operations are replayed.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> gpu::Result<()> {
+/// use gpu_kernels as k;
+/// let mut a = gpu::Buffer::<f32>::zeros(1024)?;
+/// let mut b = gpu::Buffer::<f32>::zeros(1024)?;
+/// let graph = gpu::capture(|s| {
+///     s.spawn(|t| k::fill(t, &mut a, 1.0));
+///     s.spawn(|t| k::fill(t, &mut b, 2.0));
+///     Ok(())
+/// })?;
+/// for _ in 0..3 {
+///     gpu::with_task(|t| t.launch_graph(&graph).write(&mut a).write(&mut b).submit())?;
+/// }
+/// assert_eq!(b.to_vec()?[7], 2.0);
+/// # Ok(()) }
+/// ```
+///
+/// # Errors
+///
+/// The first error of the body or of a task (the capture is discarded);
+/// [`Error::Capturing`] inside another capture; the runtime's errors.
+///
+/// # Panics
+///
+/// Re-raises a task's panic, as [`scope`] does (the capture is discarded).
+pub fn capture<'scope, OP>(op: OP) -> Result<Graph>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<()> + Send,
+{
+    capture_on(Runtime::global()?, op)
+}
+
+/// [`capture`] on a given runtime.
+///
+/// # Errors
+///
+/// As [`capture`].
+pub fn capture_on<'scope, OP>(rt: &Runtime, op: OP) -> Result<Graph>
+where
+    OP: FnOnce(&Scope<'_, 'scope>) -> Result<()> + Send,
+{
+    let ctx = rt.begin_task()?;
+    let g = ctx.capture_scope(|| run_scope(&ctx, op, Join::IfSubmitted));
+    rt.trace_flush();
+    g
+}
+
 /// Whether a scope's task waits on the device for its tasks' final fences.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Join {
@@ -581,6 +648,10 @@ impl<'r, 'scope> Scope<'r, 'scope> {
             Err(e) => return self.state.fail(e),
         };
         let state = self.state;
+        // The child joins the spawner's scope capture, if any, on whatever
+        // thread runs it (and only it: a job that thread runs meanwhile
+        // enters its own).
+        let cap = self.ctx.capture_handle();
         if let Some(rs) = self.rayon {
             // A job of the Rayon scope, which runs it (on a worker, or on
             // the scope's thread while it waits) and waits for it.
@@ -589,7 +660,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
                 // The task's own panic is caught inside; this catches one
                 // from the runtime around it.
                 let run = AssertUnwindSafe(|| run_child(&rt, state, Some(rs), fences, f));
-                if let Err(p) = catch_unwind(run) {
+                if let Err(p) = cap.enter(|| catch_unwind(run)) {
                     state.panicked(p);
                 }
             });
@@ -598,9 +669,8 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let body = move || {
             // The task's own panic is caught inside; this catches one from
             // the runtime around it, so the count always drops.
-            if let Err(p) =
-                catch_unwind(AssertUnwindSafe(|| run_child(&rt, state, None, fences, f)))
-            {
+            let run = AssertUnwindSafe(|| run_child(&rt, state, None, fences, f));
+            if let Err(p) = cap.enter(|| catch_unwind(run)) {
                 state.panicked(p);
             }
             state.job_finished();
@@ -720,7 +790,10 @@ where
         };
         Here(catch_unwind(AssertUnwindSafe(|| a(&s))))
     });
-    let b_side = move || catch_unwind(AssertUnwindSafe(|| run_join_b(rt, st, fences, b)));
+    // `b` joins this task's scope capture, if any, wherever it runs.
+    let cap = ctx.capture_handle();
+    let b_side =
+        move || cap.enter(|| catch_unwind(AssertUnwindSafe(|| run_join_b(rt, st, fences, b))));
     let (ra, rb) = rayon_core::join(move || (a_side.into_inner())(), b_side);
     let ra = match ra.into_inner() {
         Ok(r) => r,

@@ -30,7 +30,10 @@
 //! kernel, ...) is kept: every later call returns it at once, without calling
 //! the driver.
 
-use super::{BackendKind, Driver, KernelCall, MemAccess, RawEvent, RawGraph, RawStream, SyncMode};
+use super::{
+    BackendKind, Driver, KernelCall, MemAccess, Nodes, RawEvent, RawGraph, RawNode, RawStream,
+    SyncMode,
+};
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
 use cudarc::driver::sys::{self, CUresult};
@@ -853,5 +856,54 @@ impl Driver for CudaDriver {
         self.call("cuGraphExecDestroy", || unsafe {
             sys::cuGraphExecDestroy(cu_graph_exec(g))
         })
+    }
+
+    fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {
+        let mut nodes: Nodes = deps.iter().copied().collect();
+        // SAFETY: `call` made the context current; `s` belongs to this
+        // driver; `nodes` holds `deps.len()` node handles of the graph being
+        // captured on `s` (from `capture_tail`), which the driver reads
+        // during the call only (`RawNode` is a `CUgraphNode` as an integer,
+        // of the same size).
+        self.call("cuStreamUpdateCaptureDependencies", || unsafe {
+            sys::cuStreamUpdateCaptureDependencies(
+                cu_stream(s),
+                nodes.as_mut_ptr() as *mut sys::CUgraphNode,
+                deps.len(),
+                sys::CUstreamUpdateCaptureDependencies_flags::CU_STREAM_SET_CAPTURE_DEPENDENCIES
+                    as u32,
+            )
+        })
+    }
+
+    fn capture_tail(&self, s: RawStream) -> Result<Nodes> {
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let mut deps: *const sys::CUgraphNode = ptr::null();
+        let mut n = 0usize;
+        // SAFETY: `call` made the context current; `s` belongs to this
+        // driver; every out-pointer is valid (null for the id and graph,
+        // which are not wanted).
+        self.call("cuStreamGetCaptureInfo_v2", || unsafe {
+            sys::cuStreamGetCaptureInfo_v2(
+                cu_stream(s),
+                &mut status,
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut deps,
+                &mut n,
+            )
+        })?;
+        if status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_ACTIVE {
+            return Err(Error::Capturing {
+                what: "reading the dependencies of a stream that is not capturing (the capture was invalidated)",
+            });
+        }
+        if n == 0 || deps.is_null() {
+            return Ok(Nodes::new());
+        }
+        // SAFETY: the driver returned `n` node handles at `deps`, valid
+        // until the next call on `s`; they are copied out at once.
+        let got = unsafe { std::slice::from_raw_parts(deps, n) };
+        Ok(got.iter().map(|&d| RawNode(d as usize as u64)).collect())
     }
 }

@@ -1,0 +1,316 @@
+//! Capturing a whole scope into one graph (R12, DESIGN §12).
+//!
+//! [`crate::TaskContext::capture_scope`] begins a capture on its task's
+//! stream and runs a body in which every task begun on the runtime's
+//! threads that inherit the capture ([`CaptureHandle`]: `gpu::capture`'s
+//! spawns, joins and nested scopes) *joins* it: the task submits to the
+//! capturing stream, as the capture's ledger task, instead of taking a
+//! stream of its own. One stream would make the graph a chain; so before
+//! each operation the capture sets the node's dependencies itself
+//! (`cuStreamUpdateCaptureDependencies`), to what the runtime would have
+//! made it wait for on separate streams:
+//!
+//! - the task's previous operation (its stream order: a task's operations
+//!   run in program order, raw pointers and all);
+//! - the fences it waits for (spawn and join: the spawner's operations
+//!   before the spawn, the joined tasks' last ones);
+//! - every earlier operation whose memory conflicts with its own: the last
+//!   writer of each range it reads, and the last writer and the readers
+//!   since of each range it writes (the ledger's rule, on address ranges).
+//!
+//! The operations of unrelated tasks become parallel branches: replayed, the
+//! graph overlaps what the tasks would have overlapped on their streams,
+//! with no launch cost per operation. The graph's launch is one tracked
+//! operation that touches every range the capture touched (`Graph`'s
+//! launch checks that the caller passes each buffer with its access).
+//!
+//! Operations are submitted one at a time under the capture's lock (one
+//! stream takes them in some order anyway); the lock is the capture's own,
+//! not the ledger's (R14).
+
+use crate::driver::{Driver, MemAccess, Nodes, RawNode, RawStream};
+use crate::error::{Error, Result};
+use gpu_epoch::{Access, StreamId, Task};
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// A scope capture in progress: its stream, its ledger task, and what its
+/// operations touched so far.
+pub(crate) struct ScopeCapture {
+    /// This capture among all of the process's (its fences name it).
+    pub(crate) id: u64,
+    /// The runtime whose stream captures.
+    pub(crate) rt_id: u64,
+    /// The ledger task every joined task submits as (the capturing task's):
+    /// the stream keeps one owner, so it is not shared (R3).
+    pub(crate) task: Task,
+    /// The capturing stream.
+    pub(crate) slot: (StreamId, RawStream),
+    /// Set when the capture ends: a task of it that outlived it (sent
+    /// away and kept) submits nothing more.
+    ended: AtomicBool,
+    state: Mutex<Deps>,
+}
+
+impl std::fmt::Debug for ScopeCapture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeCapture")
+            .field("stream", &self.slot.0)
+            .field("ended", &self.ended.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The nodes that last wrote one address range, and those that read it
+/// since.
+#[derive(Default)]
+struct RangeUses {
+    writer: Nodes,
+    readers: Vec<RawNode>,
+    /// Whether an operation of the capture wrote it.
+    written: bool,
+}
+
+/// Per address range (start, bytes) touched in the capture: its uses.
+#[derive(Default)]
+struct Deps {
+    ranges: BTreeMap<(u64, u64), RangeUses>,
+    /// The longest range, to find the ranges that overlap a new one.
+    longest: u64,
+}
+
+impl Deps {
+    /// The nodes an operation touching `mem` must follow, besides `chain`.
+    fn of(&self, chain: &[RawNode], mem: &[MemAccess]) -> Vec<RawNode> {
+        let mut d: Vec<RawNode> = chain.to_vec();
+        for m in mem.iter().filter(|m| m.bytes > 0) {
+            let (lo, hi) = (m.ptr, m.ptr + m.bytes as u64);
+            let from = (lo.saturating_sub(self.longest), 0);
+            for (&(p, n), u) in self.ranges.range(from..(hi, 0)) {
+                if p + n <= lo {
+                    continue;
+                }
+                d.extend_from_slice(&u.writer);
+                if m.access == Access::Write {
+                    d.extend_from_slice(&u.readers);
+                }
+            }
+        }
+        d.sort_unstable_by_key(|n| n.0);
+        d.dedup();
+        d
+    }
+
+    /// `nodes` touched `mem`.
+    fn record(&mut self, mem: &[MemAccess], nodes: &Nodes) {
+        for m in mem.iter().filter(|m| m.bytes > 0) {
+            let key = (m.ptr, m.bytes as u64);
+            self.longest = self.longest.max(key.1);
+            let u = self.ranges.entry(key).or_default();
+            match m.access {
+                Access::Write => {
+                    u.writer = nodes.clone();
+                    u.readers.clear();
+                    u.written = true;
+                }
+                Access::Read => u.readers.extend_from_slice(nodes),
+            }
+        }
+    }
+}
+
+impl ScopeCapture {
+    pub(crate) fn new(rt_id: u64, task: Task, slot: (StreamId, RawStream)) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        ScopeCapture {
+            id: NEXT.fetch_add(1, Ordering::Relaxed),
+            rt_id,
+            task,
+            slot,
+            ended: AtomicBool::new(false),
+            state: Mutex::new(Deps::default()),
+        }
+    }
+
+    /// Errs once the capture ended.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.ended.load(Ordering::Acquire) {
+            return Err(Error::Capturing {
+                what: "using a task of a scope capture after the capture ended",
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+    }
+
+    /// Submits one operation of a joined task: `enqueue` puts it on the
+    /// capturing stream, which first takes its dependencies (the task's
+    /// `chain`, the conflicts of `mem`); `chain` becomes its nodes.
+    pub(crate) fn submit<R>(
+        &self,
+        drv: &dyn Driver,
+        chain: &RefCell<Nodes>,
+        mem: &[MemAccess],
+        enqueue: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.check_open()?;
+        let raw = self.slot.1;
+        let mut st = self.state.lock();
+        let deps = st.of(&chain.borrow(), mem);
+        drv.capture_set_deps(raw, &deps)?;
+        let r = enqueue()?;
+        // The nodes the operation added (its dependencies again if it added
+        // none: then it stands for them, which orders as much).
+        let added = drv.capture_tail(raw)?;
+        st.record(mem, &added);
+        *chain.borrow_mut() = added;
+        Ok(r)
+    }
+
+    /// Every range the capture's operations touched, once each, written if
+    /// any operation wrote it.
+    pub(crate) fn touches(&self) -> Vec<MemAccess> {
+        let st = self.state.lock();
+        let mut out: Vec<MemAccess> = Vec::with_capacity(st.ranges.len());
+        for (&(ptr, bytes), u) in &st.ranges {
+            let access = if u.written {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            out.push(MemAccess {
+                ptr,
+                bytes: bytes as usize,
+                access,
+            });
+        }
+        out
+    }
+}
+
+thread_local! {
+    /// The scope capture that tasks begun on this thread join.
+    static CURRENT: RefCell<Option<Arc<ScopeCapture>>> = const { RefCell::new(None) };
+}
+
+/// The scope capture (if any) that a job inherits from the task that
+/// spawned it: `gpu`'s pool hands one from a spawner to each job it spawns
+/// and enters it around the job, so that the job's tasks join the capture
+/// and a job that runs on a thread while a captured task waits there does
+/// not. Not for direct use.
+#[doc(hidden)]
+#[derive(Clone, Default, Debug)]
+pub struct CaptureHandle(Option<Arc<ScopeCapture>>);
+
+impl CaptureHandle {
+    /// The capture that tasks begun on this thread join now.
+    pub fn current() -> Self {
+        CaptureHandle(CURRENT.with(|c| c.borrow().clone()))
+    }
+
+    pub(crate) fn of(cap: Option<Arc<ScopeCapture>>) -> Self {
+        CaptureHandle(cap)
+    }
+
+    /// Runs `f` with tasks begun on this thread joining this capture (none:
+    /// joining none), then restores what was there, unwinding included.
+    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<Arc<ScopeCapture>>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let prev = self.0.take();
+                CURRENT.with(|c| *c.borrow_mut() = prev);
+            }
+        }
+        let prev = CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), self.0.clone()));
+        let _restore = Restore(prev);
+        f()
+    }
+
+    /// The capture a new task on this thread joins.
+    pub(crate) fn for_new_task() -> Option<Arc<ScopeCapture>> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acc(ptr: u64, bytes: usize, access: Access) -> MemAccess {
+        MemAccess { ptr, bytes, access }
+    }
+
+    fn nodes(n: &[u64]) -> Nodes {
+        n.iter().map(|&x| RawNode(x)).collect()
+    }
+
+    #[test]
+    fn deps_follow_the_ledger_rule_on_ranges() {
+        let mut d = Deps::default();
+        // 1 writes [0, 100); 2 reads [0, 100); 3 reads [50, 60) of it.
+        d.record(&[acc(0, 100, Access::Write)], &nodes(&[1]));
+        assert_eq!(d.of(&[], &[acc(0, 100, Access::Read)]), vec![RawNode(1)]);
+        d.record(&[acc(0, 100, Access::Read)], &nodes(&[2]));
+        assert_eq!(d.of(&[], &[acc(50, 10, Access::Read)]), vec![RawNode(1)]);
+        d.record(&[acc(50, 10, Access::Read)], &nodes(&[3]));
+        // A write of [55, 56) follows the writer and both readers.
+        let w = d.of(&[], &[acc(55, 1, Access::Write)]);
+        assert_eq!(w, vec![RawNode(1), RawNode(2), RawNode(3)]);
+        d.record(&[acc(55, 1, Access::Write)], &nodes(&[4]));
+        // A read of [0, 100) follows both writers (the part, the whole).
+        assert_eq!(
+            d.of(&[], &[acc(0, 100, Access::Read)]),
+            vec![RawNode(1), RawNode(4)]
+        );
+        // Disjoint ranges, adjacent ones included, are independent; the
+        // chain always comes along.
+        assert_eq!(
+            d.of(&[RawNode(9)], &[acc(100, 8, Access::Write)]),
+            vec![RawNode(9)]
+        );
+        assert!(d.of(&[], &[acc(200, 0, Access::Write)]).is_empty());
+        // The touches: [0, 100) written, [50, 60) read, [55, 56) written.
+        let t = {
+            let cap = ScopeCapture::new(
+                0,
+                gpu_epoch::Ledger::new(4).begin_task(),
+                (StreamId::from_index(0), RawStream(0)),
+            );
+            *cap.state.lock() = d;
+            cap.touches()
+        };
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[0].access, Access::Write);
+        assert_eq!((t[1].ptr, t[1].access), (50, Access::Read));
+        assert_eq!((t[2].ptr, t[2].access), (55, Access::Write));
+    }
+
+    #[test]
+    fn enter_restores_the_previous_capture() {
+        assert!(CaptureHandle::current().0.is_none());
+        let cap = Arc::new(ScopeCapture::new(
+            7,
+            gpu_epoch::Ledger::new(4).begin_task(),
+            (StreamId::from_index(0), RawStream(0)),
+        ));
+        CaptureHandle::of(Some(cap.clone())).enter(|| {
+            assert!(CaptureHandle::for_new_task().is_some());
+            CaptureHandle::default().enter(|| assert!(CaptureHandle::for_new_task().is_none()));
+            assert!(CaptureHandle::for_new_task().is_some());
+        });
+        assert!(CaptureHandle::for_new_task().is_none());
+        let h = CaptureHandle::of(Some(cap));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            h.enter(|| panic!("in the body"));
+        }));
+        assert!(r.is_err());
+        assert!(CaptureHandle::for_new_task().is_none());
+    }
+}

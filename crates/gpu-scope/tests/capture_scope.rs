@@ -1,0 +1,217 @@
+//! `gpu::capture`: a scope captured into one graph and replayed (R12,
+//! issue 16). On the runtime of `common::runtime()`: the host backend in
+//! CI, the GPU where `GPU_BACKEND=cuda` (the bundle's runs), where the
+//! graph's branches run concurrently and a missing dependence shows as a
+//! wrong value.
+
+mod common;
+
+#[allow(dead_code)] // the bench's other parts
+#[path = "../../../benches/b13.rs"]
+mod b13;
+
+use common::runtime;
+use gpu::{Buffer, Error, Runtime};
+use gpu_kernels as k;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Mutex, RwLock};
+
+fn bufs(rt: &Runtime, n: usize, len: usize) -> Vec<Buffer<f32>> {
+    let t = rt.begin_task().unwrap();
+    let v = (0..n).map(|_| t.zeros::<f32>(len).unwrap()).collect();
+    t.synchronize().unwrap();
+    v
+}
+
+/// Spawn, join and buffer edges: eight children each fill their buffer and
+/// add a shared input into it twenty times (readers of one buffer side by
+/// side); the root, after the children (the scope's join), adds each into a
+/// total; a child spawned after the root wrote `y` reads it. Three
+/// launches: the total is three times the sum.
+#[test]
+fn a_captured_scope_replays_with_its_order() {
+    let rt = runtime();
+    let n = 4096;
+    let mut parts = bufs(&rt, 8, n);
+    let [mut x, mut y, mut z, mut total] = <[Buffer<f32>; 4]>::try_from(bufs(&rt, 4, n)).unwrap();
+    let setup = rt.begin_task().unwrap();
+    k::fill(&setup, &mut x, 0.5).unwrap();
+    setup.synchronize().unwrap();
+    let x = &x;
+    let graph = gpu::capture_on(&rt, |s| {
+        s.scope(|s| {
+            for (i, p) in parts.iter_mut().enumerate() {
+                s.spawn(move |t| {
+                    k::fill(t, p, i as f32)?;
+                    for _ in 0..20 {
+                        k::axpy(t, 1.0, x, p)?;
+                    }
+                    Ok(())
+                });
+            }
+            Ok(())
+        })?;
+        for p in &parts {
+            k::axpy(s, 1.0, p, &mut total)?;
+        }
+        k::fill(s, &mut y, 3.0)?;
+        let y = &y;
+        let z = &mut z;
+        s.spawn(move |t| k::scale_into(t, y, z, 2.0));
+        Ok(())
+    })
+    .unwrap();
+    // Nothing ran: the buffers are still zero.
+    assert!(total.to_vec().unwrap().iter().all(|&v| v == 0.0));
+    let t = rt.begin_task().unwrap();
+    for _ in 0..3 {
+        let mut l = t.launch_graph(&graph).read(x).write(&mut y).write(&mut z);
+        l = l.write(&mut total);
+        for p in parts.iter_mut() {
+            l = l.write(p);
+        }
+        l.submit().unwrap();
+    }
+    t.synchronize().unwrap();
+    // Each part is i + 20 * 0.5; the total three times their sum.
+    let want: f32 = (0..8).map(|i| i as f32 + 10.0).sum::<f32>() * 3.0;
+    assert!(total.to_vec().unwrap().iter().all(|&v| v == want), "total");
+    for (i, p) in parts.iter().enumerate() {
+        assert!(p.to_vec().unwrap().iter().all(|&v| v == i as f32 + 10.0));
+    }
+    assert!(z.to_vec().unwrap().iter().all(|&v| v == 6.0), "z after y");
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+/// B13's task graph (the bench's own code, its smaller size): captured
+/// through `gpu::capture`, replayed twice from the starting values, equal
+/// to the host model bit for bit each time.
+#[test]
+fn the_b13_task_graph_replays_bit_for_bit() {
+    let rt = Runtime::global().unwrap();
+    let tasks = b13::dag(b13::SEED, b13::HOST_TASKS, b13::BUFFERS);
+    let pristine: Vec<Buffer<f32>> = (0..b13::BUFFERS)
+        .map(|b| Buffer::from_host(&b13::initial(b)).unwrap())
+        .collect();
+    let mut bufs: Vec<RwLock<Buffer<f32>>> = (0..b13::BUFFERS)
+        .map(|_| RwLock::new(Buffer::zeros(b13::LEN).unwrap()))
+        .collect();
+    let graph = b13::capture(&bufs, &tasks).unwrap();
+    let want = b13::model(&tasks);
+    let t = rt.begin_task().unwrap();
+    for round in 0..2 {
+        for (p, b) in pristine.iter().zip(bufs.iter_mut()) {
+            t.copy(p, b.get_mut().unwrap()).unwrap();
+        }
+        b13::launch(&t, &graph, &mut bufs).unwrap();
+        t.synchronize().unwrap();
+        for (b, (buf, want)) in bufs.iter().zip(&want).enumerate() {
+            let got = buf.read().unwrap().to_vec().unwrap();
+            assert!(got == *want, "round {round}: buffer {b} differs");
+        }
+    }
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+/// What a capture refuses, each a typed error that discards the capture and
+/// leaves the runtime usable; a launch that leaves out a buffer the graph
+/// touches is refused.
+#[test]
+fn a_capture_refuses_what_cannot_go_into_a_graph() {
+    let rt = runtime();
+    let [mut a, mut b] = <[Buffer<f32>; 2]>::try_from(bufs(&rt, 2, 1024)).unwrap();
+    let refused = |what: &str, r: gpu::Result<gpu::Graph>| match r {
+        Err(Error::Capturing { .. }) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    refused(
+        "an allocation",
+        gpu::capture_on(&rt, |s| {
+            s.spawn(|t| t.zeros::<f32>(8).map(drop));
+            Ok(())
+        }),
+    );
+    refused(
+        "a host copy",
+        gpu::capture_on(&rt, |s| {
+            let a = &a;
+            s.spawn(move |t| t.to_vec(a).map(drop));
+            Ok(())
+        }),
+    );
+    refused(
+        "a synchronize",
+        gpu::capture_on(&rt, |s| {
+            k::fill(s, &mut a, 1.0)?;
+            s.synchronize()
+        }),
+    );
+    refused(
+        "a nested capture",
+        gpu::capture_on(&rt, |s| {
+            s.spawn(|_| gpu::capture_on(&rt, |_| Ok(())).map(drop));
+            Ok(())
+        }),
+    );
+    // A fence of the capture's tasks, kept and waited for outside it.
+    let kept = Mutex::new(None);
+    let g = gpu::capture_on(&rt, |s| {
+        k::fill(s, &mut a, 1.0)?;
+        *kept.lock().unwrap() = Some(s.fence()?);
+        Ok(())
+    })
+    .unwrap();
+    let t = rt.begin_task().unwrap();
+    let f = kept.lock().unwrap().take().unwrap();
+    assert!(matches!(t.wait_fence(f), Err(Error::Capturing { .. })));
+    // The graph writes `a`: a launch without it, or with it read only, is
+    // refused; with it, it runs.
+    assert!(matches!(
+        t.launch_graph(&g).write(&mut b).submit(),
+        Err(Error::BadKernelArgs { .. })
+    ));
+    assert!(matches!(
+        t.launch_graph(&g).read(&a).submit(),
+        Err(Error::BadKernelArgs { .. })
+    ));
+    t.launch_graph(&g).write(&mut a).submit().unwrap();
+    assert!(a.to_vec().unwrap().iter().all(|&v| v == 1.0));
+    // A task's panic reaches the caller; the next capture works.
+    let p = catch_unwind(AssertUnwindSafe(|| {
+        gpu::capture_on(&rt, |s| {
+            s.spawn(|_| panic!("a task of the capture"));
+            Ok(())
+        })
+    }));
+    assert!(p.is_err());
+    let g = gpu::capture_on(&rt, |s| {
+        s.spawn(|t| k::fill(t, &mut b, 4.0));
+        Ok(())
+    })
+    .unwrap();
+    t.launch_graph(&g).write(&mut b).submit().unwrap();
+    assert!(b.to_vec().unwrap().iter().all(|&v| v == 4.0));
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+/// A task of a capture sent away and kept past the capture's end submits
+/// nothing more: an error, not work on a stream another task now owns.
+#[test]
+fn a_task_kept_past_its_capture_submits_nothing() {
+    let rt = runtime();
+    let [mut a] = <[Buffer<f32>; 1]>::try_from(bufs(&rt, 1, 256)).unwrap();
+    let kept = Mutex::new(None);
+    let _g = gpu::capture_on(&rt, |s| {
+        s.spawn(|_| {
+            *kept.lock().unwrap() = Some(rt.begin_task()?);
+            Ok(())
+        });
+        Ok(())
+    })
+    .unwrap();
+    let t = kept.lock().unwrap().take().unwrap();
+    assert!(matches!(
+        k::fill(&t, &mut a, 1.0),
+        Err(Error::Capturing { .. })
+    ));
+}
