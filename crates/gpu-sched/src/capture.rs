@@ -145,7 +145,11 @@ impl ScopeCapture {
         Ok(())
     }
 
+    /// Marks the capture ended, under its lock: an operation in flight in
+    /// [`ScopeCapture::submit`] finishes first (it is in the graph), and
+    /// every later one fails (it never runs unstamped on the stream).
     pub(crate) fn end(&self) {
+        let _st = self.state.lock();
         self.ended.store(true, Ordering::Release);
     }
 
@@ -159,9 +163,11 @@ impl ScopeCapture {
         mem: &[MemAccess],
         enqueue: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        self.check_open()?;
         let raw = self.slot.1;
         let mut st = self.state.lock();
+        // Under the lock, which `end` takes: checked here, the capture lasts
+        // until this operation is in.
+        self.check_open()?;
         let deps = st.of(&chain.borrow(), mem);
         drv.capture_set_deps(raw, &deps)?;
         let r = enqueue()?;
