@@ -575,7 +575,7 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
     ratio(
         "B7-pageable-floor",
         get(r, "B7/transfer-bound"),
-        get(r, "B7/host-copies-floor"),
+        get(r, "B7/host-copies"),
     );
     let bare = get(r, "B8/raw-launch").or(get(r, "B8/bare-launch"));
     ratio("B8", get(r, "B8/spawn-join"), bare);

@@ -64,5 +64,5 @@ pub use kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig, Module, Param
 pub use launch::{KernelRef, Launch, ScalarArg};
 pub use loader::LoadedModule;
 pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};
-pub use staging::Staging;
+pub use staging::{par_copy, Staging};
 pub use typed::{Arg, Args, HostFn, In, Kernel, KernelParam, Out, Signature};

@@ -12,11 +12,8 @@ const PAR_COPY_MIN: usize = 4 << 20;
 /// The piece of a host copy one copy thread takes at a time.
 const PAR_COPY_PIECE: usize = 1 << 20;
 
-/// The threads that copy between pageable and staging memory: one a CPU,
-/// started at the first large copy. One thread copies about 5 GB/s on the
-/// H200's host and sixteen about 45 GB/s (issue 16's probe,
-/// `benches/results/issue16/probe-host-copy.jsonl`): a pageable pipeline is
-/// bound by these copies, not by the transfers. `None` on one CPU.
+/// The threads of [`par_copy`]: one a CPU, started at the first large
+/// copy. `None` on one CPU.
 fn copy_pool() -> Option<&'static rayon_core::ThreadPool> {
     static POOL: OnceLock<Option<rayon_core::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -33,21 +30,93 @@ fn copy_pool() -> Option<&'static rayon_core::ThreadPool> {
     .as_ref()
 }
 
-/// `dst.copy_from_slice(src)`, split over the copy threads when it is
-/// large. The calling thread waits (a worker of another Rayon pool runs
-/// that pool's jobs meanwhile, as in any cross-pool call).
-fn host_copy<T: Copy + Send + Sync>(dst: &mut [T], src: &[T]) {
-    assert_eq!(dst.len(), src.len(), "host_copy of unequal lengths");
+/// `dst.copy_from_slice(src)` for large host copies, as [`Staging`] does
+/// its own (into and out of page-locked memory): split into 1 MiB pieces
+/// over one thread a CPU (a pool of its own, started at the first large
+/// copy), each piece written with non-temporal stores on x86-64 (no read
+/// of the destination into the cache first). On the H200's host one
+/// thread's `memcpy` moves about 5 GB/s and sixteen about 45 GB/s (issue
+/// 16's probe, `benches/results/issue16/probe-host-copy.jsonl`), so a
+/// pipeline from pageable memory is bound by these copies. Below 4 MiB, a
+/// plain copy on the calling thread. The calling thread waits (a worker of
+/// another Rayon pool runs that pool's jobs meanwhile, as in any cross-pool
+/// call).
+///
+/// # Panics
+///
+/// If the lengths differ (as `copy_from_slice`).
+pub fn par_copy<T: DeviceRepr>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len(), "par_copy of unequal lengths");
     match copy_pool() {
         Some(pool) if std::mem::size_of_val(src) >= PAR_COPY_MIN => {
             let per = (PAR_COPY_PIECE / std::mem::size_of::<T>().max(1)).max(1);
             pool.scope(|s| {
                 for (d, x) in dst.chunks_mut(per).zip(src.chunks(per)) {
-                    s.spawn(move |_| d.copy_from_slice(x));
+                    s.spawn(move |_| stream_copy(d, x));
                 }
             });
         }
+        _ if std::mem::size_of_val(src) >= PAR_COPY_MIN => stream_copy(dst, src),
         _ => dst.copy_from_slice(src),
+    }
+}
+
+/// `dst.copy_from_slice(src)` through non-temporal stores on x86-64.
+fn stream_copy<T: DeviceRepr>(dst: &mut [T], src: &[T]) {
+    assert_eq!(dst.len(), src.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: `src` and `dst` are valid for `size_of_val(src)` bytes
+        // (equal lengths, checked), and do not overlap (`&` and `&mut`);
+        // the bytes copied are those of valid `T`s, into `T`s.
+        unsafe {
+            stream_copy_bytes(
+                dst.as_mut_ptr() as *mut u8,
+                src.as_ptr() as *const u8,
+                std::mem::size_of_val(src),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
+}
+
+/// Copies `n` bytes, 64 at a time with SSE2 streaming stores (part of
+/// x86-64) into 16-byte-aligned destination memory, the ends with
+/// `copy_nonoverlapping`, then a store fence: the streamed stores are
+/// ordered before every later store of this thread (the release that hands
+/// the copy on, a driver call that starts a transfer from it).
+///
+/// # Safety
+///
+/// `src` is valid for reads and `dst` for writes of `n` bytes, and they do
+/// not overlap.
+#[cfg(target_arch = "x86_64")]
+unsafe fn stream_copy_bytes(dst: *mut u8, src: *const u8, n: usize) {
+    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
+    let head = dst.align_offset(16).min(n);
+    // SAFETY: every access lies in the first `n` bytes of
+    // `src` or `dst` (the contract): the head below `head <= n`, each
+    // 64-byte step below `i + 64 <= n`, the tail from `i <= n` to `n`;
+    // `dst + i` is 16-byte aligned in the loop (`i` starts at the
+    // alignment offset and steps by 64), as `_mm_stream_si128` needs;
+    // unaligned loads need nothing.
+    unsafe {
+        std::ptr::copy_nonoverlapping(src, dst, head);
+        let mut i = head;
+        while i + 64 <= n {
+            let s = src.add(i) as *const __m128i;
+            let d = dst.add(i) as *mut __m128i;
+            let (a, b) = (_mm_loadu_si128(s), _mm_loadu_si128(s.add(1)));
+            let (c, e) = (_mm_loadu_si128(s.add(2)), _mm_loadu_si128(s.add(3)));
+            _mm_stream_si128(d, a);
+            _mm_stream_si128(d.add(1), b);
+            _mm_stream_si128(d.add(2), c);
+            _mm_stream_si128(d.add(3), e);
+            i += 64;
+        }
+        _mm_sfence();
+        std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), n - i);
     }
 }
 
@@ -267,7 +336,7 @@ impl<T: DeviceRepr> Staging<T> {
         // SAFETY: no copy is in flight (settled above), `&mut self` makes
         // this the only view of the memory, and `src` fits (checked).
         let staged = unsafe { std::slice::from_raw_parts_mut(self.ptr, src.len()) };
-        host_copy(staged, src);
+        par_copy(staged, src);
         self.send(ctx, dst)
     }
 
@@ -290,7 +359,7 @@ impl<T: DeviceRepr> Staging<T> {
         // before returning.
         let staged = unsafe { std::slice::from_raw_parts_mut(self.ptr, dst.len()) };
         ctx.copy_to_host(src, staged)?;
-        host_copy(dst, staged);
+        par_copy(dst, staged);
         Ok(())
     }
 }
@@ -382,5 +451,39 @@ impl Runtime {
                 self.inner.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::par_copy;
+
+    /// Every length and alignment: the streamed middle, the copied ends,
+    /// the pieces of the pool's path (past 4 MiB), the plain small copy.
+    #[test]
+    fn par_copy_copies_every_byte() {
+        let n = (9 << 20) + 77;
+        let src: Vec<u8> = (0..n).map(|i| (i * 131 + i / 977) as u8).collect();
+        for (off, len) in [
+            (0, n - 3),
+            (1, n - 5),
+            (13, (4 << 20) + 1),
+            (3, 70),
+            (5, 63),
+            (0, 0),
+        ] {
+            let mut dst = vec![0u8; n];
+            par_copy(&mut dst[off..off + len], &src[3..3 + len]);
+            assert!(dst[off..off + len] == src[3..3 + len], "{off} {len}");
+            assert!(dst[..off].iter().all(|&b| b == 0), "before {off} {len}");
+            assert!(
+                dst[off + len..].iter().all(|&b| b == 0),
+                "after {off} {len}"
+            );
+        }
+        let src: Vec<f64> = (0..(1 << 20) + 3).map(|i| i as f64 * 0.5).collect();
+        let mut dst = vec![0.0; src.len()];
+        par_copy(&mut dst, &src);
+        assert_eq!(dst, src);
     }
 }

@@ -115,6 +115,32 @@
 //! pointers go to MPI directly where it is CUDA-aware (checked at run
 //! time), through pinned host memory otherwise. `examples/10-mpi.rs` runs
 //! it under `mpirun`.
+//!
+//! ## Capturing a scope into a graph
+//!
+//! A scope captured once and replayed (the README's, kept the same; see
+//! [`capture`]):
+//!
+//! ```
+//! use gpu_kernels as k;
+//!
+//! fn main() -> gpu::Result<()> {
+//!     let mut a = gpu::Buffer::<f32>::zeros(1 << 20)?;
+//!     let mut b = gpu::Buffer::<f32>::zeros(1 << 20)?;
+//!     let graph = gpu::capture(|s| {
+//!         s.spawn(|t| k::fill(t, &mut a, 1.0)); // two branches of the graph
+//!         s.spawn(|t| k::scale(t, &mut b, 2.0));
+//!         Ok(())
+//!     })?; // nothing ran yet
+//!     for _ in 0..3 {
+//!         // Every buffer the graph touches (`&` where it only reads): one
+//!         // operation, ordered with the rest through those buffers.
+//!         gpu::with_task(|t| t.launch_graph(&graph).write(&mut a).write(&mut b).submit())?;
+//!     }
+//!     assert!(a.to_vec()?.iter().all(|&x| x == 1.0));
+//!     Ok(())
+//! }
+//! ```
 
 pub mod iter;
 #[cfg(feature = "mpi")]
@@ -126,7 +152,7 @@ mod scope;
 pub use gpu_sched::nccl;
 pub use gpu_sched::trace;
 pub use gpu_sched::{
-    Access, Arg, Args, BackendChoice, BackendKind, Buffer, CounterSnapshot, DeviceRepr,
+    par_copy, Access, Arg, Args, BackendChoice, BackendKind, Buffer, CounterSnapshot, DeviceRepr,
     DeviceSlice, DeviceSliceMut, Error, Event, Fence, Gate, Graph, HostFn, In, Kernel, KernelArg,
     KernelDef, KernelParam, KernelRef, LaunchConfig, LiveCounts, LoadedModule, Module, Out, Param,
     Reason, Result, Runtime, RuntimeOptions, Signature, Split, Staging, SyncMode, TaskContext,

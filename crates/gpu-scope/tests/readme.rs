@@ -32,6 +32,7 @@ fn the_readme_programs_are_the_crate_doctests() {
         "## Getting started",
         "## Parallel iterators over chunks",
         "## Bring your own kernel",
+        "## Capturing a scope into a graph",
     ] {
         assert_eq!(
             block_after(&readme, heading, "```rust\n"),
