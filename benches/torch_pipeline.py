@@ -37,35 +37,31 @@ def pipeline(src, dst, chunk, lanes):
         s.synchronize()
 
 
+def rows(src, dst, chunk, name, reps):
+    """Times the pipeline over 4 and 8 lanes; one row each."""
+    for lanes in (4, 8):
+        pipeline(src, dst, chunk, lanes)  # warm up
+        times = []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            pipeline(src, dst, chunk, lanes)
+            times.append(time.perf_counter() - t0)
+        assert dst[999].item() == 1998.0
+        print(json.dumps({"name": f"B7/{name}-{lanes}", "value": statistics.median(times) * 1e9, "unit": "ns"}))
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 28
     chunk = int(sys.argv[2]) if len(sys.argv) > 2 else 1 << 22
     src = (torch.arange(n, dtype=torch.float32) % 1000).pin_memory()
     dst = torch.empty(n, dtype=torch.float32).pin_memory()
-    for lanes in (4, 8):
-        pipeline(src, dst, chunk, lanes)  # warm up
-        times = []
-        for _ in range(10):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            pipeline(src, dst, chunk, lanes)
-            times.append(time.perf_counter() - t0)
-        assert dst[999].item() == 1998.0
-        print(json.dumps({"name": f"B7/torch-{lanes}", "value": statistics.median(times) * 1e9, "unit": "ns"}))
+    rows(src, dst, chunk, "torch", 10)
     # The same pipeline from and to pageable tensors (issue 16): the driver
     # stages each copy itself.
-    src = (torch.arange(n, dtype=torch.float32) % 1000)
+    src = torch.arange(n, dtype=torch.float32) % 1000
     dst = torch.zeros(n, dtype=torch.float32)
-    for lanes in (4, 8):
-        pipeline(src, dst, chunk, lanes)  # warm up
-        times = []
-        for _ in range(5):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            pipeline(src, dst, chunk, lanes)
-            times.append(time.perf_counter() - t0)
-        assert dst[999].item() == 1998.0
-        print(json.dumps({"name": f"B7/pageable-torch-{lanes}", "value": statistics.median(times) * 1e9, "unit": "ns"}))
+    rows(src, dst, chunk, "pageable-torch", 5)
 
 
 def sum_rows():
