@@ -138,9 +138,7 @@ impl ScopeCapture {
     /// Errs once the capture ended.
     pub(crate) fn check_open(&self) -> Result<()> {
         if self.ended.load(Ordering::Acquire) {
-            return Err(Error::Capturing {
-                what: "using a task of a scope capture after the capture ended",
-            });
+            return Err(Error::CaptureEnded);
         }
         Ok(())
     }

@@ -906,12 +906,21 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongDevice`]; driver errors from the hand-off.
+    /// [`Error::WrongDevice`]; [`Error::Capturing`] in a scope capture
+    /// ([`TaskContext::capture_scope`]: its tasks share one stream, so the
+    /// escape would order nothing, and the graph could not order the work
+    /// done through the pointer with the other tasks'); driver errors from
+    /// the hand-off.
     pub fn raw_ptr<T: DeviceRepr>(
         &self,
         buf: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<u64> {
         self.check(buf, "the buffer")?;
+        if self.in_scope_capture() {
+            return Err(Error::Capturing {
+                what: "taking a raw pointer in a scope capture (take it before the capture)",
+            });
+        }
         self.bind()?;
         let u = buf.stamps_mut().get_mut();
         self.hand_off(u, Access::Write)?;

@@ -118,6 +118,10 @@ pub enum Error {
         /// What was attempted.
         what: &'static str,
     },
+    /// A task of a scope capture (`TaskContext::capture_scope`) used after
+    /// the capture ended: it submits nothing more.
+    #[error("this task joined a scope capture that has ended, so it submits nothing more; begin a new task")]
+    CaptureEnded,
     /// The ledger refused.
     #[error(transparent)]
     Ledger(#[from] LedgerError),
