@@ -1,9 +1,9 @@
 //! Capturing a whole scope into one graph (R12, DESIGN §12).
 //!
 //! [`crate::TaskContext::capture_scope`] begins a capture on its task's
-//! stream and runs a body in which every task begun on the runtime's
-//! threads that inherit the capture ([`CaptureHandle`]: `gpu::capture`'s
-//! spawns, joins and nested scopes) *joins* it: the task submits to the
+//! stream and runs a body in which every task begun with the capture's
+//! [`CaptureHandle`] (`gpu::capture`'s spawns and joins, which pass it from
+//! each task to the tasks it starts) *joins* it: the task submits to the
 //! capturing stream, as the capture's ledger task, instead of taking a
 //! stream of its own. One stream would make the graph a chain; so before
 //! each operation the capture sets the node's dependencies itself
@@ -198,48 +198,19 @@ impl ScopeCapture {
     }
 }
 
-thread_local! {
-    /// The scope capture that tasks begun on this thread join.
-    static CURRENT: RefCell<Option<Arc<ScopeCapture>>> = const { RefCell::new(None) };
-}
-
-/// The scope capture (if any) that a job inherits from the task that
-/// spawned it: `gpu`'s pool hands one from a spawner to each job it spawns
-/// and enters it around the job, so that the job's tasks join the capture
-/// and a job that runs on a thread while a captured task waits there does
-/// not. Not for direct use.
+/// The scope capture (if any) that a task's spawned jobs join: `gpu`'s pool
+/// takes one from the spawning task ([`crate::TaskContext::capture_handle`])
+/// and begins each job's task with it ([`crate::Runtime::begin_task_in`]).
+/// Passed explicitly, never ambient: a job that a thread runs while a
+/// captured task waits there (Rayon runs other jobs in its waits) begins
+/// its tasks as it would anywhere. Not for direct use.
 #[doc(hidden)]
 #[derive(Clone, Default, Debug)]
-pub struct CaptureHandle(Option<Arc<ScopeCapture>>);
+pub struct CaptureHandle(pub(crate) Option<Arc<ScopeCapture>>);
 
 impl CaptureHandle {
-    /// The capture that tasks begun on this thread join now.
-    pub fn current() -> Self {
-        CaptureHandle(CURRENT.with(|c| c.borrow().clone()))
-    }
-
     pub(crate) fn of(cap: Option<Arc<ScopeCapture>>) -> Self {
         CaptureHandle(cap)
-    }
-
-    /// Runs `f` with tasks begun on this thread joining this capture (none:
-    /// joining none), then restores what was there, unwinding included.
-    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
-        struct Restore(Option<Arc<ScopeCapture>>);
-        impl Drop for Restore {
-            fn drop(&mut self) {
-                let prev = self.0.take();
-                CURRENT.with(|c| *c.borrow_mut() = prev);
-            }
-        }
-        let prev = CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), self.0.clone()));
-        let _restore = Restore(prev);
-        f()
-    }
-
-    /// The capture a new task on this thread joins.
-    pub(crate) fn for_new_task() -> Option<Arc<ScopeCapture>> {
-        CURRENT.with(|c| c.borrow().clone())
     }
 }
 
@@ -294,27 +265,5 @@ mod tests {
         assert_eq!(t[0].access, Access::Write);
         assert_eq!((t[1].ptr, t[1].access), (50, Access::Read));
         assert_eq!((t[2].ptr, t[2].access), (55, Access::Write));
-    }
-
-    #[test]
-    fn enter_restores_the_previous_capture() {
-        assert!(CaptureHandle::current().0.is_none());
-        let cap = Arc::new(ScopeCapture::new(
-            7,
-            gpu_epoch::Ledger::new(4).begin_task(),
-            (StreamId::from_index(0), RawStream(0)),
-        ));
-        CaptureHandle::of(Some(cap.clone())).enter(|| {
-            assert!(CaptureHandle::for_new_task().is_some());
-            CaptureHandle::default().enter(|| assert!(CaptureHandle::for_new_task().is_none()));
-            assert!(CaptureHandle::for_new_task().is_some());
-        });
-        assert!(CaptureHandle::for_new_task().is_none());
-        let h = CaptureHandle::of(Some(cap));
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            h.enter(|| panic!("in the body"));
-        }));
-        assert!(r.is_err());
-        assert!(CaptureHandle::for_new_task().is_none());
     }
 }

@@ -58,18 +58,28 @@ impl std::fmt::Debug for TaskContext {
 }
 
 impl Runtime {
-    /// Starts a task on a stream from the pool; on a thread that runs a
-    /// task of a scope capture (`TaskContext::capture_scope`), a task that
-    /// joins that capture instead (its work goes into the graph).
+    /// Starts a task on a stream from the pool.
     ///
     /// # Errors
     ///
-    /// Driver errors from querying or creating a stream;
-    /// [`Error::Unsupported`] for a task of another device inside a scope
-    /// capture.
+    /// Driver errors from querying or creating a stream.
     pub fn begin_task(&self) -> Result<TaskContext> {
+        self.begin_task_in(&CaptureHandle::default())
+    }
+
+    /// [`Runtime::begin_task`] for a task started by a task of a scope
+    /// capture (`capture` from its [`TaskContext::capture_handle`]): the new
+    /// task joins that capture (its work goes into the graph). `gpu`'s pool
+    /// starts spawned and joined tasks this way. Not for direct use.
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::begin_task`]; [`Error::Unsupported`] for a task of
+    /// another device than the capture's; [`Error::CaptureEnded`].
+    #[doc(hidden)]
+    pub fn begin_task_in(&self, capture: &CaptureHandle) -> Result<TaskContext> {
         self.driver().check_sticky()?;
-        let capture = CaptureHandle::for_new_task();
+        let capture = capture.0.clone();
         let task = std::cell::OnceCell::new();
         if let Some(cap) = &capture {
             if cap.rt_id != self.id() {
@@ -464,12 +474,15 @@ impl TaskContext {
                 }
             }
         }
+        if let Some(cap) = &*self.capture.borrow() {
+            // No trace span: its records would go into the graph, between
+            // another task's dependencies and its operation.
+            let r = cap.submit(self.rt.driver(), &self.chain, &mem, || submit(&mem, raw))?;
+            return Ok(r);
+        }
         let tracer = &self.rt.inner.tracer;
         let span = tracer.open(self.rt.driver(), raw);
-        let r = match &*self.capture.borrow() {
-            Some(cap) => cap.submit(self.rt.driver(), &self.chain, &mem, || submit(&mem, raw))?,
-            None => submit(&mem, raw)?,
-        };
+        let r = submit(&mem, raw)?;
         tracer.close(self.rt.driver(), span, sid, raw, name);
         if let Some(log) = self.capture_log.borrow_mut().as_mut() {
             log.extend_from_slice(&mem);
@@ -494,7 +507,12 @@ impl TaskContext {
     /// graph: the graph would keep the host pointer past the borrow and use
     /// it at every launch. Checked before anything is submitted.
     pub(crate) fn host_memory_outside_capture(&self, what: &'static str) -> Result<()> {
-        // A task without a stream is not capturing.
+        // A task of a scope capture may have no stream yet: its first
+        // operation binds it to the capturing one.
+        if self.in_scope_capture() {
+            return Err(Error::Capturing { what });
+        }
+        // Otherwise a task without a stream is not capturing.
         if self
             .slot
             .get()

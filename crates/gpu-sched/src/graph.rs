@@ -1,7 +1,7 @@
 //! Graph capture and launch (R12).
 
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::capture::{CaptureHandle, ScopeCapture};
+use crate::capture::ScopeCapture;
 use crate::context::{TaskContext, Touch, MAX_TOUCHES};
 use crate::driver::{MemAccess, RawGraph};
 use crate::error::{Error, Result};
@@ -118,9 +118,9 @@ impl TaskContext {
     }
 
     /// Captures into one graph the operations of this task and of every
-    /// task begun in `body` on a thread that inherits the capture: with
-    /// `gpu`, the tasks a scope spawns (`gpu::capture`), their joins and
-    /// their nested scopes. Nothing runs; [`TaskContext::launch_graph`]
+    /// task begun with its [`TaskContext::capture_handle`] while `body`
+    /// runs (with `gpu`, the tasks a scope spawns, `gpu::capture`, and
+    /// their spawns and joins, which pass the handle on). Nothing runs; [`TaskContext::launch_graph`]
     /// replays it, ordered as the tasks would have been on their own
     /// streams (each task's operations in order, after its spawner's and
     /// the tasks it joined, and after every earlier operation whose memory
@@ -153,7 +153,7 @@ impl TaskContext {
             cap: &cap,
             open: true,
         };
-        let r = CaptureHandle::of(Some(cap.clone())).enter(body);
+        let r = body();
         let g = guard.end();
         match (r, g) {
             (Ok(()), Ok(raw)) => Ok(Graph {
@@ -330,6 +330,13 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         }
         let ctx = self.ctx;
         self.ctx.rt.check_same(self.graph.rt.id(), "the graph")?;
+        if ctx.in_scope_capture() {
+            // CUDA refuses a graph launch on a capturing stream, and its
+            // batches below would stand for no node of their own.
+            return Err(Error::Capturing {
+                what: "launching a graph in a scope capture",
+            });
+        }
         let raw = self.graph.raw;
         // An operation touches at most `MAX_TOUCHES` buffers; a graph may
         // touch more (a captured scope): all but the last batch are handed

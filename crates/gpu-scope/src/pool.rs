@@ -155,10 +155,7 @@ impl ThreadPool {
         OP: FnOnce() -> R + Send,
         R: Send,
     {
-        // `op` is part of the caller's task: it joins the caller's scope
-        // capture, if any, on the worker that runs it.
-        let cap = gpu_sched::CaptureHandle::current();
-        self.inner.install(move || cap.enter(op))
+        self.inner.install(op)
     }
 
     /// [`crate::scope`] on a worker of this pool: its spawns run on this
@@ -215,6 +212,5 @@ where
     OP: FnOnce() -> R + Send,
     R: Send,
 {
-    let cap = gpu_sched::CaptureHandle::current();
-    global().install(move || cap.enter(op))
+    global().install(op)
 }

@@ -157,8 +157,26 @@ fn a_capture_refuses_what_cannot_go_into_a_graph() {
     refused(
         "a nested capture",
         gpu::capture_on(&rt, |s| {
-            s.spawn(|_| gpu::capture_on(&rt, |_| Ok(())).map(drop));
+            s.spawn(|t| t.capture(|_| Ok(())).map(drop));
             Ok(())
+        }),
+    );
+    // A host copy as a spawned task's first operation (the task has no
+    // stream yet): the graph would keep the staging memory's address.
+    let mut st = gpu::Staging::<f32>::new(&rt, 1024).unwrap();
+    refused(
+        "a staging copy",
+        gpu::capture_on(&rt, |s| {
+            let (st, a) = (&mut st, &a);
+            s.spawn(move |t| st.receive(t, a));
+            Ok(())
+        }),
+    );
+    refused(
+        "a graph launch",
+        gpu::capture_on(&rt, |s| {
+            let inner = gpu::capture_on(&rt, |s| k::fill(s, &mut b, 1.0))?;
+            s.launch_graph(&inner).write(&mut b).submit()
         }),
     );
     // A fence of the capture's tasks, kept and waited for outside it.
@@ -210,8 +228,9 @@ fn a_task_kept_past_its_capture_submits_nothing() {
     let [mut a] = <[Buffer<f32>; 1]>::try_from(bufs(&rt, 1, 256)).unwrap();
     let kept = Mutex::new(None);
     let _g = gpu::capture_on(&rt, |s| {
-        s.spawn(|_| {
-            *kept.lock().unwrap() = Some(rt.begin_task()?);
+        s.spawn(|t| {
+            // How the pool starts a spawned task of the capture.
+            *kept.lock().unwrap() = Some(rt.begin_task_in(&t.capture_handle())?);
             Ok(())
         });
         Ok(())
@@ -219,4 +238,119 @@ fn a_task_kept_past_its_capture_submits_nothing() {
     .unwrap();
     let t = kept.lock().unwrap().take().unwrap();
     assert!(matches!(k::fill(&t, &mut a, 1.0), Err(Error::CaptureEnded)));
+}
+
+/// Only the tasks that the capture's tasks start through their scope
+/// handle (spawn, join, nested `s.scope`) join it. A top-level `gpu::scope`
+/// inside a captured task runs at once, outside the graph; and a job of
+/// the same Rayon pool that a worker runs while it waits inside the
+/// capture does not join it (the capture is passed, never ambient).
+#[test]
+fn only_the_captures_own_tasks_join_it() {
+    let rt = runtime();
+    let [mut a, mut b, c] = <[Buffer<f32>; 3]>::try_from(bufs(&rt, 3, 256)).unwrap();
+    let c = Mutex::new(c);
+    let g = gpu::capture_on(&rt, |s| {
+        let (a, b, rt) = (&mut a, &mut b, &rt);
+        s.spawn(move |t| {
+            k::fill(t, a, 1.0)?;
+            // Runs now: its own task, not the capture's.
+            gpu::scope_on(rt, |s| k::fill(s, b, 7.0))
+        });
+        Ok(())
+    })
+    .unwrap();
+    assert!(b.to_vec().unwrap().iter().all(|&v| v == 7.0));
+    assert!(a.to_vec().unwrap().iter().all(|&v| v == 0.0));
+    let t = rt.begin_task().unwrap();
+    t.launch_graph(&g).write(&mut a).submit().unwrap();
+    assert!(a.to_vec().unwrap().iter().all(|&v| v == 1.0));
+    // A user's two-worker Rayon pool: the capture's body waits at its end
+    // for a slow task that the other worker took, and runs an unrelated
+    // job meanwhile.
+    let pool = rayon_core::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let unrelated = Mutex::new(None);
+    let g = pool.install(|| {
+        gpu::capture_on(&rt, |s| {
+            let a = &mut a;
+            s.spawn(move |t| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                k::fill(t, a, 2.0)
+            });
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            let (c, unrelated, rt) = (&c, &unrelated, &rt);
+            rayon_core::scope(|rs| {
+                rs.spawn(move |_| {
+                    let mut guard = c.lock().unwrap();
+                    let c: &mut Buffer<f32> = &mut guard;
+                    *unrelated.lock().unwrap() = Some(gpu::scope_on(rt, |s| k::fill(s, c, 5.0)));
+                });
+            });
+            Ok(())
+        })
+    });
+    let g = g.unwrap();
+    unrelated.lock().unwrap().take().unwrap().unwrap();
+    let c = c.into_inner().unwrap();
+    assert!(
+        c.to_vec().unwrap().iter().all(|&v| v == 5.0),
+        "the unrelated job ran"
+    );
+    assert_eq!(g.touches().count(), 1, "the graph touches `a` alone");
+    t.launch_graph(&g).write(&mut a).submit().unwrap();
+    assert!(a.to_vec().unwrap().iter().all(|&v| v == 2.0));
+}
+
+/// `x[i] = v` (`fill_f32`) or `x[i] *= v` (`scale_f32`) through a raw
+/// pointer: work the runtime does not track, ordered in a graph only by its
+/// task's order, spawn and join.
+fn raw_op(t: &gpu::TaskContext, kernel: &str, p: u64, n: usize, v: f32) -> gpu::Result<()> {
+    // SAFETY: `p` is the address of a live buffer of `n` f32 (the test
+    // keeps it alive past every launch and reads it only after
+    // synchronizing); the kernel touches `n` elements from it.
+    unsafe {
+        t.launch(
+            k::kernel_ref(kernel).unwrap(),
+            gpu::LaunchConfig::for_elements(n, k::BLOCK),
+        )
+        .raw_ptr(p)
+        .arg(v)
+        .arg(n)
+        .submit()
+    }
+}
+
+/// Operations that share no tracked buffer keep their task's order and the
+/// spawn and join edges in the graph (the host backend replays the
+/// latest-captured ready operation first, so a missing edge shows).
+#[test]
+fn untracked_work_keeps_task_spawn_and_join_order() {
+    let rt = runtime();
+    let n = 512;
+    let [mut w] = <[Buffer<f32>; 1]>::try_from(bufs(&rt, 1, n)).unwrap();
+    let setup = rt.begin_task().unwrap();
+    let p = setup.raw_ptr(&mut w).unwrap();
+    setup.synchronize().unwrap();
+    drop(setup);
+    let g = gpu::capture_on(&rt, |s| {
+        raw_op(s, "fill_f32", p, n, 1.0)?;
+        raw_op(s, "scale_f32", p, n, 2.0)?; // after the fill: task order
+        s.scope(|s| {
+            // After the parent's work before the spawn.
+            s.spawn(move |t| raw_op(t, "scale_f32", p, n, 3.0));
+            Ok(())
+        })?;
+        raw_op(s, "scale_f32", p, n, 5.0) // after the child: the join
+    })
+    .unwrap();
+    let t = rt.begin_task().unwrap();
+    for _ in 0..2 {
+        t.launch_graph(&g).submit().unwrap();
+        t.synchronize().unwrap();
+        assert!(w.to_vec().unwrap().iter().all(|&v| v == 30.0));
+    }
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
 }

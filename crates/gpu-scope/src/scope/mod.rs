@@ -2,7 +2,7 @@
 //! their chunks as the tasks of a scope of this module).
 
 use crate::pool;
-use gpu_sched::{Error, Fence, Graph, Result, Runtime, TaskContext};
+use gpu_sched::{CaptureHandle, Error, Fence, Graph, Result, Runtime, TaskContext};
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -217,6 +217,7 @@ impl ScopeState {
 /// fence; the body; a final fence for the joiner.
 fn run_child<'scope, F>(
     rt: &Runtime,
+    cap: &CaptureHandle,
     state: &'scope ScopeState,
     rayon: Option<&rayon_core::Scope<'scope>>,
     fences: Fences,
@@ -224,7 +225,7 @@ fn run_child<'scope, F>(
 ) where
     F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()>,
 {
-    let ctx = match rt.begin_task() {
+    let ctx = match rt.begin_task_in(cap) {
         Ok(c) => c,
         Err(e) => return state.fail(e),
     };
@@ -434,8 +435,8 @@ where
 }
 
 /// Captures a scope into one graph instead of running it: the body and
-/// every task it spawns (their joins and nested scopes too) submit into the
-/// graph, each operation ordered after its task's previous one, after its
+/// every task it spawns (their spawns, joins and nested `s.scope`s too:
+/// whatever goes through a [`Scope`] handle) submit into the graph, each operation ordered after its task's previous one, after its
 /// spawner's work before the spawn, and after every earlier operation whose
 /// buffers conflict with its own, as the tasks would have been on their own
 /// streams. Nothing runs until the graph is launched, as often as wanted,
@@ -449,7 +450,10 @@ where
 /// memory, synchronize or record an event (each is
 /// [`Error::Capturing`]), and the tasks share one stream, so
 /// [`TaskContext::cu_stream`] panics there. Host work in the tasks (their
-/// control flow) runs once, now; only the GPU operations are replayed.
+/// control flow) runs once, now; only the GPU operations are replayed. A
+/// task started otherwise inside a captured task (a top-level
+/// [`scope`] or [`join`], [`crate::with_task`], a plain Rayon job) is not
+/// part of the capture: it runs at once, outside the graph.
 ///
 /// # Examples
 ///
@@ -648,9 +652,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
             Err(e) => return self.state.fail(e),
         };
         let state = self.state;
-        // The child joins the spawner's scope capture, if any, on whatever
-        // thread runs it (and only it: a job that thread runs meanwhile
-        // enters its own).
+        // The child joins the spawner's scope capture, if any.
         let cap = self.ctx.capture_handle();
         if let Some(rs) = self.rayon {
             // A job of the Rayon scope, which runs it (on a worker, or on
@@ -659,8 +661,8 @@ impl<'r, 'scope> Scope<'r, 'scope> {
             rs.spawn(move |rs| {
                 // The task's own panic is caught inside; this catches one
                 // from the runtime around it.
-                let run = AssertUnwindSafe(|| run_child(&rt, state, Some(rs), fences, f));
-                if let Err(p) = cap.enter(|| catch_unwind(run)) {
+                let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, Some(rs), fences, f));
+                if let Err(p) = catch_unwind(run) {
                     state.panicked(p);
                 }
             });
@@ -669,8 +671,8 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let body = move || {
             // The task's own panic is caught inside; this catches one from
             // the runtime around it, so the count always drops.
-            let run = AssertUnwindSafe(|| run_child(&rt, state, None, fences, f));
-            if let Err(p) = cap.enter(|| catch_unwind(run)) {
+            let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, None, fences, f));
+            if let Err(p) = catch_unwind(run) {
                 state.panicked(p);
             }
             state.job_finished();
@@ -740,6 +742,7 @@ impl<T> Here<T> {
 /// ordered after `fences`; its final fence goes to the join's state.
 fn run_join_b<'scope, B, RB>(
     rt: &Runtime,
+    cap: &CaptureHandle,
     state: &'scope ScopeState,
     fences: Fences,
     b: B,
@@ -747,7 +750,7 @@ fn run_join_b<'scope, B, RB>(
 where
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB>,
 {
-    let ctx = rt.begin_task()?;
+    let ctx = rt.begin_task_in(cap)?;
     for fence in fences {
         ctx.after_fence(fence)?;
     }
@@ -790,10 +793,9 @@ where
         };
         Here(catch_unwind(AssertUnwindSafe(|| a(&s))))
     });
-    // `b` joins this task's scope capture, if any, wherever it runs.
+    // `b` joins this task's scope capture, if any.
     let cap = ctx.capture_handle();
-    let b_side =
-        move || cap.enter(|| catch_unwind(AssertUnwindSafe(|| run_join_b(rt, st, fences, b))));
+    let b_side = move || catch_unwind(AssertUnwindSafe(|| run_join_b(rt, &cap, st, fences, b)));
     let (ra, rb) = rayon_core::join(move || (a_side.into_inner())(), b_side);
     let ra = match ra.into_inner() {
         Ok(r) => r,

@@ -6,7 +6,8 @@
 //! unordered accesses to one byte range where one writes.
 
 use super::{
-    BackendKind, Driver, HostCall, KernelCall, MemAccess, RawEvent, RawGraph, RawStream, SyncMode,
+    BackendKind, Driver, HostCall, KernelCall, MemAccess, Nodes, RawEvent, RawGraph, RawNode,
+    RawStream, SyncMode,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -88,8 +89,63 @@ struct Queue {
     ops: VecDeque<Op>,
     /// Ops submitted and not yet finished (queued or running).
     pending: usize,
-    capture: Option<Vec<Op>>,
+    capture: Option<HostCapture>,
     shutdown: bool,
+}
+
+/// A capture in progress on a host stream: the operations, each with the
+/// operations it depends on (by index). As on CUDA, an operation depends on
+/// the stream's dependency set: the previous operation, unless
+/// `capture_set_deps` set another.
+#[derive(Default)]
+struct HostCapture {
+    ops: Vec<Op>,
+    deps: Vec<Vec<usize>>,
+    /// What the next operation depends on.
+    next: Vec<usize>,
+}
+
+impl HostCapture {
+    fn push(&mut self, op: Op) {
+        let i = self.ops.len();
+        self.ops.push(op);
+        self.deps.push(std::mem::replace(&mut self.next, vec![i]));
+    }
+
+    /// The operations in the order a launch replays them: one the
+    /// dependencies allow, but the latest-captured ready operation first,
+    /// so that independent operations run in the reverse of their capture
+    /// order. A dependency missing from the capture then shows as a wrong
+    /// value in the host backend's tests, as it would as a race on a GPU.
+    fn into_replay_order(self) -> Vec<Op> {
+        let n = self.ops.len();
+        let mut waiting: Vec<usize> = self.deps.iter().map(Vec::len).collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, d) in self.deps.iter().enumerate() {
+            for &j in d {
+                dependents[j].push(i);
+            }
+        }
+        let mut ready: std::collections::BinaryHeap<usize> =
+            (0..n).filter(|&i| waiting[i] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(i) = ready.pop() {
+            order.push(i);
+            for &k in &dependents[i] {
+                waiting[k] -= 1;
+                if waiting[k] == 0 {
+                    ready.push(k);
+                }
+            }
+        }
+        debug_assert_eq!(
+            order.len(),
+            n,
+            "a captured operation depends on a later one"
+        );
+        let mut ops: Vec<Option<Op>> = self.ops.into_iter().map(Some).collect();
+        order.into_iter().filter_map(|i| ops[i].take()).collect()
+    }
 }
 
 struct HostStream {
@@ -792,17 +848,18 @@ impl Driver for HostDriver {
                 what: "beginning a capture",
             });
         }
-        q.capture = Some(Vec::new());
+        q.capture = Some(HostCapture::default());
         Ok(())
     }
 
     fn end_capture(&self, s: RawStream) -> Result<RawGraph> {
         let st = self.stream(s)?;
-        let ops = st.queue.lock().capture.take().ok_or(Error::Driver {
+        let cap = st.queue.lock().capture.take().ok_or(Error::Driver {
             code: 901,
             name: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED".into(),
             during: "ending a capture that was not begun",
         })?;
+        let ops = cap.into_replay_order();
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         self.shared.graphs.lock().insert(id, ops);
         Ok(RawGraph(id))
@@ -824,6 +881,26 @@ impl Driver for HostDriver {
             self.submit(s, op.kind, op.accesses)?;
         }
         Ok(())
+    }
+
+    fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {
+        let st = self.stream(s)?;
+        let mut q = st.queue.lock();
+        let cap = q.capture.as_mut().ok_or(Error::Capturing {
+            what: "setting the dependencies of a stream that is not capturing",
+        })?;
+        cap.next = deps.iter().map(|n| n.0 as usize - 1).collect();
+        Ok(())
+    }
+
+    fn capture_tail(&self, s: RawStream) -> Result<Nodes> {
+        let st = self.stream(s)?;
+        let q = st.queue.lock();
+        let cap = q.capture.as_ref().ok_or(Error::Capturing {
+            what: "reading the dependencies of a stream that is not capturing",
+        })?;
+        // Node ids start at 1 (an index plus one).
+        Ok(cap.next.iter().map(|&i| RawNode(i as u64 + 1)).collect())
     }
 
     fn graph_destroy(&self, g: RawGraph) -> Result<()> {
