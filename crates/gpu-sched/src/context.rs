@@ -838,6 +838,12 @@ impl TaskContext {
         let dst_rt = group.member(dst.runtime_id()).ok_or(Error::WrongDevice {
             what: "the destination buffer",
         })?;
+        if self.in_scope_capture() {
+            // The graph's launch takes buffers of its own device only.
+            return Err(Error::Capturing {
+                what: "a peer copy in a scope capture",
+            });
+        }
         self.device_copy(src, dst, Some((&src_rt, &dst_rt)))
     }
 

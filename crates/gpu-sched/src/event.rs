@@ -163,11 +163,11 @@ impl TaskContext {
         self.bind()?;
         let p = event.pooled();
         let l = &self.rt.inner.ledger;
-        if let Some(cap) = &*self.capture.borrow() {
-            // A node of the graph that this task's next operation follows.
-            let drv = self.rt.driver();
-            return cap.submit(drv, &self.chain, &[], || {
-                drv.wait_event_in_capture(self.raw(), p.raw)
+        if self.in_scope_capture() {
+            // The graph would keep the pooled event's handle, which goes
+            // back to the pool with the `Event` and is recorded by others.
+            return Err(crate::Error::Capturing {
+                what: "waiting for an event in a scope capture",
             });
         }
         if l.is_capturing(self.sid()) {

@@ -144,7 +144,15 @@ impl TaskContext {
             // (`lost`), and touches them only through atomics (`flag`).
             BackendKind::Host => unsafe {
                 let (open, timed_out) = (gate.host as *const u32, gate.host.add(4) as *mut u32);
-                self.rt.driver().host_gate(self.raw(), open, timed_out, ns)
+                let drv = self.rt.driver();
+                match &*self.capture.borrow() {
+                    // A node of the graph in this task's order, as the
+                    // CUDA gate kernel is (it goes through `tracked`).
+                    Some(cap) => cap.submit(drv, &self.chain, &[], || {
+                        drv.host_gate(self.raw(), open, timed_out, ns)
+                    }),
+                    None => drv.host_gate(self.raw(), open, timed_out, ns),
+                }
             },
             // SAFETY: the caller passes a gate kernel (this fn's contract),
             // which touches only the gate's two flags: mapped pinned memory

@@ -400,11 +400,16 @@ impl StreamPool {
         }
     }
 
-    /// Every driver handle, and a guard that keeps them alive (no stream is
-    /// retired while it is held): for device-wide synchronizes.
-    pub(crate) fn all_held(&self) -> (parking_lot::RwLockReadGuard<'_, ()>, Vec<RawStream>) {
+    /// Every stream's ledger id and handle, with the lock that keeps them
+    /// from being destroyed meanwhile (a device-wide synchronize).
+    pub(crate) fn all_held_with_ids(
+        &self,
+    ) -> (
+        parking_lot::RwLockReadGuard<'_, ()>,
+        Vec<(StreamId, RawStream)>,
+    ) {
         let g = self.all.read();
-        (g, self.all_raw())
+        (g, self.all_with_ids())
     }
 
     /// Every driver handle (for teardown and device-wide synchronizes).
@@ -412,10 +417,16 @@ impl StreamPool {
     /// may create streams at once), so every slot is read and the empty
     /// ones (0: not yet stored) are passed over.
     pub(crate) fn all_raw(&self) -> Vec<RawStream> {
+        self.all_with_ids().into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// [`StreamPool::all_raw`] with each stream's ledger id.
+    pub(crate) fn all_with_ids(&self) -> Vec<(StreamId, RawStream)> {
         self.raw
             .iter()
-            .map(|r| RawStream(r.load(Acquire)))
-            .filter(|r| r.0 != 0)
+            .enumerate()
+            .map(|(i, r)| (StreamId::from_index(i), RawStream(r.load(Acquire))))
+            .filter(|(_, r)| r.0 != 0)
             .collect()
     }
 }

@@ -427,9 +427,20 @@ impl Runtime {
     /// Driver errors (a sticky error, for one).
     pub fn synchronize(&self) -> Result<()> {
         let mut first = None;
-        let (_held, all) = self.inner.core.streams.all_held();
-        for s in all {
-            if let Err(e) = self.driver().stream_sync(s, self.inner.sync_mode) {
+        let streams = &self.inner.core.streams;
+        let (_held, all) = streams.all_held_with_ids();
+        for (id, s) in all {
+            // A stream a task is capturing cannot be synchronized (it
+            // would fail, and invalidate that task's capture): wait for
+            // what it queued before the capture, under the slot's lock (as
+            // `handoff::host_wait` does), the only work of it that runs.
+            let slot = streams.capture_slot(id).lock();
+            let r = match slot.as_ref() {
+                Some(pre) => self.driver().event_sync(pre.raw),
+                None => self.driver().stream_sync(s, self.inner.sync_mode),
+            };
+            drop(slot);
+            if let Err(e) = r {
                 first.get_or_insert(e);
             }
         }

@@ -172,6 +172,8 @@ fn a_capture_refuses_what_cannot_go_into_a_graph() {
             Ok(())
         }),
     );
+    let ev = rt.event().unwrap();
+    refused("an event wait", gpu::capture_on(&rt, |s| s.wait(&ev)));
     refused(
         "a graph launch",
         gpu::capture_on(&rt, |s| {
@@ -353,4 +355,33 @@ fn untracked_work_keeps_task_spawn_and_join_order() {
         assert!(w.to_vec().unwrap().iter().all(|&v| v == 30.0));
     }
     assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+/// A device-wide synchronize from another thread while a task captures:
+/// the capturing stream is waited for up to the capture (it cannot be
+/// synchronized: on CUDA that would fail and end the capture), and the
+/// capture goes on.
+#[test]
+fn a_device_wide_synchronize_during_a_capture_waits_around_it() {
+    let rt = runtime();
+    let [mut a] = <[Buffer<f32>; 1]>::try_from(bufs(&rt, 1, 256)).unwrap();
+    let (started, wait_started) = std::sync::mpsc::channel();
+    let (synced, wait_synced) = std::sync::mpsc::channel();
+    std::thread::scope(|ts| {
+        let rt2 = rt.clone();
+        ts.spawn(move || {
+            wait_started.recv().unwrap();
+            synced.send(rt2.synchronize()).unwrap();
+        });
+        let a_ref = &mut a;
+        let g = gpu::capture_on(&rt, move |s| {
+            k::fill(s, a_ref, 3.0)?;
+            started.send(()).unwrap();
+            wait_synced.recv().unwrap()
+        })
+        .unwrap();
+        let t = rt.begin_task().unwrap();
+        t.launch_graph(&g).write(&mut a).submit().unwrap();
+        assert!(a.to_vec().unwrap().iter().all(|&v| v == 3.0));
+    });
 }

@@ -889,7 +889,15 @@ impl Driver for HostDriver {
         let cap = q.capture.as_mut().ok_or(Error::Capturing {
             what: "setting the dependencies of a stream that is not capturing",
         })?;
-        cap.next = deps.iter().map(|n| n.0 as usize - 1).collect();
+        let n = cap.ops.len() as u64;
+        if deps.iter().any(|d| d.0 == 0 || d.0 > n) {
+            return Err(Error::Driver {
+                code: 1,
+                name: "CUDA_ERROR_INVALID_VALUE".into(),
+                during: "setting a capture's dependencies to nodes it does not have",
+            });
+        }
+        cap.next = deps.iter().map(|d| d.0 as usize - 1).collect();
         Ok(())
     }
 
