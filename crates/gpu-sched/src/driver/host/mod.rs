@@ -111,14 +111,39 @@ impl HostCapture {
         self.ops.push(op);
         self.deps.push(std::mem::replace(&mut self.next, vec![i]));
     }
+}
 
-    /// The operations in the order a launch replays them: one the
-    /// dependencies allow, but the latest-captured ready operation first,
-    /// so that independent operations run in the reverse of their capture
-    /// order. A dependency missing from the capture then shows as a wrong
-    /// value in the host backend's tests, as it would as a race on a GPU.
-    fn into_replay_order(self) -> Vec<Op> {
+/// An ended host capture: its operations and their dependencies, and how
+/// often it was launched.
+struct HostGraph {
+    ops: Vec<Op>,
+    deps: Vec<Vec<usize>>,
+    launches: AtomicU64,
+}
+
+impl HostGraph {
+    /// The order in which launch number `k` replays the operations: one the
+    /// dependencies allow, the ready operation with the highest priority
+    /// first: the latest captured at the first launch, the earliest at the
+    /// second, a pseudo-random one after. Independent operations then run
+    /// in other orders than their capture's, so that a dependency the
+    /// capture missed shows as a wrong value in the host backend's tests,
+    /// as it would as a race on a GPU.
+    fn replay_order(&self, k: u64) -> Vec<usize> {
         let n = self.ops.len();
+        let priority = |i: usize| -> u64 {
+            match k {
+                0 => i as u64,
+                1 => (n - i) as u64,
+                _ => {
+                    // SplitMix64 of (launch, index).
+                    let mut z = ((k << 32) ^ i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    z ^ (z >> 31)
+                }
+            }
+        };
         let mut waiting: Vec<usize> = self.deps.iter().map(Vec::len).collect();
         let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
         for (i, d) in self.deps.iter().enumerate() {
@@ -126,15 +151,17 @@ impl HostCapture {
                 dependents[j].push(i);
             }
         }
-        let mut ready: std::collections::BinaryHeap<usize> =
-            (0..n).filter(|&i| waiting[i] == 0).collect();
+        let mut ready: std::collections::BinaryHeap<(u64, usize)> = (0..n)
+            .filter(|&i| waiting[i] == 0)
+            .map(|i| (priority(i), i))
+            .collect();
         let mut order = Vec::with_capacity(n);
-        while let Some(i) = ready.pop() {
+        while let Some((_, i)) = ready.pop() {
             order.push(i);
-            for &k in &dependents[i] {
-                waiting[k] -= 1;
-                if waiting[k] == 0 {
-                    ready.push(k);
+            for &d in &dependents[i] {
+                waiting[d] -= 1;
+                if waiting[d] == 0 {
+                    ready.push((priority(d), d));
                 }
             }
         }
@@ -143,8 +170,7 @@ impl HostCapture {
             n,
             "a captured operation depends on a later one"
         );
-        let mut ops: Vec<Option<Op>> = self.ops.into_iter().map(Some).collect();
-        order.into_iter().filter_map(|i| ops[i].take()).collect()
+        order
     }
 }
 
@@ -162,7 +188,7 @@ struct HostStream {
 struct Shared {
     streams: RwLock<Vec<Option<Arc<HostStream>>>>,
     events: RwLock<HashMap<u64, EventSlot>>,
-    graphs: Mutex<HashMap<u64, Vec<Op>>>,
+    graphs: Mutex<HashMap<u64, Arc<HostGraph>>>,
     next_id: AtomicU64,
     host_clock: Mutex<Clock>,
     detector: Mutex<Detector>,
@@ -859,14 +885,18 @@ impl Driver for HostDriver {
             name: "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED".into(),
             during: "ending a capture that was not begun",
         })?;
-        let ops = cap.into_replay_order();
+        let graph = HostGraph {
+            ops: cap.ops,
+            deps: cap.deps,
+            launches: AtomicU64::new(0),
+        };
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        self.shared.graphs.lock().insert(id, ops);
+        self.shared.graphs.lock().insert(id, Arc::new(graph));
         Ok(RawGraph(id))
     }
 
     unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
-        let ops = self
+        let graph = self
             .shared
             .graphs
             .lock()
@@ -877,8 +907,10 @@ impl Driver for HostDriver {
                 name: "CUDA_ERROR_INVALID_HANDLE".into(),
                 during: "launching an unknown graph",
             })?;
-        for op in ops {
-            self.submit(s, op.kind, op.accesses)?;
+        let k = graph.launches.fetch_add(1, Ordering::Relaxed);
+        for i in graph.replay_order(k) {
+            let op = &graph.ops[i];
+            self.submit(s, op.kind.clone(), op.accesses.clone())?;
         }
         Ok(())
     }
