@@ -430,16 +430,30 @@ impl Runtime {
         let streams = &self.inner.core.streams;
         let (_held, all) = streams.all_held_with_ids();
         for (id, s) in all {
-            // A stream a task is capturing cannot be synchronized (it
-            // would fail, and invalidate that task's capture): wait for
-            // what it queued before the capture, under the slot's lock (as
-            // `handoff::host_wait` does), the only work of it that runs.
+            // Under the stream's capture slot lock, as `handoff::host_wait`:
+            // a stream a task is capturing cannot be synchronized (that
+            // would fail, and end the capture), so wait for what it queued
+            // before the capture, the only work of it that runs; any other
+            // gets an event recorded (a capture cannot begin in between),
+            // waited for after the lock is let go (no lock held across an
+            // unbounded wait).
             let slot = streams.capture_slot(id).lock();
-            let r = match slot.as_ref() {
-                Some(pre) => self.driver().event_sync(pre.raw),
-                None => self.driver().stream_sync(s, self.inner.sync_mode),
+            let r = if let Some(pre) = slot.as_ref() {
+                self.driver().event_sync(pre.raw)
+            } else {
+                match self.take_event() {
+                    Ok(ev) => {
+                        // Untracked: the event covers nothing (§8).
+                        self.inner.ledger.record_untracked(&ev.coverage);
+                        let recorded = self.driver().record(ev.raw, s);
+                        drop(slot);
+                        let r = recorded.and_then(|()| self.driver().event_sync(ev.raw));
+                        self.give_event(ev);
+                        r
+                    }
+                    Err(e) => Err(e),
+                }
             };
-            drop(slot);
             if let Err(e) = r {
                 first.get_or_insert(e);
             }
