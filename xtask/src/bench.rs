@@ -334,30 +334,18 @@ fn repo_root() -> PathBuf {
 }
 
 fn bench_binaries(root: &Path) -> Result<Vec<PathBuf>, Error> {
-    let bundled = root.join("bundle/bin");
-    let mut found: Vec<PathBuf> = fs::read_dir(&bundled)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|f| f.to_str())
-                        .is_some_and(|f| f.starts_with("bench."))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    if found.is_empty() {
-        crate::bundle::run(&[])?;
-        return bench_binaries_built(root);
+    let bin = root.join("bundle/bin");
+    let found = bench_files(&bin).unwrap_or_default();
+    if !found.is_empty() {
+        return Ok(found);
     }
-    found.sort();
-    Ok(found)
+    crate::bundle::run(&[])?;
+    bench_files(&bin).map_err(|e| fail(format!("reading {}: {e}", bin.display())))
 }
 
-fn bench_binaries_built(root: &Path) -> Result<Vec<PathBuf>, Error> {
-    let bin = root.join("bundle/bin");
-    let mut v: Vec<PathBuf> = fs::read_dir(&bin)
-        .map_err(|e| fail(format!("reading {}: {e}", bin.display())))?
+/// The `bench.*` files of `bin`, sorted.
+pub(crate) fn bench_files(bin: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = fs::read_dir(bin)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| {
             p.file_name()

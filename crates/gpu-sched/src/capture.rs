@@ -208,12 +208,6 @@ impl ScopeCapture {
 #[derive(Clone, Default, Debug)]
 pub struct CaptureHandle(pub(crate) Option<Arc<ScopeCapture>>);
 
-impl CaptureHandle {
-    pub(crate) fn of(cap: Option<Arc<ScopeCapture>>) -> Self {
-        CaptureHandle(cap)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -262,7 +262,7 @@ impl TaskContext {
     /// for `gpu`'s pool, which enters it around each job.
     #[doc(hidden)]
     pub fn capture_handle(&self) -> CaptureHandle {
-        CaptureHandle::of(self.capture.borrow().clone())
+        CaptureHandle(self.capture.borrow().clone())
     }
 
     /// Whether this task joined (or began) a scope capture.

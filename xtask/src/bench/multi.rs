@@ -229,7 +229,9 @@ pub(super) fn run(args: &[String]) -> Result<(), Error> {
         }
     }
     // Peer copies (and any other rows bench binary of the bundle: B12).
-    for b in row_benches(&bin) {
+    // The bench binaries that print rows: `bench.multi_gpu` and any other
+    // `bench.*` (B12's).
+    for b in super::bench_files(&bin).unwrap_or_default() {
         let name = b.file_name().and_then(|f| f.to_str()).unwrap_or_default();
         eprintln!("[{name}] {}", b.display());
         let mut cmd = Command::new(&b);
@@ -411,24 +413,6 @@ fn binaries(root: &Path) -> Result<PathBuf, Error> {
     }
     crate::bundle::run(&["--multi-gpu".to_string()])?;
     Ok(root.join("bundle-x2/bin"))
-}
-
-/// The bench binaries of `bin` that print rows: `bench.multi_gpu` and any
-/// other `bench.*` (B12's).
-fn row_benches(bin: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = fs::read_dir(bin)
-        .map(|d| {
-            d.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|f| f.to_str())
-                        .is_some_and(|f| f.starts_with("bench."))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 /// What a child process did.

@@ -506,27 +506,18 @@ impl Communicator {
         bufs: &mut [&mut B],
         op: ReduceOp,
     ) -> Result<()> {
-        self.check_count("all_reduce", "buffers", bufs.len())?;
-        let count = bufs[0].len();
-        for (local, b) in bufs.iter().enumerate() {
-            self.check_device(local, &**b, "a buffer of the all-reduce")?;
-            same_len("a buffer of the all-reduce", count, b.len())?;
-        }
-        let dtype = data_type::<T>();
-        self.run("all_reduce", |contexts, calls| {
-            for (local, b) in bufs.iter_mut().enumerate() {
-                let p = b.device_ptr();
-                let kind = CallKind::AllReduce {
-                    send: p,
-                    recv: p,
-                    count,
-                    op,
-                };
-                let t = &mut [Touch::write(&mut **b)];
-                issue(&contexts[local], local, dtype, kind, t, calls)?;
-            }
-            Ok(())
-        })
+        self.in_place(
+            "all_reduce",
+            "a buffer of the all-reduce",
+            bufs,
+            |p, count| CallKind::AllReduce {
+                send: p,
+                recv: p,
+                count,
+                op,
+            },
+            |_| false,
+        )
     }
 
     /// Every rank's `recv` becomes `op` over all ranks' `send` (out of
@@ -575,39 +566,19 @@ impl Communicator {
         bufs: &mut [&mut B],
         root: usize,
     ) -> Result<()> {
-        self.check_count("broadcast", "buffers", bufs.len())?;
         self.check_rank("broadcast", "the root", root)?;
-        let count = bufs[0].len();
-        for (local, b) in bufs.iter().enumerate() {
-            self.check_device(local, &**b, "a buffer of the broadcast")?;
-            same_len("a buffer of the broadcast", count, b.len())?;
-        }
-        let dtype = data_type::<T>();
-        self.run("broadcast", |contexts, calls| {
-            for (local, b) in bufs.iter_mut().enumerate() {
-                let p = b.device_ptr();
-                let kind = CallKind::Broadcast {
-                    send: p,
-                    recv: p,
-                    count,
-                    root,
-                };
-                let ctx = &contexts[local];
-                if self.first + local == root {
-                    issue(ctx, local, dtype, kind, &mut [Touch::read(&**b)], calls)?;
-                } else {
-                    issue(
-                        ctx,
-                        local,
-                        dtype,
-                        kind,
-                        &mut [Touch::write(&mut **b)],
-                        calls,
-                    )?;
-                }
-            }
-            Ok(())
-        })
+        self.in_place(
+            "broadcast",
+            "a buffer of the broadcast",
+            bufs,
+            |p, count| CallKind::Broadcast {
+                send: p,
+                recv: p,
+                count,
+                root,
+            },
+            |local| self.first + local == root,
+        )
     }
 
     /// Rank `r`'s `recv` becomes `op` over every rank's part `r` of `send`
@@ -677,6 +648,43 @@ impl Communicator {
     /// `times[1]` times the call's count of elements (`what` names them in
     /// errors); `kind` makes a rank's part from its buffers' addresses and
     /// the count.
+    /// The body of an in-place collective: one buffer per local rank, all
+    /// of one length on their ranks' devices; each rank's part is a
+    /// tracked operation that writes its buffer, or only reads it where
+    /// `read_only(local)` (a broadcast's root).
+    fn in_place<T, B>(
+        &self,
+        call: &'static str,
+        what: &'static str,
+        bufs: &mut [&mut B],
+        kind: impl Fn(u64, usize) -> CallKind,
+        read_only: impl Fn(usize) -> bool,
+    ) -> Result<()>
+    where
+        T: NcclType,
+        B: DeviceSliceMut<T> + ?Sized,
+    {
+        self.check_count(call, "buffers", bufs.len())?;
+        let count = bufs[0].len();
+        for (local, b) in bufs.iter().enumerate() {
+            self.check_device(local, &**b, what)?;
+            same_len(what, count, b.len())?;
+        }
+        let dtype = data_type::<T>();
+        self.run(call, |contexts, calls| {
+            for (local, b) in bufs.iter_mut().enumerate() {
+                let part = kind(b.device_ptr(), count);
+                let t = if read_only(local) {
+                    Touch::read(&**b)
+                } else {
+                    Touch::write(&mut **b)
+                };
+                issue(&contexts[local], local, dtype, part, &mut [t], calls)?;
+            }
+            Ok(())
+        })
+    }
+
     fn out_of_place<T, S, R>(
         &self,
         call: &'static str,
