@@ -523,6 +523,100 @@ fn queries_and_waits_follow_a_gate() {
     }
 }
 
+/// What the stream pool's choice of streams rests on (`pool::Channels`):
+/// streams made one after another sit on consecutive hardware work queues,
+/// `CUDA_DEVICE_MAX_CONNECTIONS` of them (8 by default), so the first and
+/// the (count + 1)-th share one and a kernel on the second waits behind a
+/// running kernel on the first, while the streams in between run theirs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn consecutive_streams_sit_on_consecutive_work_queues() {
+    let queues = std::env::var("CUDA_DEVICE_MAX_CONNECTIONS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=32).contains(n))
+        .unwrap_or(8);
+    let d = gpu();
+    // SAFETY: `gate` is two words of mapped pinned memory of `d`, read (and
+    // the second maybe written) by `wait_flag` only; `buf` holds a word per
+    // stream, each written by its own stream's kernel only and read after
+    // every stream is synchronized; everything is freed after that.
+    unsafe {
+        let k = kernels(&d);
+        let streams: Vec<RawStream> = (0..=queues)
+            .map(|_| d.create_stream().expect("stream"))
+            .collect();
+        let (gate, gate_dev) = d.alloc_host(8, true).expect("gate");
+        let flag = gate.cast::<u32>();
+        flag.write_volatile(0);
+        flag.add(1).write_volatile(0);
+        let bytes = 4 * streams.len();
+        let buf = d.alloc(bytes, streams[0]).expect("alloc");
+        d.memset_u32(buf, 0, streams.len(), streams[0])
+            .expect("memset");
+        d.stream_sync(streams[0], SyncMode::Blocking).expect("sync");
+        let gate_args = [
+            KernelArg::Ptr(gate_dev),
+            KernelArg::Ptr(gate_dev + 4),
+            KernelArg::U64(GATE_TIMEOUT_CYCLES),
+        ];
+        d.launch(
+            &k[WAIT_FLAG].into(),
+            LaunchConfig::linear(1, 1),
+            &gate_args,
+            &[],
+            &[],
+            streams[0],
+        )
+        .expect("launch wait_flag");
+        for (i, &s) in streams.iter().enumerate().skip(1) {
+            let add = [
+                KernelArg::Ptr(buf + 4 * i as u64),
+                KernelArg::U32(1),
+                KernelArg::U64(1),
+            ];
+            d.launch(
+                &k[ADD_U32].into(),
+                LaunchConfig::linear(1, 32),
+                &add,
+                &[],
+                &[],
+                s,
+            )
+            .expect("launch add_u32");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let done: Vec<bool> = streams
+            .iter()
+            .map(|&s| d.stream_query(s).expect("query"))
+            .collect();
+        flag.write_volatile(1);
+        for &s in &streams {
+            d.stream_sync(s, SyncMode::Blocking).expect("sync");
+        }
+        let timed_out = flag.add(1).read_volatile();
+        let got = read_u32(&d, buf, streams.len(), streams[0]);
+        d.free(buf, bytes, streams[0]).expect("free");
+        d.stream_sync(streams[0], SyncMode::Blocking).expect("sync");
+        d.free_host(gate, 8).expect("free gate");
+        for s in streams {
+            d.destroy_stream(s).expect("destroy");
+        }
+        assert_eq!(timed_out, 0, "the gate kernel never saw the host's write");
+        assert_eq!(&got[1..], vec![1; queues].as_slice());
+        eprintln!("{queues} work queues; done behind the gate on stream 0: {done:?}");
+        assert!(!done[0], "the gated stream finished");
+        assert!(
+            done[1..queues].iter().all(|&x| x),
+            "a stream on another queue waited for the gate: {done:?}"
+        );
+        assert!(
+            !done[queues],
+            "stream {queues} did not share stream 0's queue: {done:?}"
+        );
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn timing_events_measure_and_plain_ones_do_not() {
