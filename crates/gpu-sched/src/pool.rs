@@ -46,103 +46,6 @@ pub(crate) struct StreamPool {
     /// Held (shared) by whoever uses every stream's handle at once (a
     /// device-wide synchronize): no stream is destroyed meanwhile.
     all: parking_lot::RwLock<()>,
-    /// The device's work queues ("connections") the streams share; see
-    /// [`Channels`].
-    channels: Channels,
-}
-
-/// The device takes work through a few hardware queues, `CUDA_DEVICE_MAX_CONNECTIONS`
-/// of them (8 unless set; 1-32), and the driver gives each new stream of a
-/// context the next one in turn. Two streams on one queue are ordered
-/// after each other on the device as if they were one (a "false
-/// dependency"): a sibling's kernel on a stream that shares a queue with a
-/// running kernel, or with a stream waiting for an event, waits too.
-///
-/// The streams the pool makes up front, one after another ([`StreamPool::warm`]),
-/// sit on consecutive queues; streams made later, once other code of the
-/// process (or the driver itself) may have made streams in between, sit on
-/// queues the pool cannot know. So the pool counts, per queue, the held
-/// warm streams on it, and a task gets an idle stream in this order: a warm
-/// one on a queue no held stream uses, then one made later (its queue is a
-/// guess: likely free), then a warm one on the least used queue; the most
-/// recently released among equals. Trimming retires the later streams
-/// first. A preference, never a rule of correctness.
-#[derive(Debug)]
-struct Channels {
-    count: usize,
-    /// Warm streams made so far: the next one's queue.
-    made: AtomicUsize,
-    /// By ledger index: the stream's queue, or [`UNKNOWN`].
-    of: Box<[AtomicUsize]>,
-    /// By queue: the warm streams on it that are held (the reclaim stream
-    /// included).
-    held: Box<[AtomicU32]>,
-}
-
-/// The queue of a stream made after the warm ones.
-const UNKNOWN: usize = usize::MAX;
-
-impl Channels {
-    fn new(count: usize, capacity: usize) -> Self {
-        let count = count.clamp(1, 32);
-        Channels {
-            count,
-            made: AtomicUsize::new(0),
-            of: (0..capacity).map(|_| AtomicUsize::new(UNKNOWN)).collect(),
-            held: (0..count).map(|_| AtomicU32::new(0)).collect(),
-        }
-    }
-
-    /// The count the driver uses: `CUDA_DEVICE_MAX_CONNECTIONS` if it holds
-    /// a number the driver accepts (1-32), else its default, 8.
-    fn from_env() -> usize {
-        std::env::var("CUDA_DEVICE_MAX_CONNECTIONS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|n| (1..=32).contains(n))
-            .unwrap_or(8)
-    }
-
-    /// Stream `i` was just made: a warm one (`warm`), or later.
-    fn made(&self, i: usize, warm: bool) {
-        let q = if warm {
-            self.made.fetch_add(1, Relaxed) % self.count
-        } else {
-            UNKNOWN
-        };
-        self.of[i].store(q, Relaxed);
-    }
-
-    /// How a free stream `i` ranks for a new task, lowest first: a warm one
-    /// on an unused queue, a later one, a warm one on a used queue (by how
-    /// many use it).
-    fn rank(&self, i: usize) -> u32 {
-        match self.of[i].load(Relaxed) {
-            UNKNOWN => 1,
-            q => match self.held[q].load(Relaxed) {
-                0 => 0,
-                n => n.saturating_add(1),
-            },
-        }
-    }
-
-    /// Whether stream `i` was made after the warm ones.
-    fn later(&self, i: usize) -> bool {
-        self.of[i].load(Relaxed) == UNKNOWN
-    }
-
-    /// Stream `i` got its first holder (`up`) or lost its last.
-    fn hold(&self, i: usize, up: bool) {
-        let q = self.of[i].load(Relaxed);
-        if q == UNKNOWN {
-            return;
-        }
-        if up {
-            self.held[q].fetch_add(1, Relaxed);
-        } else {
-            self.held[q].fetch_sub(1, Relaxed);
-        }
-    }
 }
 
 /// The end-of-work flags: `bytes` of mapped pinned memory, seen by the host
@@ -155,17 +58,8 @@ struct Flags {
 }
 
 impl StreamPool {
-    /// A pool of at most `capacity` streams that keeps `keep` when idle,
-    /// for a device with `connections` work queues (see [`Channels`]; 0:
-    /// what `CUDA_DEVICE_MAX_CONNECTIONS` says).
-    pub(crate) fn new(capacity: usize, keep: usize, connections: usize) -> Self {
-        let connections = if connections == 0 {
-            Channels::from_env()
-        } else {
-            connections
-        };
+    pub(crate) fn new(capacity: usize, keep: usize) -> Self {
         StreamPool {
-            channels: Channels::new(connections, capacity),
             keep: keep.max(1),
             all: parking_lot::RwLock::new(()),
             raw: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
@@ -308,11 +202,10 @@ impl StreamPool {
         &self.captures[id.index()]
     }
 
-    /// Creates `n` streams up front, one after another (so on consecutive
-    /// work queues, [`Channels`]).
+    /// Creates `n` streams up front.
     pub(crate) fn warm(&self, driver: &dyn Driver, ledger: &Ledger, n: usize) -> Result<()> {
         for _ in 0..n {
-            let id = self.create(driver, ledger, true)?;
+            let id = self.create(driver, ledger)?;
             self.free.lock().push_back((id, Tail::Idle));
         }
         Ok(())
@@ -321,7 +214,7 @@ impl StreamPool {
     /// A new stream: the driver's first, so that a ledger slot is never
     /// taken by a stream that does not exist (§8); the ledger's second, and
     /// a driver stream the ledger has no room for is destroyed again.
-    fn create(&self, driver: &dyn Driver, ledger: &Ledger, warm: bool) -> Result<StreamId> {
+    fn create(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<StreamId> {
         let raw = driver.create_stream()?;
         let id = match ledger.add_stream() {
             Ok(id) => id,
@@ -330,7 +223,6 @@ impl StreamPool {
                 return Err(e.into());
             }
         };
-        self.channels.made(id.index(), warm);
         self.raw[id.index()].store(raw.0, Release);
         self.created.fetch_add(1, Release);
         Ok(id)
@@ -357,38 +249,24 @@ impl StreamPool {
     /// pooled one whose task finished (taken over without recycling, R3).
     /// Returns the stream and whether it was idle (recycled or new).
     ///
-    /// First the streams known idle with no driver call (their task left
-    /// them idle, or their flag is set), in the order of [`Channels::rank`]
-    /// (a free work queue first), the most recently released among equals;
-    /// then the others, oldest first, each asked with a driver query (about
-    /// 1.5 us on the H200, against a load for a flag).
+    /// First the most recently released stream known idle with no driver
+    /// call (its task left it idle, or its flag is set); then the others,
+    /// oldest first, each asked with a driver query (about 1.5 us on the
+    /// H200, against a load for a flag).
     pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<(StreamId, bool)> {
         driver.check_sticky()?;
         let mut unknown = smallvec::SmallVec::<[StreamId; 16]>::new();
         {
             let mut free = self.free.lock();
-            let mut best: Option<(usize, u32)> = None;
-            for (i, &(id, tail)) in free.iter().enumerate().rev() {
-                let idle = match tail {
-                    Tail::Idle => true,
-                    Tail::Written(v) => self.written(driver, id, v),
-                    Tail::Unknown => false,
-                };
-                if !idle {
-                    continue;
-                }
-                let rank = self.channels.rank(id.index());
-                if best.map_or(true, |(_, b)| rank < b) {
-                    best = Some((i, rank));
-                    if rank == 0 {
-                        break;
-                    }
-                }
-            }
-            if let Some((i, _)) = best {
+            let found = free.iter().rposition(|&(id, tail)| match tail {
+                Tail::Idle => true,
+                Tail::Written(v) => self.written(driver, id, v),
+                Tail::Unknown => false,
+            });
+            if let Some(i) = found {
                 let (id, _) = free.remove(i).expect("a found index");
                 drop(free);
-                self.hold(id);
+                self.holders[id.index()].store(1, Release);
                 ledger.recycle(id);
                 return Ok((id, true));
             }
@@ -411,20 +289,20 @@ impl StreamPool {
             // A query that fails says nothing about this stream: pass it
             // over (a broken context was caught above).
             if let Ok(true) = driver.stream_query(self.raw(id)) {
-                self.hold(id);
+                self.holders[id.index()].store(1, Release);
                 ledger.recycle(id);
                 return Ok((id, true));
             }
             self.free.lock().push_back((id, Tail::Unknown));
         }
         if ledger.live_stream_count() < ledger.capacity() {
-            if let Ok(id) = self.create(driver, ledger, false) {
-                self.hold(id);
+            if let Ok(id) = self.create(driver, ledger) {
+                self.holders[id.index()].store(1, Release);
                 return Ok((id, true));
             }
         }
         if let Some((id, _)) = self.free.lock().pop_front() {
-            self.hold(id);
+            self.holders[id.index()].store(1, Release);
             return Ok((id, false));
         }
         // §9: more live tasks want streams than the ledger tracks: share
@@ -439,19 +317,12 @@ impl StreamPool {
         }
     }
 
-    /// `id`, in no task's hands, gets its first holder.
-    fn hold(&self, id: StreamId) {
-        self.holders[id.index()].store(1, Release);
-        self.channels.hold(id.index(), true);
-    }
-
     /// Gives a stream back; its task finished. It returns to the free list
     /// when its last holder lets go.
     /// A stream that was shared goes back as [`Tail::Unknown`]: another
     /// holder may have left work after the last holder's end-of-work mark.
     pub(crate) fn release(&self, id: StreamId, tail: Tail, driver: &dyn Driver, ledger: &Ledger) {
         if self.holders[id.index()].fetch_sub(1, AcqRel) == 1 {
-            self.channels.hold(id.index(), false);
             let tail = if ledger.is_shared(id) {
                 Tail::Unknown
             } else {
@@ -489,30 +360,25 @@ impl StreamPool {
         let mut ask = smallvec::SmallVec::<[StreamId; 8]>::new();
         {
             let mut free = self.free.lock();
-            // First the streams made after the warm ones, then any: the
-            // warm ones sit on known work queues (see `Channels`).
-            for any in [false, true] {
-                let mut k = 0;
-                while free.len() > self.keep && k < free.len() {
-                    let (id, tail) = free[k];
-                    let take = id.index() != self.reserved.load(Relaxed)
-                        && (any || self.channels.later(id.index()))
-                        && match tail {
-                            Tail::Idle => true,
-                            Tail::Written(v) => self.written(driver, id, v),
-                            Tail::Unknown => {
-                                ask.push(id);
-                                true
-                            }
-                        };
-                    if take {
-                        free.remove(k);
-                        if !matches!(tail, Tail::Unknown) {
-                            gone.push(id);
+            let mut k = 0;
+            while free.len() > self.keep && k < free.len() {
+                let (id, tail) = free[k];
+                let take = id.index() != self.reserved.load(Relaxed)
+                    && match tail {
+                        Tail::Idle => true,
+                        Tail::Written(v) => self.written(driver, id, v),
+                        Tail::Unknown => {
+                            ask.push(id);
+                            true
                         }
-                    } else {
-                        k += 1;
+                    };
+                if take {
+                    free.remove(k);
+                    if !matches!(tail, Tail::Unknown) {
+                        gone.push(id);
                     }
+                } else {
+                    k += 1;
                 }
             }
         }
@@ -647,103 +513,5 @@ impl EventPool {
     #[allow(clippy::vec_box)]
     pub(crate) fn drain(&self) -> Vec<Box<PooledEvent>> {
         std::mem::take(&mut *self.free.lock())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::driver::host::HostDriver;
-
-    /// The work queues of `ids`, sorted (`UNKNOWN` last).
-    fn queues(p: &StreamPool, ids: &[StreamId]) -> Vec<usize> {
-        let mut q: Vec<usize> = ids
-            .iter()
-            .map(|id| p.channels.of[id.index()].load(Relaxed))
-            .collect();
-        q.sort_unstable();
-        q
-    }
-
-    fn setup(queues: usize, warm: usize) -> (HostDriver, Ledger, StreamPool) {
-        let d = HostDriver::new(1 << 20, usize::MAX);
-        let ledger = Ledger::new(16);
-        let p = StreamPool::new(16, warm, queues);
-        p.warm(&d, &ledger, warm).unwrap();
-        (d, ledger, p)
-    }
-
-    #[test]
-    fn busy_tasks_get_warm_streams_on_distinct_work_queues() {
-        let (d, ledger, p) = setup(4, 4);
-        let held: Vec<StreamId> = (0..4).map(|_| p.acquire(&d, &ledger).unwrap().0).collect();
-        assert_eq!(queues(&p, &held), [0, 1, 2, 3]);
-        // Given back in an order that puts two queues last, then two taken
-        // again: still on two queues, not one.
-        for &id in &[held[0], held[2], held[1], held[3]] {
-            p.release(id, Tail::Idle, &d, &ledger);
-        }
-        let a = p.acquire(&d, &ledger).unwrap().0;
-        let b = p.acquire(&d, &ledger).unwrap().0;
-        assert_ne!(queues(&p, &[a]), queues(&p, &[b]));
-        // The most recently released first among equals (a free queue).
-        assert_eq!(a, held[3]);
-        // Six held: the four warm ones, then two made now (queue unknown).
-        let rest: Vec<StreamId> = (0..4).map(|_| p.acquire(&d, &ledger).unwrap().0).collect();
-        let all = [a, b, rest[0], rest[1], rest[2], rest[3]];
-        assert_eq!(queues(&p, &all), [0, 1, 2, 3, UNKNOWN, UNKNOWN]);
-        assert!(p.channels.held.iter().all(|h| h.load(Relaxed) == 1));
-        // Given back: a warm stream's queue is busy again, so a later one
-        // comes first; then a warm one on a free queue beats both.
-        let later = *all.iter().find(|id| p.channels.later(id.index())).unwrap();
-        p.release(later, Tail::Idle, &d, &ledger);
-        p.release(a, Tail::Idle, &d, &ledger);
-        assert_eq!(p.acquire(&d, &ledger).unwrap().0, a);
-        p.release(a, Tail::Idle, &d, &ledger);
-        let (b_q, b_id) = (p.channels.of[b.index()].load(Relaxed), b);
-        p.release(b_id, Tail::Idle, &d, &ledger);
-        assert_eq!(p.channels.held[b_q].load(Relaxed), 0);
-        assert_eq!(p.acquire(&d, &ledger).unwrap().0, b_id);
-    }
-
-    #[test]
-    fn trimming_retires_the_later_streams_first() {
-        let (d, ledger, p) = setup(4, 4);
-        let all: Vec<StreamId> = (0..6).map(|_| p.acquire(&d, &ledger).unwrap().0).collect();
-        // The warm ones given back first (the oldest in the free list), then
-        // the two later ones: retiring the oldest would lose two queues.
-        for &id in &all {
-            p.release(id, Tail::Idle, &d, &ledger);
-        }
-        assert_eq!(p.created(), 4);
-        let kept: Vec<StreamId> = (0..4).map(|_| p.acquire(&d, &ledger).unwrap().0).collect();
-        assert_eq!(queues(&p, &kept), [0, 1, 2, 3]);
-        assert_eq!(p.created(), 4);
-    }
-
-    #[test]
-    fn held_counts_follow_holders() {
-        let (d, ledger, p) = setup(2, 3);
-        // Three warm streams on two queues: 0, 1, 0.
-        let r = p.acquire(&d, &ledger).unwrap().0;
-        p.reserve(r);
-        // The reclaim stream counts on its queue: the next task takes the
-        // other queue.
-        let a = p.acquire(&d, &ledger).unwrap().0;
-        assert_ne!(queues(&p, &[r]), queues(&p, &[a]));
-        p.release(a, Tail::Idle, &d, &ledger);
-        p.unreserve(r);
-        p.release(r, Tail::Idle, &d, &ledger);
-        assert!(p.channels.held.iter().all(|h| h.load(Relaxed) == 0));
-    }
-
-    #[test]
-    fn the_queue_count_comes_from_the_driver_variable() {
-        // Not set in the test environment unless by the user: either way a
-        // count the driver accepts.
-        let n = Channels::from_env();
-        assert!((1..=32).contains(&n));
-        assert_eq!(Channels::new(0, 4).count, 1);
-        assert_eq!(Channels::new(64, 4).count, 32);
     }
 }

@@ -48,13 +48,6 @@ pub struct RuntimeOptions {
     /// detector, so that ordering across devices is checked). CUDA counts
     /// the devices the driver reports.
     pub host_devices: usize,
-    /// The device's work queues that streams share (CUDA's
-    /// `CUDA_DEVICE_MAX_CONNECTIONS`), which the stream pool spreads busy
-    /// tasks over: two streams on one queue run one after the other on the
-    /// device. 0 (the default): what that variable says, else 8, the
-    /// driver's default. Setting this does not change the driver's count
-    /// (set the variable before the first CUDA call for that).
-    pub work_queues: usize,
 }
 
 impl Default for RuntimeOptions {
@@ -70,7 +63,6 @@ impl Default for RuntimeOptions {
             host_stream_limit: usize::MAX,
             end_flags: true,
             host_devices: 1,
-            work_queues: 0,
         }
     }
 }
@@ -755,7 +747,7 @@ impl Group {
             None => crate::driver::open_cuda(ordinal)?,
         };
         let opts = &self.opts;
-        let streams = StreamPool::new(self.ledger.capacity(), opts.warm_streams, opts.work_queues);
+        let streams = StreamPool::new(self.ledger.capacity(), opts.warm_streams);
         if opts.end_flags {
             streams.init_flags(&*driver);
         }
@@ -766,10 +758,8 @@ impl Group {
             streams,
             events,
         });
-        // One more than asked: the reclaim stream takes one (its own work
-        // queue where there are enough, see `pool::Channels`).
-        let warm = (opts.warm_streams.max(1) + 1).min(self.ledger.capacity());
-        core.streams.warm(&*core.driver, &self.ledger, warm)?;
+        core.streams
+            .warm(&*core.driver, &self.ledger, opts.warm_streams.max(1))?;
         core.events.warm(&*core.driver, opts.warm_events)?;
         if self.host.is_none() {
             for other in self.cores.iter().filter_map(OnceLock::get) {
