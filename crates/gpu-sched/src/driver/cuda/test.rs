@@ -523,6 +523,169 @@ fn queries_and_waits_follow_a_gate() {
     }
 }
 
+/// Which driver calls wait for other streams' work: each call below is
+/// made while a gate kernel holds another stream (a thread opens the gate
+/// after 300 ms, so a call that waits returns then). The runtime makes
+/// these calls while other tasks' kernels run (binding and retiring
+/// streams, pooled events, allocations, staging and gate memory), so one
+/// that waits for the whole device serializes siblings, and deadlocks a
+/// task whose gate only the waiting thread would open. Prints each call's
+/// time; fails naming the calls that waited.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn task_path_calls_do_not_wait_for_other_streams() {
+    type Call = Box<dyn Fn(&CudaDriver, RawStream)>;
+    let d = gpu();
+    let k = kernels(&d);
+    let add = k[ADD_U32];
+    let calls: Vec<(&str, Call)> = vec![
+        (
+            "cuStreamCreate",
+            Box::new(|d, _| {
+                let s = d.create_stream().expect("create");
+                d.destroy_stream(s).expect("destroy");
+            }),
+        ),
+        (
+            "cuStreamDestroy (a stream made before the gate)",
+            Box::new(|d, _| {
+                let s = SPARE.with(|c| c.replace(0));
+                d.destroy_stream(RawStream(s)).expect("destroy");
+            }),
+        ),
+        (
+            "cuEventCreate + cuEventDestroy",
+            Box::new(|d, _| {
+                let e = d.create_event(false).expect("create");
+                d.destroy_event(e).expect("destroy");
+            }),
+        ),
+        (
+            "cuEventRecord + cuStreamWaitEvent + cuStreamQuery",
+            Box::new(|d, s| {
+                let e = d.create_event(false).expect("create");
+                d.record(e, s).expect("record");
+                d.wait_event(s, e).expect("wait");
+                let _ = d.stream_query(s).expect("query");
+                d.stream_sync(s, SyncMode::Blocking).expect("sync");
+                d.destroy_event(e).expect("destroy");
+            }),
+        ),
+        (
+            "cuMemAllocAsync + cuMemFreeAsync",
+            Box::new(|d, s| {
+                let p = d.alloc(1 << 20, s).expect("alloc");
+                // SAFETY: `p` was allocated on `s` above and nothing uses it.
+                unsafe { d.free(p, 1 << 20, s) }.expect("free");
+                d.stream_sync(s, SyncMode::Blocking).expect("sync");
+            }),
+        ),
+        (
+            "cuMemHostAlloc",
+            Box::new(|d, _| {
+                let (p, _) = d.alloc_host(1 << 20, false).expect("alloc_host");
+                HOST.with(|h| h.set(p as usize));
+            }),
+        ),
+        (
+            "cuMemFreeHost",
+            Box::new(|d, _| {
+                let p = HOST.with(|h| h.replace(0));
+                // SAFETY: allocated by the previous call, unused since.
+                unsafe { d.free_host(p as *mut u8, 1 << 20) }.expect("free_host");
+            }),
+        ),
+        (
+            "cuMemHostAlloc (mapped) + cuMemFreeHost",
+            Box::new(|d, _| {
+                let (p, _) = d.alloc_host(8, true).expect("alloc_host");
+                // SAFETY: allocated just above, never used.
+                unsafe { d.free_host(p, 8) }.expect("free_host");
+            }),
+        ),
+        (
+            "cuModuleLoadData",
+            Box::new(|d, _| {
+                d.load_ptx(TEST_PTX).expect("load");
+            }),
+        ),
+        (
+            "cuLaunchKernel + cuStreamWriteValue32",
+            Box::new(move |d, s| {
+                let buf = d.alloc(4, s).expect("alloc");
+                let a = [KernelArg::Ptr(buf), KernelArg::U32(1), KernelArg::U64(1)];
+                // SAFETY: `buf` is one word of `d`, used on `s` only, in order;
+                // freed after the stream's work.
+                unsafe {
+                    d.launch(&add.into(), LaunchConfig::linear(1, 32), &a, &[], &[], s)
+                        .expect("launch");
+                    d.write_value(s, buf, 7).expect("write_value");
+                    d.free(buf, 4, s).expect("free");
+                }
+                d.stream_sync(s, SyncMode::Blocking).expect("sync");
+            }),
+        ),
+    ];
+    thread_local! {
+        static HOST: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        static SPARE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    SPARE.with(|c| c.set(d.create_stream().expect("spare stream").0));
+    let gated = d.create_stream().expect("gated stream");
+    let other = d.create_stream().expect("other stream");
+    let mut waited = Vec::new();
+    for (name, call) in &calls {
+        // SAFETY: `gate` is two words of mapped pinned memory of `d`, read
+        // (the second maybe written) by `wait_flag` on `gated` only, and
+        // freed after that stream is synchronized; the opener thread writes
+        // the first word only.
+        unsafe {
+            let (gate, gate_dev) = d.alloc_host(8, true).expect("gate");
+            let flag = gate.cast::<u32>();
+            flag.write_volatile(0);
+            flag.add(1).write_volatile(0);
+            let args = [
+                KernelArg::Ptr(gate_dev),
+                KernelArg::Ptr(gate_dev + 4),
+                KernelArg::U64(GATE_TIMEOUT_CYCLES),
+            ];
+            d.launch(
+                &k[WAIT_FLAG].into(),
+                LaunchConfig::linear(1, 1),
+                &args,
+                &[],
+                &[],
+                gated,
+            )
+            .expect("launch wait_flag");
+            std::thread::sleep(Duration::from_millis(20));
+            let addr = flag as usize;
+            let opener = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                (addr as *mut u32).write_volatile(1);
+            });
+            let t0 = std::time::Instant::now();
+            call(&d, other);
+            let took = t0.elapsed();
+            opener.join().expect("opener");
+            d.stream_sync(gated, SyncMode::Blocking)
+                .expect("sync gated");
+            assert_eq!(flag.add(1).read_volatile(), 0, "the gate timed out");
+            d.free_host(gate, 8).expect("free gate");
+            eprintln!("{name:<55} {took:>10.2?}");
+            if took >= Duration::from_millis(250) {
+                waited.push(*name);
+            }
+        }
+    }
+    d.destroy_stream(gated).expect("destroy");
+    d.destroy_stream(other).expect("destroy");
+    assert!(
+        waited.is_empty(),
+        "these calls waited for another stream's kernel: {waited:?}"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn timing_events_measure_and_plain_ones_do_not() {
