@@ -342,8 +342,9 @@ fn env_cargo() -> String {
 
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs the bundle on a GPU machine (no cargo needed), from the repository root:
-#   bash bundle/run.sh [tests] [examples] [bench] [stress] [soak MINUTES]
-# (no argument: tests examples bench). Logs go to $OUT (or ./bundle-out);
+#   bash bundle/run.sh [tests] [examples] [bench] [stress] [soak MINUTES] [siblings RUNS]
+# (no argument: tests examples bench). siblings: which driver calls wait for
+# other streams' work, then 02-siblings RUNS times, its speed-ups counted. Logs go to $OUT (or ./bundle-out);
 # the summary is printed last. BENCH_ARGS go to `xtask bench` (e.g.
 # "--filter B13"; "--no-torch" where there is no PyTorch); the PyTorch
 # comparisons are bundle/benches/*.py, and bench fails if one cannot run.
@@ -407,6 +408,18 @@ while [ $i -lt ${#phases[@]} ]; do
     rc=${PIPESTATUS[0]}
     summary+=("stress rc=$rc")
     [ $rc -eq 0 ] || fail=1 ;;
+  siblings)
+    runs=${phases[$i]:-20}; i=$((i+1))
+    echo "=== siblings: driver calls behind a gate, then 02-siblings $runs times" | tee -a "$log"
+    "$here/bin/test.gpu_sched" --include-ignored --nocapture task_path_calls >"$out/task-path-calls.log" 2>&1
+    rc=$?
+    grep -E '^cu|waited|test result' "$out/task-path-calls.log" | tee -a "$log"
+    summary+=("task-path-calls rc=$rc")
+    [ $rc -eq 0 ] || fail=1
+    for _ in $(seq 1 "$runs"); do
+      "$here/bin/example.02-siblings" "$out" 2>&1 | grep -oE 'speed-up [0-9.]+x'
+    done | sort | uniq -c | tee "$out/siblings-runs.log" | tee -a "$log"
+    summary+=("siblings: $runs runs of 02-siblings (counts in siblings-runs.log)") ;;
   soak)
     mins=${phases[$i]:-5}; i=$((i+1))
     echo "=== soak $mins min" | tee -a "$log"
