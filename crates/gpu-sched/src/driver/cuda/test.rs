@@ -523,14 +523,16 @@ fn queries_and_waits_follow_a_gate() {
     }
 }
 
-/// Which driver calls wait for other streams' work: each call below is
-/// made while a gate kernel holds another stream (a thread opens the gate
-/// after 300 ms, so a call that waits returns then). The runtime makes
+/// Which driver calls wait for other streams' work, or make later work wait
+/// for it: each call below is made while a gate kernel holds another stream
+/// (a thread opens the gate after 300 ms, so a call that waits returns
+/// then), and a kernel on a third stream follows it. The runtime makes
 /// these calls while other tasks' kernels run (binding and retiring
 /// streams, pooled events, allocations, staging and gate memory), so one
 /// that waits for the whole device serializes siblings, and deadlocks a
 /// task whose gate only the waiting thread would open. Prints each call's
-/// time; fails naming the calls that waited.
+/// time and whether the kernel after it ran beside the gate; fails naming
+/// the calls that waited or held later work back.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn task_path_calls_do_not_wait_for_other_streams() {
@@ -633,7 +635,16 @@ fn task_path_calls_do_not_wait_for_other_streams() {
     SPARE.with(|c| c.set(d.create_stream().expect("spare stream").0));
     let gated = d.create_stream().expect("gated stream");
     let other = d.create_stream().expect("other stream");
+    // After each call, a kernel on a stream of its own: it must run while
+    // the gate is still closed (the guide's "implicit synchronization":
+    // some calls, page-locked allocation among them, order all later work
+    // after all earlier work without blocking the host).
+    let probe = d.create_stream().expect("probe stream");
+    let word = d.alloc(4, probe).expect("probe word");
+    d.stream_sync(probe, SyncMode::Blocking)
+        .expect("sync probe");
     let mut waited = Vec::new();
+    let mut serialized = Vec::new();
     for (name, call) in &calls {
         // SAFETY: `gate` is two words of mapped pinned memory of `d`, read
         // (the second maybe written) by `wait_flag` on `gated` only, and
@@ -667,22 +678,54 @@ fn task_path_calls_do_not_wait_for_other_streams() {
             let t0 = std::time::Instant::now();
             call(&d, other);
             let took = t0.elapsed();
+            let a = [KernelArg::Ptr(word), KernelArg::U32(1), KernelArg::U64(1)];
+            d.launch(
+                &add.into(),
+                LaunchConfig::linear(1, 32),
+                &a,
+                &[],
+                &[],
+                probe,
+            )
+            .expect("launch the probe kernel");
+            std::thread::sleep(Duration::from_millis(100));
+            let ran = d.stream_query(probe).expect("query probe");
             opener.join().expect("opener");
             d.stream_sync(gated, SyncMode::Blocking)
                 .expect("sync gated");
             assert_eq!(flag.add(1).read_volatile(), 0, "the gate timed out");
             d.free_host(gate, 8).expect("free gate");
-            eprintln!("{name:<55} {took:>10.2?}");
-            if took >= Duration::from_millis(250) {
+            d.stream_sync(probe, SyncMode::Blocking)
+                .expect("sync probe");
+            let held = took >= Duration::from_millis(250);
+            eprintln!(
+                "{name:<55} {took:>10.2?}  later kernel ran beside the gate: {}",
+                if held {
+                    "(not asked: the call waited)"
+                } else if ran {
+                    "yes"
+                } else {
+                    "NO"
+                }
+            );
+            if held {
                 waited.push(*name);
+            } else if !ran {
+                serialized.push(*name);
             }
         }
     }
-    d.destroy_stream(gated).expect("destroy");
-    d.destroy_stream(other).expect("destroy");
+    // SAFETY: allocated on `probe` above; every kernel using it completed.
+    unsafe { d.free(word, 4, probe) }.expect("free probe word");
+    d.stream_sync(probe, SyncMode::Blocking)
+        .expect("sync probe");
+    for s in [gated, other, probe] {
+        d.destroy_stream(s).expect("destroy");
+    }
     assert!(
-        waited.is_empty(),
-        "these calls waited for another stream's kernel: {waited:?}"
+        waited.is_empty() && serialized.is_empty(),
+        "these calls waited for another stream's kernel: {waited:?}; \
+         after these, later work waited for it: {serialized:?}"
     );
 }
 
