@@ -155,6 +155,44 @@ unsafe fn read_u32(d: &CudaDriver, src: u64, n: usize, s: RawStream) -> Vec<u32>
     v
 }
 
+/// A closed gate on `s`: two zeroed words of mapped pinned memory, and
+/// `wait_flag` launched on `s` to wait until the host writes the first (it
+/// writes the second if it gives up). Returns the first word; free the
+/// memory (`free_host(.., 8)`) once `s` is done.
+///
+/// # Safety
+///
+/// `s` is a stream of `d`; the memory is freed only after `s` completes.
+unsafe fn launch_gate(d: &CudaDriver, k: &[RawKernel], s: RawStream) -> *mut u32 {
+    let (gate, gate_dev) = d.alloc_host(8, true).expect("gate");
+    let flag = gate.cast::<u32>();
+    // SAFETY: two fresh words of mapped memory; no device work uses them
+    // yet.
+    unsafe {
+        flag.write_volatile(0);
+        flag.add(1).write_volatile(0);
+    }
+    let args = [
+        KernelArg::Ptr(gate_dev),
+        KernelArg::Ptr(gate_dev + 4),
+        KernelArg::U64(GATE_TIMEOUT_CYCLES),
+    ];
+    // SAFETY: `wait_flag` reads the first word and may write the second,
+    // both live until the caller frees them after `s` completes.
+    unsafe {
+        d.launch(
+            &k[WAIT_FLAG].into(),
+            LaunchConfig::linear(1, 1),
+            &args,
+            &[],
+            &[],
+            s,
+        )
+        .expect("launch wait_flag");
+    }
+    flag
+}
+
 // ---- without a GPU ------------------------------------------------------
 
 #[test]
@@ -453,30 +491,13 @@ fn queries_and_waits_follow_a_gate() {
         let e = d.create_event(false).expect("event");
         assert!(d.event_query(e).expect("query an unrecorded event"));
 
-        let (gate, gate_dev) = d.alloc_host(8, true).expect("gate");
-        let flag = gate.cast::<u32>();
-        // No device work uses the two words yet.
-        flag.write_volatile(0);
-        flag.add(1).write_volatile(0);
         let buf = d.alloc(4, b).expect("alloc");
         d.memset_u32(buf, 1, 1, b).expect("memset");
         d.stream_sync(b, SyncMode::Blocking).expect("sync b");
 
         // a: wait for the gate, then record e. b: wait for e, then add 1.
-        let gate_args = [
-            KernelArg::Ptr(gate_dev),
-            KernelArg::Ptr(gate_dev + 4),
-            KernelArg::U64(GATE_TIMEOUT_CYCLES),
-        ];
-        d.launch(
-            &k[WAIT_FLAG].into(),
-            LaunchConfig::linear(1, 1),
-            &gate_args,
-            &[],
-            &[],
-            a,
-        )
-        .expect("launch wait_flag");
+        let flag = launch_gate(&d, &k, a);
+        let gate = flag.cast::<u8>();
         d.record(e, a).expect("record");
         d.wait_event(b, e).expect("wait_event");
         let add = [KernelArg::Ptr(buf), KernelArg::U32(1), KernelArg::U64(1)];
@@ -651,24 +672,8 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         // freed after that stream is synchronized; the opener thread writes
         // the first word only.
         unsafe {
-            let (gate, gate_dev) = d.alloc_host(8, true).expect("gate");
-            let flag = gate.cast::<u32>();
-            flag.write_volatile(0);
-            flag.add(1).write_volatile(0);
-            let args = [
-                KernelArg::Ptr(gate_dev),
-                KernelArg::Ptr(gate_dev + 4),
-                KernelArg::U64(GATE_TIMEOUT_CYCLES),
-            ];
-            d.launch(
-                &k[WAIT_FLAG].into(),
-                LaunchConfig::linear(1, 1),
-                &args,
-                &[],
-                &[],
-                gated,
-            )
-            .expect("launch wait_flag");
+            let flag = launch_gate(&d, &k, gated);
+            let gate = flag.cast::<u8>();
             std::thread::sleep(Duration::from_millis(20));
             let addr = flag as usize;
             let opener = std::thread::spawn(move || {
