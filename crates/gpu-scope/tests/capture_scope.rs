@@ -10,18 +10,11 @@ mod common;
 #[path = "../../../benches/b13.rs"]
 mod b13;
 
-use common::runtime;
+use common::{assert_no_races, runtime, zeroed};
 use gpu::{Buffer, Error, Runtime};
 use gpu_kernels as k;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, RwLock};
-
-fn bufs(rt: &Runtime, n: usize, len: usize) -> Vec<Buffer<f32>> {
-    let t = rt.begin_task().unwrap();
-    let v = (0..n).map(|_| t.zeros::<f32>(len).unwrap()).collect();
-    t.synchronize().unwrap();
-    v
-}
 
 /// Spawn, join and buffer edges: eight children each fill their buffer and
 /// add a shared input into it twenty times (readers of one buffer side by
@@ -32,8 +25,8 @@ fn bufs(rt: &Runtime, n: usize, len: usize) -> Vec<Buffer<f32>> {
 fn a_captured_scope_replays_with_its_order() {
     let rt = runtime();
     let n = 4096;
-    let mut parts = bufs(&rt, 8, n);
-    let [mut x, mut y, mut z, mut total] = <[Buffer<f32>; 4]>::try_from(bufs(&rt, 4, n)).unwrap();
+    let mut parts = zeroed::<8>(&rt, n);
+    let [mut x, mut y, mut z, mut total] = zeroed::<4>(&rt, n);
     let setup = rt.begin_task().unwrap();
     k::fill(&setup, &mut x, 0.5).unwrap();
     setup.synchronize().unwrap();
@@ -65,8 +58,12 @@ fn a_captured_scope_replays_with_its_order() {
     assert!(total.to_vec().unwrap().iter().all(|&v| v == 0.0));
     let t = rt.begin_task().unwrap();
     for _ in 0..3 {
-        let mut l = t.launch_graph(&graph).read(x).write(&mut y).write(&mut z);
-        l = l.write(&mut total);
+        let mut l = t
+            .launch_graph(&graph)
+            .read(x)
+            .write(&mut y)
+            .write(&mut z)
+            .write(&mut total);
         for p in parts.iter_mut() {
             l = l.write(p);
         }
@@ -80,7 +77,7 @@ fn a_captured_scope_replays_with_its_order() {
         assert!(p.to_vec().unwrap().iter().all(|&v| v == i as f32 + 10.0));
     }
     assert!(z.to_vec().unwrap().iter().all(|&v| v == 6.0), "z after y");
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 /// B13's task graph (the bench's own code, its smaller size): captured
@@ -110,7 +107,7 @@ fn the_b13_task_graph_replays_bit_for_bit() {
             assert!(got == *want, "round {round}: buffer {b} differs");
         }
     }
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 /// What a capture refuses, each a typed error that discards the capture and
@@ -119,7 +116,7 @@ fn the_b13_task_graph_replays_bit_for_bit() {
 #[test]
 fn a_capture_refuses_what_cannot_go_into_a_graph() {
     let rt = runtime();
-    let [mut a, mut b] = <[Buffer<f32>; 2]>::try_from(bufs(&rt, 2, 1024)).unwrap();
+    let [mut a, mut b] = zeroed::<2>(&rt, 1024);
     let refused = |what: &str, r: gpu::Result<gpu::Graph>| match r {
         Err(Error::Capturing { .. }) => {}
         other => panic!("{what}: {other:?}"),
@@ -219,7 +216,7 @@ fn a_capture_refuses_what_cannot_go_into_a_graph() {
     .unwrap();
     t.launch_graph(&g).write(&mut b).submit().unwrap();
     assert!(b.to_vec().unwrap().iter().all(|&v| v == 4.0));
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 /// A task of a capture sent away and kept past the capture's end submits
@@ -227,7 +224,7 @@ fn a_capture_refuses_what_cannot_go_into_a_graph() {
 #[test]
 fn a_task_kept_past_its_capture_submits_nothing() {
     let rt = runtime();
-    let [mut a] = <[Buffer<f32>; 1]>::try_from(bufs(&rt, 1, 256)).unwrap();
+    let [mut a] = zeroed::<1>(&rt, 256);
     let kept = Mutex::new(None);
     let _g = gpu::capture_on(&rt, |s| {
         s.spawn(|t| {
@@ -250,7 +247,7 @@ fn a_task_kept_past_its_capture_submits_nothing() {
 #[test]
 fn only_the_captures_own_tasks_join_it() {
     let rt = runtime();
-    let [mut a, mut b, c] = <[Buffer<f32>; 3]>::try_from(bufs(&rt, 3, 256)).unwrap();
+    let [mut a, mut b, c] = zeroed::<3>(&rt, 256);
     let c = Mutex::new(c);
     let g = gpu::capture_on(&rt, |s| {
         let (a, b, rt) = (&mut a, &mut b, &rt);
@@ -332,7 +329,7 @@ fn raw_op(t: &gpu::TaskContext, kernel: &str, p: u64, n: usize, v: f32) -> gpu::
 fn untracked_work_keeps_task_spawn_and_join_order() {
     let rt = runtime();
     let n = 512;
-    let [mut w] = <[Buffer<f32>; 1]>::try_from(bufs(&rt, 1, n)).unwrap();
+    let [mut w] = zeroed::<1>(&rt, n);
     let setup = rt.begin_task().unwrap();
     let p = setup.raw_ptr(&mut w).unwrap();
     setup.synchronize().unwrap();
@@ -354,7 +351,7 @@ fn untracked_work_keeps_task_spawn_and_join_order() {
         t.synchronize().unwrap();
         assert!(w.to_vec().unwrap().iter().all(|&v| v == 30.0));
     }
-    assert!(rt.races().is_empty(), "{:?}", rt.races());
+    assert_no_races(&rt);
 }
 
 /// A device-wide synchronize from another thread while a task captures:
@@ -364,24 +361,27 @@ fn untracked_work_keeps_task_spawn_and_join_order() {
 #[test]
 fn a_device_wide_synchronize_during_a_capture_waits_around_it() {
     let rt = runtime();
-    let [mut a] = <[Buffer<f32>; 1]>::try_from(bufs(&rt, 1, 256)).unwrap();
+    let [mut a] = zeroed::<1>(&rt, 256);
     let (started, wait_started) = std::sync::mpsc::channel();
     let (synced, wait_synced) = std::sync::mpsc::channel();
-    std::thread::scope(|ts| {
-        let rt2 = rt.clone();
-        ts.spawn(move || {
-            wait_started.recv().unwrap();
-            synced.send(rt2.synchronize()).unwrap();
-        });
-        let a_ref = &mut a;
-        let g = gpu::capture_on(&rt, move |s| {
-            k::fill(s, a_ref, 3.0)?;
-            started.send(()).unwrap();
-            wait_synced.recv().unwrap()
-        })
-        .unwrap();
-        let t = rt.begin_task().unwrap();
-        t.launch_graph(&g).write(&mut a).submit().unwrap();
-        assert!(a.to_vec().unwrap().iter().all(|&v| v == 3.0));
+    // Not a scoped thread: were the synchronize stuck behind the capture,
+    // the test fails at the timeout below instead of waiting for it.
+    let rt2 = rt.clone();
+    let other = std::thread::spawn(move || {
+        wait_started.recv().unwrap();
+        synced.send(rt2.synchronize()).unwrap();
     });
+    let a_ref = &mut a;
+    let g = gpu::capture_on(&rt, move |s| {
+        k::fill(s, a_ref, 3.0)?;
+        started.send(()).unwrap();
+        wait_synced
+            .recv_timeout(common::TIMEOUT)
+            .expect("the device-wide synchronize returned during the capture")
+    })
+    .unwrap();
+    other.join().unwrap();
+    let t = rt.begin_task().unwrap();
+    t.launch_graph(&g).write(&mut a).submit().unwrap();
+    assert!(a.to_vec().unwrap().iter().all(|&v| v == 3.0));
 }

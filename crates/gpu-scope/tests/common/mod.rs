@@ -119,7 +119,7 @@ macro_rules! two_device_tests {
             fn host() {
                 let rt = $crate::common::two_devices(gpu::BackendChoice::Host);
                 super::$body(&rt);
-                assert_eq!(rt.races(), Vec::<String>::new(), "races");
+                $crate::common::assert_no_races(&rt);
             }
 
             #[test]
