@@ -5,16 +5,20 @@ import statistics
 import sys
 
 runs = [json.load(open(p)) for p in sys.argv[1:]]
-names = sorted(set().union(*({r["name"] for r in run["rows"]} for run in runs)))
-print(f"Runs: " + "; ".join(f"{p} ({run['commit']}, {run['date']})" for p, run in zip(sys.argv[1:], runs)))
+names = set().union(*({r["name"] for r in run["rows"]} for run in runs))
+print("Runs: " + "; ".join(f"{p} ({run['commit']}, {run['date']})" for p, run in zip(sys.argv[1:], runs)))
 print()
 print("| row | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " | median | range |")
 print("|---|" + "---|" * (len(runs) + 2))
 
 
 def fmt(name, v):
+    """As xtask's `fmt_value`: ratios bare, peer bandwidths in GB/s, times
+    from nanoseconds."""
     if name.startswith("ratio/"):
         return f"{v:.3f}"
+    if name.startswith("peer/"):
+        return f"{v:.1f} GB/s"
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
         if v >= scale:
             return f"{v / scale:.3f} {unit}"

@@ -2,7 +2,7 @@
 this machine. Host copy bandwidth by thread count (pageable -> pinned and
 pinned -> pageable), cudaHostRegister/Unregister cost, and H2D/D2H from
 registered pageable memory. Prints one JSON row per measurement."""
-import ctypes, json, statistics, threading, time
+import json, os, statistics, threading, time
 import torch
 
 GiB = 1 << 30
@@ -28,8 +28,7 @@ def med(f, reps=5):
 
 
 src = torch.arange(N, dtype=torch.float32) % 1000  # pageable
-dst = torch.empty(N, dtype=torch.float32)
-dst.fill_(0)
+dst = torch.zeros(N, dtype=torch.float32)
 pin_in = torch.empty(N, dtype=torch.float32).pin_memory()
 pin_out = torch.empty(N, dtype=torch.float32).pin_memory()
 pin_out.copy_(src)
@@ -38,8 +37,8 @@ dev = torch.empty(N, dtype=torch.float32, device="cuda")
 
 def threaded_copy(pairs, threads):
     # each thread copies its slice of each (dst, src) pair; torch's copy_ of a
-    # CPU tensor runs in C with the GIL released
-    torch.set_num_threads(1)
+    # CPU tensor runs in C with the GIL released (torch's own threads: 1, set
+    # below)
     def work(i):
         for d, s in pairs:
             n = s.numel()
@@ -50,6 +49,7 @@ def threaded_copy(pairs, threads):
     [t.join() for t in ts]
 
 
+torch.set_num_threads(1)
 for threads in (1, 2, 4, 8, 16):
     row(f"copy-in pageable->pinned 1GiB t={threads}", med(lambda: threaded_copy([(pin_in, src)], threads)))
     row(f"copy-out pinned->pageable 1GiB t={threads}", med(lambda: threaded_copy([(dst, pin_out)], threads)))
@@ -59,11 +59,12 @@ for threads in (1, 2, 4, 8, 16):
 # DMA alone and DMA concurrent with host copies
 s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
 dev2 = torch.empty(N, dtype=torch.float32, device="cuda")
-def duplex():
+def duplex(h_in=pin_in, h_out=pin_out):
+    """1 GiB in from h_in and out to h_out at once, on two streams."""
     with torch.cuda.stream(s1):
-        dev.copy_(pin_in, non_blocking=True)
+        dev.copy_(h_in, non_blocking=True)
     with torch.cuda.stream(s2):
-        pin_out.copy_(dev2, non_blocking=True)
+        h_out.copy_(dev2, non_blocking=True)
 row("dma duplex pinned 1GiB each way", med(duplex))
 def duplex_plus_copies():
     duplex()
@@ -102,19 +103,8 @@ for threads in (1, 8):
 
 # DMA from registered pageable memory (both ways)
 p_in = reg(src, 0, GiB); p_out = reg(dst, 0, GiB)
-def duplex_reg():
-    with torch.cuda.stream(s1):
-        dev.copy_(src, non_blocking=True)
-    with torch.cuda.stream(s2):
-        dst.copy_(dev2, non_blocking=True)
-row("dma duplex from registered pageable 1GiB each way", med(duplex_reg))
+row("dma duplex from registered pageable 1GiB each way", med(lambda: duplex(src, dst)))
 unreg(p_in); unreg(p_out)
 # plain pageable DMA (the driver stages it)
-def duplex_pageable():
-    with torch.cuda.stream(s1):
-        dev.copy_(src, non_blocking=True)
-    with torch.cuda.stream(s2):
-        dst.copy_(dev2, non_blocking=True)
-row("dma duplex pageable (driver-staged) 1GiB each way", med(duplex_pageable, 3))
-import os
+row("dma duplex pageable (driver-staged) 1GiB each way", med(lambda: duplex(src, dst), 3))
 row("cpus", 0, {"n": os.cpu_count()})
