@@ -890,12 +890,9 @@ fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
     };
     let workers = gpu::current_num_threads();
     for (name, threads) in [
-        "raw-launches-1-thread".to_string(),
-        format!("raw-launches-{workers}-threads"),
-    ]
-    .into_iter()
-    .zip([1, workers])
-    {
+        ("raw-launches-1-thread".to_string(), 1),
+        (format!("raw-launches-{workers}-threads"), workers),
+    ] {
         g.bench_function(name, |bch| bch.iter(|| run(threads)));
     }
 }

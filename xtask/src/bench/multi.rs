@@ -228,9 +228,8 @@ pub(super) fn run(args: &[String]) -> Result<(), Error> {
             rows.insert(name.to_string(), median(v.clone()) * 1e6);
         }
     }
-    // Peer copies (and any other rows bench binary of the bundle: B12).
-    // The bench binaries that print rows: `bench.multi_gpu` and any other
-    // `bench.*` (B12's).
+    // The bench binaries that print rows: `bench.multi_gpu` (peer copies)
+    // and any other `bench.*` (B12's).
     for b in super::bench_files(&bin).unwrap_or_default() {
         let name = b.file_name().and_then(|f| f.to_str()).unwrap_or_default();
         eprintln!("[{name}] {}", b.display());

@@ -85,6 +85,29 @@ fn b13_ratios_are_the_library_over_each_baseline() {
 }
 
 #[test]
+fn issue_16_ratios_take_the_rows_they_name() {
+    let mut rows = BTreeMap::from([
+        ("B13/cuda-graph".to_string(), 20.0),
+        ("B13/gpu-capture-replay".to_string(), 25.0),
+        // The floor is the many-thread row, never the one-thread one.
+        ("B13/raw-launches-1-thread".to_string(), 10.0),
+        ("B13/raw-launches-16-threads".to_string(), 50.0),
+        ("B7/transfer-bound".to_string(), 21.0),
+        ("B7/host-copies".to_string(), 35.0),
+        ("B7/par-map-pageable-8".to_string(), 42.0),
+        ("B7/pageable-torch-4".to_string(), 210.0),
+        ("B7/pageable-torch-8".to_string(), 168.0),
+    ]);
+    add_ratios(&mut rows);
+    assert_eq!(rows["ratio/B13-capture-vs-graph"], 1.25);
+    assert_eq!(rows["ratio/B13-raw-floor-vs-graph"], 2.5);
+    assert_eq!(rows["ratio/B7-pageable"], 0.5);
+    assert_eq!(rows["ratio/B7-pageable-floor"], 0.6);
+    // The faster PyTorch pipeline over the library's.
+    assert_eq!(rows["ratio/B7-pageable-vs-torch"], 4.0);
+}
+
+#[test]
 fn a_flag_without_its_value_is_a_usage_error() {
     for flag in ["--filter", "--out", "--recompute"] {
         let r = run(&[flag.to_owned()]);
