@@ -107,7 +107,7 @@ fn the_b13_task_graph_replays_bit_for_bit() {
             assert!(got == *want, "round {round}: buffer {b} differs");
         }
     }
-    assert_no_races(&rt);
+    assert_no_races(rt);
 }
 
 /// What a capture refuses, each a typed error that discards the capture and
