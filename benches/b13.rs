@@ -250,6 +250,66 @@ impl Drop for HandOn<'_> {
     }
 }
 
+/// The buffers a run starts from (each [`initial`]), to copy from.
+///
+/// # Errors
+///
+/// Allocation errors.
+pub(crate) fn pristine() -> Result<Vec<Buffer<f32>>> {
+    (0..BUFFERS)
+        .map(|b| Buffer::from_host(&initial(b)))
+        .collect()
+}
+
+/// The buffers the tasks work on (zeros: [`reset`] them first).
+///
+/// # Errors
+///
+/// Allocation errors.
+pub(crate) fn buffers() -> Result<Vec<RwLock<Buffer<f32>>>> {
+    (0..BUFFERS)
+        .map(|_| Buffer::zeros(LEN).map(RwLock::new))
+        .collect()
+}
+
+/// Copies `pristine` into `bufs` on `t` (queued: `t`'s later work sees it).
+///
+/// # Errors
+///
+/// Driver errors.
+pub(crate) fn reset(
+    t: &gpu::TaskContext,
+    pristine: &[Buffer<f32>],
+    bufs: &mut [RwLock<Buffer<f32>>],
+) -> Result<()> {
+    for (p, b) in pristine.iter().zip(bufs.iter_mut()) {
+        t.copy(p, b.get_mut().unwrap_or_else(PoisonError::into_inner))?;
+    }
+    Ok(())
+}
+
+/// The first buffer whose values differ from `want` (the [`model`]'s).
+///
+/// # Errors
+///
+/// Driver errors.
+pub(crate) fn first_difference(
+    bufs: &[RwLock<Buffer<f32>>],
+    want: &[Vec<f32>],
+) -> Result<Option<usize>> {
+    for (b, (buf, want)) in bufs.iter().zip(want).enumerate() {
+        if buf
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .to_vec()?
+            != *want
+        {
+            return Ok(Some(b));
+        }
+    }
+    Ok(None)
+}
+
 /// Runs `tasks` on `bufs` as one `gpu::scope`, a spawned task each, spawned
 /// in program order; returns once every task returned (their GPU work may
 /// still run: `gpu::synchronize` waits for it).

@@ -760,17 +760,11 @@ fn b13_dag(c: &mut Criterion) {
             "B13: the graph's fingerprint {fp:#x} is not {want:#x}"
         );
     }
-    let pristine: Vec<Buffer<f32>> = (0..b13::BUFFERS)
-        .map(|b| Buffer::from_host(&b13::initial(b)).unwrap())
-        .collect();
-    let mut bufs: Vec<std::sync::RwLock<Buffer<f32>>> = (0..b13::BUFFERS)
-        .map(|_| std::sync::RwLock::new(Buffer::zeros(b13::LEN).unwrap()))
-        .collect();
+    let pristine = b13::pristine().unwrap();
+    let mut bufs = b13::buffers().unwrap();
     let t = rt.begin_task().unwrap();
     let reset = |bufs: &mut [std::sync::RwLock<Buffer<f32>>]| {
-        for (p, b) in pristine.iter().zip(bufs.iter_mut()) {
-            t.copy(p, b.get_mut().unwrap()).unwrap();
-        }
+        b13::reset(&t, &pristine, bufs).unwrap();
         t.synchronize().unwrap();
     };
     // Once, checked against the host model, before timing.
@@ -783,12 +777,8 @@ fn b13_dag(c: &mut Criterion) {
         "B13: the model overflowed"
     );
     let check = |bufs: &[std::sync::RwLock<Buffer<f32>>], when: &str| {
-        for (b, (buf, want)) in bufs.iter().zip(&want).enumerate() {
-            let got = buf.read().unwrap().to_vec().unwrap();
-            assert!(
-                got == *want,
-                "B13 ({when}): buffer {b} differs from the host model"
-            );
+        if let Some(b) = b13::first_difference(bufs, &want).unwrap() {
+            panic!("B13 ({when}): buffer {b} differs from the host model");
         }
         let races = rt.races();
         assert!(races.is_empty(), "B13 ({when}): races: {races:?}");

@@ -14,7 +14,7 @@ use common::{assert_no_races, runtime, zeroed};
 use gpu::{Buffer, Error, Runtime};
 use gpu_kernels as k;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Mutex, RwLock};
+use std::sync::Mutex;
 
 /// Spawn, join and buffer edges: eight children each fill their buffer and
 /// add a shared input into it twenty times (readers of one buffer side by
@@ -87,25 +87,20 @@ fn a_captured_scope_replays_with_its_order() {
 fn the_b13_task_graph_replays_bit_for_bit() {
     let rt = Runtime::global().unwrap();
     let tasks = b13::dag(b13::SEED, b13::HOST_TASKS, b13::BUFFERS);
-    let pristine: Vec<Buffer<f32>> = (0..b13::BUFFERS)
-        .map(|b| Buffer::from_host(&b13::initial(b)).unwrap())
-        .collect();
-    let mut bufs: Vec<RwLock<Buffer<f32>>> = (0..b13::BUFFERS)
-        .map(|_| RwLock::new(Buffer::zeros(b13::LEN).unwrap()))
-        .collect();
+    let pristine = b13::pristine().unwrap();
+    let mut bufs = b13::buffers().unwrap();
     let graph = b13::capture(&bufs, &tasks).unwrap();
     let want = b13::model(&tasks);
     let t = rt.begin_task().unwrap();
     for round in 0..2 {
-        for (p, b) in pristine.iter().zip(bufs.iter_mut()) {
-            t.copy(p, b.get_mut().unwrap()).unwrap();
-        }
+        b13::reset(&t, &pristine, &mut bufs).unwrap();
         b13::launch(&t, &graph, &mut bufs).unwrap();
         t.synchronize().unwrap();
-        for (b, (buf, want)) in bufs.iter().zip(&want).enumerate() {
-            let got = buf.read().unwrap().to_vec().unwrap();
-            assert!(got == *want, "round {round}: buffer {b} differs");
-        }
+        let differs = b13::first_difference(&bufs, &want).unwrap();
+        assert!(
+            differs.is_none(),
+            "round {round}: buffer {differs:?} differs"
+        );
     }
     assert_no_races(rt);
 }
