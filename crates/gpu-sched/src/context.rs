@@ -289,8 +289,14 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// As [`TaskContext::try_stream_id`], for `other`.
+    /// As [`TaskContext::try_stream_id`], for `other`; [`Error::WrongDevice`]
+    /// for a task of another runtime.
     pub fn share_stream_of(&self, other: &TaskContext) -> Result<Binding> {
+        // A stream id means something only in its own runtime's pool (and
+        // a stream submits to one device): another runtime's would index
+        // another table.
+        self.rt
+            .check_same(other.rt.id(), "the task whose stream is shared")?;
         Ok(self.rt.inner.ledger.bind(self.task(), other.bound()?.0))
     }
 
@@ -542,10 +548,13 @@ impl TaskContext {
     /// [`Error::OutOfMemory`] or a driver error.
     pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
         self.bind()?;
-        if self.in_scope_capture() {
-            // The graph would own the memory, and the buffer outlive it.
+        if self.in_scope_capture() || self.rt.inner.ledger.is_capturing(self.sid()) {
+            // The graph would own the memory (an allocation node: the
+            // address is valid only while a launch of the graph runs), and
+            // the buffer outlive it: a later use reads freed memory, and a
+            // captured temporary is freed before the graph's first launch.
             return Err(Error::Capturing {
-                what: "allocating device memory in a scope capture (allocate before it)",
+                what: "allocating device memory in a capture (allocate before it)",
             });
         }
         let bytes = len

@@ -236,7 +236,11 @@ impl TaskContext {
     }
 
     /// Orders this task's stream after `fence` on the device (R8) and
-    /// consumes it (binding a stream first if the task has none).
+    /// consumes it (binding a stream first if the task has none). While
+    /// the stream is captured ([`TaskContext::capture`]) or in a scope
+    /// capture, a fence of work from before the capture is waited for on
+    /// the host instead: that work is done before the graph exists, and
+    /// the graph's launch orders its buffers again (R12).
     ///
     /// # Errors
     ///
@@ -261,6 +265,12 @@ impl TaskContext {
             // graph's operations are even recorded (the graph's launch
             // orders its buffers again, R12).
             (None, Some(_)) => return fence.synchronize(),
+            // The same in a capture of this task's stream: a device wait
+            // there would wait, at every launch, for whatever the fence's
+            // pooled event is recorded for next (CUDA refuses it).
+            (None, None) if self.rt.inner.ledger.is_capturing(self.sid()) => {
+                return fence.synchronize()
+            }
             (None, None) => {}
         }
         let p = fence.event();

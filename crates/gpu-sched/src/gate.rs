@@ -125,7 +125,9 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::WrongDevice`]; driver errors.
+    /// [`crate::Error::WrongDevice`]; [`crate::Error::Capturing`] in a capture
+    /// (every launch of the graph would wait on flags it cannot own);
+    /// driver errors.
     ///
     /// # Safety
     ///
@@ -136,6 +138,14 @@ impl TaskContext {
     pub unsafe fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
         self.rt.check_same(gate.rt.id(), "the gate")?;
         self.bind()?;
+        if self.in_scope_capture() || self.rt.inner.ledger.is_capturing(self.sid()) {
+            // Every launch of the graph would wait on the gate's flags,
+            // which the graph cannot own: refused before anything is
+            // queued (the gate keeps no lost flags).
+            return Err(crate::Error::Capturing {
+                what: "blocking on a gate in a capture",
+            });
+        }
         let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
         match self.rt.backend() {
             // SAFETY: the two flags are 4-aligned words within the gate's
@@ -144,15 +154,7 @@ impl TaskContext {
             // (`lost`), and touches them only through atomics (`flag`).
             BackendKind::Host => unsafe {
                 let (open, timed_out) = (gate.host as *const u32, gate.host.add(4) as *mut u32);
-                let drv = self.rt.driver();
-                match &*self.capture.borrow() {
-                    // A node of the graph in this task's order, as the
-                    // CUDA gate kernel is (it goes through `tracked`).
-                    Some(cap) => cap.submit(drv, &self.chain, &[], || {
-                        drv.host_gate(self.raw(), open, timed_out, ns)
-                    }),
-                    None => drv.host_gate(self.raw(), open, timed_out, ns),
-                }
+                self.rt.driver().host_gate(self.raw(), open, timed_out, ns)
             },
             // SAFETY: the caller passes a gate kernel (this fn's contract),
             // which touches only the gate's two flags: mapped pinned memory
@@ -166,12 +168,6 @@ impl TaskContext {
                     .submit()
             },
         }?;
-        if self.in_scope_capture() {
-            // Every launch of the graph waits on the flags: keep them for
-            // good (a capture fence waits for nothing).
-            gate.lost.store(true, Ordering::SeqCst);
-            return Ok(());
-        }
         match self.fence() {
             Ok(f) => {
                 gate.used_by.lock().push(f);

@@ -178,6 +178,12 @@ impl<T: DeviceRepr> Staging<T> {
         self.cap
     }
 
+    /// The runtime (device) whose page-locked memory this is: copies
+    /// through it run on that runtime's streams.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
     fn settle(&mut self) -> Result<()> {
         if let Some(f) = self.in_flight.take() {
             if let Err(e) = f.clone().synchronize() {

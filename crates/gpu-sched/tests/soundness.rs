@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{assert_no_races, backend_tests, same_backend, OPENED_BY_TEST, PROBE};
+use common::{assert_no_races, backend_tests, error, same_backend, OPENED_BY_TEST, PROBE};
 use gpu_kernels as k;
 use gpu_sched::{
     Binding, CounterSnapshot, DeviceSlice, Error, Runtime, RuntimeOptions, Staging, TaskContext,
@@ -446,3 +446,126 @@ fn sound13_copy_from_foreign_page_locked_memory(rt: &Runtime) {
     assert!(!g.timed_out());
 }
 backend_tests!(sound13_copy_from_foreign_page_locked_memory);
+
+// ----- review 3 (issue 23): a second attack on the safe API -------------
+
+/// Review 3, defect 1 (unsound on CUDA): `alloc` inside
+/// `TaskContext::capture` was allowed. The buffer moved out of the capture
+/// was the graph's allocation: using it later read freed memory
+/// (`CUDA_ERROR_ILLEGAL_ADDRESS` on the H200, the context lost), and a
+/// captured scan's temporary was freed before the graph's first launch.
+/// Now any capture refuses allocation, before anything is queued. Failed
+/// before the fix at the first `error(..)` (the capture returned `Ok`).
+fn sound14_no_allocation_in_a_capture(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    let src = t.from_host(&vec![1.0f32; 5000]).unwrap();
+    let mut dst = t.zeros::<f32>(5000).unwrap();
+    let before = rt.live();
+    let mut kept = None;
+    let e = error(t.capture(|c| {
+        kept = Some(c.alloc::<f32>(N)?);
+        Ok(())
+    }));
+    assert!(matches!(e, Error::Capturing { .. }), "{e:?}");
+    assert!(kept.is_none());
+    // A reduction with a temporary: an error, not a graph whose every
+    // launch fails.
+    let e = error(t.capture(|c| k::inclusive_scan(c, &src, &mut dst)));
+    assert!(matches!(e, Error::Capturing { .. }), "{e:?}");
+    // Nothing was allocated, and the task still works outside a capture.
+    t.synchronize().unwrap();
+    assert_eq!(rt.live().allocations, before.allocations);
+    k::inclusive_scan(&t, &src, &mut dst).unwrap();
+    assert_eq!(t.to_vec(&dst).unwrap()[4999], 5000.0);
+    assert_no_races(rt);
+}
+backend_tests!(sound14_no_allocation_in_a_capture);
+
+/// Review 3, defect 4: `share_stream_of` with a task of another runtime
+/// indexed this runtime's stream table with the other's stream id (out of
+/// bounds, a panic) or bound a stream of another device. Failed before
+/// the fix at `error(..)` (a panic: index out of bounds).
+fn sound15_share_stream_of_another_runtime(rt: &Runtime) {
+    let mine = same_backend(
+        rt,
+        RuntimeOptions {
+            max_streams: 4,
+            warm_streams: 1,
+            ..RuntimeOptions::default()
+        },
+    );
+    // Tasks of `rt` bound to streams past `mine`'s table.
+    let theirs: Vec<TaskContext> = (0..10)
+        .map(|_| {
+            let t = rt.begin_task().unwrap();
+            t.zeros::<u8>(1).unwrap();
+            t
+        })
+        .collect();
+    let t = mine.begin_task().unwrap();
+    for other in &theirs {
+        let e = error(t.share_stream_of(other));
+        assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
+    }
+    // A task of the same runtime still shares.
+    let u = mine.begin_task().unwrap();
+    u.zeros::<u8>(1).unwrap();
+    t.share_stream_of(&u).unwrap();
+}
+backend_tests!(sound15_share_stream_of_another_runtime);
+
+/// Review 3, defect 5: a gate blocked on inside `TaskContext::capture`
+/// was queued into the graph, then its fence was refused and the gate's
+/// page-locked flags leaked (kept for good) at every attempt. Now refused
+/// before anything is queued, in any capture. Failed before the fix at the
+/// `pinned_bytes` assertion (the gate could not free its flags).
+fn sound16_gate_in_a_capture(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    let mut a = t.zeros::<f32>(N).unwrap();
+    t.synchronize().unwrap();
+    let before = rt.live();
+    for _ in 0..3 {
+        let g = rt.gate().unwrap();
+        let e = error(t.capture(|c| {
+            k::gate(c, &g, OPENED_BY_TEST)?;
+            k::fill(c, &mut a, 1.0)
+        }));
+        assert!(matches!(e, Error::Capturing { .. }), "{e:?}");
+        g.open();
+    }
+    assert_eq!(
+        rt.live().pinned_bytes,
+        before.pinned_bytes,
+        "the gates' flags"
+    );
+    k::fill(&t, &mut a, 2.0).unwrap();
+    assert_all(&t.to_vec(&a).unwrap(), 2.0);
+}
+backend_tests!(sound16_gate_in_a_capture);
+
+/// Review 3, defect 5: `wait_fence` inside `TaskContext::capture` was `Ok`
+/// on the host backend and `CUDA_ERROR_STREAM_CAPTURE_ISOLATION` on CUDA
+/// (a device wait on an event recorded outside the capture). The host
+/// backend now refuses such a wait as CUDA does, and the runtime waits for
+/// a fence of pre-capture work on the host, on both backends. Failed
+/// before the fix at the capture's `unwrap` (the isolation error).
+fn sound17_wait_fence_in_a_capture(rt: &Runtime) {
+    let p = rt.begin_task().unwrap();
+    let mut a = p.zeros::<f32>(N).unwrap();
+    k::fill(&p, &mut a, 1.0).unwrap();
+    let f = p.fence().unwrap();
+    let t = rt.begin_task().unwrap();
+    let mut b = t.zeros::<f32>(N).unwrap();
+    t.synchronize().unwrap();
+    let g = t
+        .capture(|c| {
+            c.wait_fence(f)?;
+            k::fill(c, &mut b, 3.0)
+        })
+        .unwrap();
+    t.launch_graph(&g).write(&mut b).submit().unwrap();
+    assert_all(&t.to_vec(&b).unwrap(), 3.0);
+    assert_all(&t.to_vec(&a).unwrap(), 1.0);
+    assert_no_races(rt);
+}
+backend_tests!(sound17_wait_fence_in_a_capture);

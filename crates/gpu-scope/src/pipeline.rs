@@ -131,6 +131,8 @@ where
 /// # Errors
 ///
 /// [`Error::LengthMismatch`] unless the two buffers have the same capacity;
+/// [`Error::WrongDevice`] unless both are of one runtime (the lanes run on
+/// the input's runtime);
 /// [`Error::ZeroChunk`]; the first error of `f` or of the runtime.
 ///
 /// # Examples
@@ -170,6 +172,14 @@ where
     if opts.chunk == 0 {
         return Err(Error::ZeroChunk);
     }
+    // The input's runtime runs the lanes: its streams copy to and from its
+    // page-locked memory, and the output must be of the same device.
+    let rt = input.runtime().clone();
+    if !output.runtime().same(&rt) {
+        return Err(Error::WrongDevice {
+            what: "par_map_pinned's output (a staging buffer of another runtime than the input's)",
+        });
+    }
     // Both buffers stay borrowed until every lane synchronized its stream,
     // so the host cannot touch them while a copy is in flight.
     let src = input.settled_ptr()? as usize;
@@ -177,7 +187,7 @@ where
     let chunks = n.div_ceil(opts.chunk);
     let lanes = opts.lanes.clamp(1, chunks.max(1));
     let (chunk, f) = (opts.chunk, &f);
-    scope_on(Runtime::global()?, |s| {
+    scope_on(&rt, |s| {
         for lane in 0..lanes {
             s.spawn(move |t| {
                 let full = chunk.min(n);

@@ -20,6 +20,7 @@ two_device_tests!(
     kernel_refuses_a_buffer_of_another_device,
     a_buffer_freed_after_a_peer_read_waits_for_it,
     a_device_runtime_dropped_and_opened_again_works,
+    copy_from_another_devices_staging_waits_for_the_copy,
 );
 
 const N: usize = 1 << 16;
@@ -162,4 +163,36 @@ fn a_device_runtime_dropped_and_opened_again_works(rt: &Runtime) {
         drop((b, t1, d1));
     }
     assert_eq!(rt.device(1).unwrap().ordinal(), 1);
+}
+
+/// Review 3 (issue 23), defect 2 (unsound on the host backend): a
+/// `copy_from_host` from device 1's `Staging` slice into a device-0 buffer
+/// returned before the copy ran: the runtime asked only device 0's pinned
+/// table and the driver, which on the host backend said "pageable" while
+/// its shared copy read the source late. The host write after the return
+/// then reached the device. Failed before the fix at the values (2, not 1).
+fn copy_from_another_devices_staging_waits_for_the_copy(rt: &Runtime) {
+    let d1 = rt.device(1).unwrap();
+    let mut pinned = gpu::Staging::<f32>::new(&d1, N).unwrap();
+    pinned.as_mut_slice().unwrap().fill(1.0);
+    let t = rt.begin_task().unwrap();
+    let mut a = t.zeros::<f32>(N).unwrap();
+    t.synchronize().unwrap();
+    let g = rt.gate().unwrap();
+    ops::gate(&t, &g, Duration::from_secs(20)).unwrap();
+    std::thread::scope(|scope| {
+        let g = &g;
+        scope.spawn(move || {
+            // Not a threshold: the copy must not have run when the host
+            // writes below, whichever comes first.
+            std::thread::sleep(Duration::from_millis(100));
+            g.open();
+        });
+        t.copy_from_host(&mut a, pinned.as_slice().unwrap())
+            .unwrap();
+        // `copy_from_host` returned: the source may change.
+        pinned.as_mut_slice().unwrap().fill(2.0);
+    });
+    assert!(t.to_vec(&a).unwrap().iter().all(|&x| x == 1.0));
+    assert!(!g.timed_out());
 }

@@ -23,3 +23,39 @@ fn every_chunk_comes_back_mapped() {
     }
     assert_eq!(rt.races(), Vec::<String>::new());
 }
+
+/// Review 3 (issue 23), defect 5: `par_map_pinned` over a non-global
+/// runtime's staging buffers ran its lanes on the global runtime and failed
+/// with `WrongDevice`. It runs on the buffers' runtime now, and staging
+/// buffers of two runtimes are refused. Failed before the fix at the first
+/// `unwrap` (`WrongDevice`).
+#[test]
+fn par_map_pinned_runs_on_the_staging_buffers_runtime() {
+    let rt = common::host();
+    let n = 5_000;
+    let mut input = gpu::Staging::<f32>::new(&rt, n).unwrap();
+    for (i, x) in input.as_mut_slice().unwrap().iter_mut().enumerate() {
+        *x = i as f32;
+    }
+    let mut output = gpu::Staging::<f32>::new(&rt, n).unwrap();
+    let opts = gpu::PipelineOptions {
+        chunk: 1000,
+        lanes: 2,
+    };
+    gpu::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
+        assert!(t.runtime().same(&rt), "a lane on another runtime");
+        gpu_kernels::scale_into(t, x, y, 2.0)
+    })
+    .unwrap();
+    let out = output.as_slice().unwrap();
+    assert!(out.iter().enumerate().all(|(i, &y)| y == 2.0 * i as f32));
+    assert_eq!(rt.races(), Vec::<String>::new());
+    // An output of another runtime: refused, nothing copied.
+    let other = common::host();
+    let mut elsewhere = gpu::Staging::<f32>::new(&other, n).unwrap();
+    let e = gpu::par_map_pinned(&mut input, &mut elsewhere, opts, |t, x, y| {
+        gpu_kernels::scale_into(t, x, y, 2.0)
+    })
+    .unwrap_err();
+    assert!(matches!(e, gpu::Error::WrongDevice { .. }), "{e:?}");
+}

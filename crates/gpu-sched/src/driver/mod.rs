@@ -249,8 +249,9 @@ pub(crate) trait Driver: Send + Sync + Debug {
     unsafe fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()>;
     /// Whether the driver takes `ptr` for page-locked host memory (its own,
     /// another runtime's or another library's): a copy from it then runs
-    /// after the call returns, reading the memory late. Host backend: never
-    /// (it copies pageable and foreign memory at once).
+    /// after the call returns, reading the memory late. Host backend: its
+    /// own page-locked blocks, those of every device of its group (it
+    /// copies pageable memory at once).
     fn is_page_locked(&self, _ptr: *const u8) -> bool {
         false
     }

@@ -609,16 +609,26 @@ impl Driver for HostDriver {
     fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()> {
         let ev = self.event(e)?;
         let rs = ev.lock().clone();
+        if self.stream(s)?.queue.lock().capture.is_some() {
+            // As CUDA: a capturing stream may wait only for events recorded
+            // in its capture (which the host backend does not record) unless
+            // the wait is external (`wait_event_in_capture`).
+            return Err(Error::Driver {
+                code: 905,
+                name: "CUDA_ERROR_STREAM_CAPTURE_ISOLATION".into(),
+                during: "waiting on a capturing stream for an event recorded outside the capture",
+            });
+        }
         match rs {
-            Some(rs) => {
-                let st = self.stream(s)?;
-                if st.queue.lock().capture.is_some() {
-                    return Ok(());
-                }
-                self.submit(s, OpKind::Wait(rs), Vec::new())
-            }
+            Some(rs) => self.submit(s, OpKind::Wait(rs), Vec::new()),
             None => Ok(()),
         }
+    }
+
+    fn wait_event_in_capture(&self, s: RawStream, _e: RawEvent) -> Result<()> {
+        // An external-event node: the host backend's graphs replay their
+        // operations only, in an order their dependencies allow.
+        self.stream(s).map(drop)
     }
 
     fn event_sync(&self, e: RawEvent) -> Result<()> {
@@ -719,6 +729,18 @@ impl Driver for HostDriver {
         // with this size (and `ALIGN`), and nothing uses it any more.
         unsafe { std::alloc::dealloc(ptr, Layout::from_size_align_unchecked(bytes.max(1), ALIGN)) };
         Ok(())
+    }
+
+    fn is_page_locked(&self, ptr: *const u8) -> bool {
+        // What `copy_htod` reads late: page-locked memory of any runtime
+        // of this backend (the devices of a group share it), as CUDA knows
+        // every page-locked block of the process.
+        let addr = ptr as usize;
+        self.shared
+            .pinned
+            .lock()
+            .iter()
+            .any(|&(p, n)| p <= addr && addr < p + n)
     }
 
     unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
