@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod multi;
+mod report;
 #[cfg(test)]
 mod test;
 
@@ -68,6 +69,13 @@ const TORCH_SCRIPTS: &[TorchScript] = &[
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     if args.iter().any(|a| a == "--multi-gpu") {
         return multi::run(args);
+    }
+    if args.first().is_some_and(|a| a == "--report") {
+        return match &args[1..] {
+            [] => report::run(&workspace_root(), false),
+            [c] if c == "--check" => report::run(&workspace_root(), true),
+            _ => Err(Error::Usage("--report [--check]".into())),
+        };
     }
     let mut filter = None;
     let mut out_dir = None;

@@ -30,14 +30,16 @@ const COMMANDS: &[Command] = &[
     Command {
         name: "bench",
         args: "[--filter REGEX] [--out DIR] [--no-torch] | --multi-gpu [--out DIR] [--no-torch] \
-               [--repeat N] [--quick]",
+               [--repeat N] [--quick] | --report [--check]",
         about: "run the benchmarks B1-B14 and their PyTorch comparisons (from bundle/ on a \
                 GPU machine), write benches/results/<device>.json and print the \
                 current/previous/ratio table; fails if a PyTorch comparison cannot run \
                 (--no-torch: skip them, loudly). --multi-gpu: B11 (the heat equation on \
                 1 and 2 GPUs, 2 MPI ranks), peer copies and torch_multi_gpu.py on two GPUs \
                 (from bundle-x2/), written to benches/results/<device>-x<n>.json with goals; \
-                --quick: tiny sizes on any backend (a harness check, written under --out only)",
+                --quick: tiny sizes on any backend (a harness check, written under --out only); \
+                --report: benches/results/README.md from the committed JSONs (medians, ranges, \
+                goals; --check: fail if it is not up to date)",
         run: bench::run,
     },
     Command {
