@@ -1,6 +1,8 @@
 //! `cargo xtask bench`: runs the benchmarks (B1-B14), writes
-//! `benches/results/<device>.json` and prints a table against the committed
-//! results it replaces.
+//! `benches/results/<date>-<commit>-<device>/bench.json` (and `table.md`)
+//! and prints a table against the device's newest committed run;
+//! `--report` makes `benches/results/README.md` from every committed run
+//! ([`report`]).
 //!
 //! On a GPU machine without cargo it runs the bench binaries of the bundle
 //! (`bundle/bin/bench.*`, see `cargo xtask bundle`); elsewhere it builds
@@ -26,6 +28,7 @@ use std::process::Command;
 
 mod multi;
 mod report;
+pub(crate) use report::newest_run;
 #[cfg(test)]
 mod test;
 
@@ -178,18 +181,23 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     let device = device_name();
     let slug = slug(&device);
     let results = root.join("benches/results");
-    fs::create_dir_all(&results)
-        .map_err(|e| fail(format!("creating {}: {e}", results.display())))?;
-    let path = results.join(format!("{slug}.json"));
-    let previous = fs::read_to_string(&path)
-        .ok()
-        .map(|t| parse_rows(&t))
-        .unwrap_or_default();
-    let prev_commit = fs::read_to_string(&path)
-        .ok()
-        .and_then(|t| field(&t, "commit"))
+    // The previous run: the newest committed one of this device.
+    let previous_text =
+        report::newest_run(&results, &slug).and_then(|p| fs::read_to_string(p).ok());
+    let previous = previous_text.as_deref().map(parse_rows).unwrap_or_default();
+    let prev_commit = previous_text
+        .as_deref()
+        .and_then(|t| field(t, "commit"))
         .unwrap_or_else(|| "-".into());
     let json = render_json(&rows, &device);
+    let dir = report::run_dir(
+        &results,
+        &field(&json, "date").unwrap_or_default(),
+        &commit(),
+        &slug,
+    );
+    fs::create_dir_all(&dir).map_err(|e| fail(format!("creating {}: {e}", dir.display())))?;
+    let path = dir.join("bench.json");
     fs::write(&path, &json).map_err(|e| fail(format!("writing {}: {e}", path.display())))?;
     if let Some(o) = out_dir {
         let _ = fs::create_dir_all(&o);
@@ -207,10 +215,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
             table.push_str(&format!("- {e}\n"));
         }
     }
+    let _ = fs::write(dir.join("table.md"), &table);
     if let Ok(o) = std::env::var("OUT") {
         let _ = fs::write(Path::new(&o).join("bench-table.md"), &table);
     }
-    println!("\nwrote {}\n", path.display());
+    println!(
+        "\nwrote {} (commit it, then `cargo xtask bench --report`)\n",
+        path.display()
+    );
     print!("{table}");
     if !torch_errors.is_empty() {
         return Err(fail(format!(

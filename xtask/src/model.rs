@@ -1,7 +1,7 @@
 //! `cargo xtask model`: past one node, on paper. A simple model of the
 //! heat equation and of conjugate gradients on many nodes of many GPUs,
 //! built from what the two-GPU machine measured (the rows of
-//! `benches/results/nvidia-h200-x2.json`) and from stated assumptions about
+//! newest committed run, `benches/results/*-nvidia-h200-x2/bench.json`) and from stated assumptions about
 //! the network between nodes, which nothing here measured.
 //!
 //! The model (per time step of one GPU holding a block of rows):
@@ -41,7 +41,9 @@ const COUNTS: [f64; 7] = [2.0, 8.0, 16.0, 64.0, 256.0, 512.0, 1024.0];
 /// Runs the model over `--json FILE` (default the committed two-GPU
 /// results) and prints its table in markdown.
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
-    let mut path = workspace_root().join("benches/results/nvidia-h200-x2.json");
+    let mut path =
+        crate::bench::newest_run(&workspace_root().join("benches/results"), "nvidia-h200-x2")
+            .unwrap_or_default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {

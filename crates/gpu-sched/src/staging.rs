@@ -36,7 +36,7 @@ fn copy_pool() -> Option<&'static rayon_core::ThreadPool> {
 /// copy), each piece written with non-temporal stores on x86-64 (no read
 /// of the destination into the cache first). On the H200's host one
 /// thread's `memcpy` moves about 5 GB/s and sixteen about 45 GB/s (issue
-/// 16's probe, `benches/results/issue16/probe-host-copy.jsonl`), so a
+/// 16's probe, `benches/results/investigations/2026-12-01-host-copy-probe/`), so a
 /// pipeline from pageable memory is bound by these copies. Below 4 MiB, a
 /// plain copy on the calling thread. The calling thread waits (a worker of
 /// another Rayon pool runs that pool's jobs meanwhile, as in any cross-pool

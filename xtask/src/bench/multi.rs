@@ -1,6 +1,6 @@
 //! `cargo xtask bench --multi-gpu`: the multi-GPU benchmarks of DESIGN.md
 //! §12 on a machine with two GPUs (nvidia-h200-x2), written to
-//! `benches/results/<device>-x<count>.json` with a table of rows, ratios and
+//! `benches/results/<date>-<commit>-<device>-x<count>/bench.json` with a table of rows, ratios and
 //! their goals.
 //!
 //! - B11, one process: `09-multi-gpu-heat` on 16384 x 16384 f32, 101 steps
@@ -269,14 +269,22 @@ pub(super) fn run(args: &[String]) -> Result<(), Error> {
     // table, both also under --out.
     let device = device_name();
     let stem = format!("{}-x{}", slug(&device), gpus.max(2));
-    let results = root.join("benches/results").join(format!("{stem}.json"));
-    let previous_text = fs::read_to_string(&results).ok();
+    let results_dir = root.join("benches/results");
+    let previous_text =
+        super::report::newest_run(&results_dir, &stem).and_then(|p| fs::read_to_string(p).ok());
     let previous = previous_text.as_deref().map(parse_rows).unwrap_or_default();
     let prev_commit = previous_text
         .as_deref()
         .and_then(|t| field(t, "commit"))
         .unwrap_or_else(|| "-".into());
     let json = render_json(&rows, &format!("{device} x{}", gpus.max(2)));
+    let results = super::report::run_dir(
+        &results_dir,
+        &field(&json, "date").unwrap_or_default(),
+        &commit(),
+        &stem,
+    )
+    .join("bench.json");
     let mut table = render_table(&rows, &previous, &commit(), &prev_commit);
     table.push_str(&format!(
         "\nB11: 09-multi-gpu-heat, {}x{} f32, {} timed steps (after one warm-up), median of {} \
@@ -303,7 +311,7 @@ pub(super) fn run(args: &[String]) -> Result<(), Error> {
     }
     if !plan.quick {
         fs::create_dir_all(results.parent().unwrap_or(&root))
-            .map_err(|e| fail(format!("creating benches/results: {e}")))?;
+            .map_err(|e| fail(format!("creating the run's folder: {e}")))?;
         fs::write(&results, &json)
             .map_err(|e| fail(format!("writing {}: {e}", results.display())))?;
         println!("\nwrote {}", results.display());

@@ -59,6 +59,17 @@ pub(super) const GOALS: &[(&str, Goal)] = &[
     ("B13-capture-vs-graph", Goal::AtMost(1.5)),
     ("B14", Goal::AtLeast(0.9)),
     ("B14-vs-torch", Goal::AtLeast(0.9)),
+    ("B11-efficiency", Goal::AtLeast(0.95)),
+    ("B11-vs-torch", Goal::AtMost(0.5)),
+    ("B11-mpi-efficiency", Goal::AtLeast(0.90)),
+    ("B11-halo-hidden", Goal::AtMost(1.03)),
+    ("B12-1MiB", Goal::AtMost(1.05)),
+    ("B12-4MiB", Goal::AtMost(1.05)),
+    ("B12-16MiB", Goal::AtMost(1.05)),
+    ("B12-64MiB", Goal::AtMost(1.05)),
+    ("B12-256MiB", Goal::AtMost(1.05)),
+    ("B12-1GiB", Goal::AtMost(1.05)),
+    ("peer-vs-raw", Goal::AtLeast(0.95)),
 ];
 
 /// The goal of row `name` (`ratio/...`), if it has one.
@@ -95,29 +106,56 @@ impl Run {
             .join(", ")
     }
 }
+/// The README's generated block lies between these two lines.
+const BEGIN: &str = "<!-- results:begin -->";
+const END: &str = "<!-- results:end -->";
 
 pub(super) fn run(root: &Path, check: bool) -> Result<(), Error> {
     let results = root.join("benches/results");
+    let runs = runs(&results)?;
     let page = results.join("README.md");
-    let text = render(&runs(&results)?);
-    if check {
-        let committed = fs::read_to_string(&page).unwrap_or_default();
-        if committed != text {
-            return Err(fail(format!(
-                "{} is not what `cargo xtask bench --report` makes from the committed \
-                 runs: run it and commit the page",
-                page.display()
-            )));
+    let readme = root.join("README.md");
+    let readme_text = fs::read_to_string(&readme)
+        .map_err(|e| fail(format!("reading {}: {e}", readme.display())))?;
+    let files = [
+        (page, render(&runs, &run_folders(&results))),
+        (readme, with_summary(&readme_text, &summary(&runs))?),
+    ];
+    for (path, text) in &files {
+        if check {
+            let committed = fs::read_to_string(path).unwrap_or_default();
+            if committed != *text {
+                return Err(fail(format!(
+                    "{} is not what `cargo xtask bench --report` makes from the committed \
+                     runs: run it and commit the result",
+                    path.display()
+                )));
+            }
+            println!("bench --report --check: {} is up to date", path.display());
+        } else {
+            fs::write(path, text).map_err(|e| fail(format!("writing {}: {e}", path.display())))?;
+            println!("bench --report: wrote {}", path.display());
         }
-        println!("bench --report --check: {} is up to date", page.display());
-        return Ok(());
     }
-    fs::write(&page, &text).map_err(|e| fail(format!("writing {}: {e}", page.display())))?;
-    println!("bench --report: wrote {}", page.display());
     Ok(())
 }
 
-/// Every run under `dir`, sorted by date then path.
+/// `readme` with its block between [`BEGIN`] and [`END`] replaced by
+/// `block`.
+fn with_summary(readme: &str, block: &str) -> Result<String, Error> {
+    let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
+        return Err(fail(format!(
+            "README.md has no `{BEGIN}` ... `{END}` block"
+        )));
+    };
+    if e < b {
+        return Err(fail(format!("README.md: `{END}` before `{BEGIN}`")));
+    }
+    Ok(format!("{}{BEGIN}\n{block}{}", &readme[..b], &readme[e..]))
+}
+
+/// Every run under `dir`, sorted by date then path; a run committed twice
+/// (the same device, commit, date and rows) counts once, its copies named.
 fn runs(dir: &Path) -> Result<Vec<Run>, Error> {
     let mut files = Vec::new();
     json_files(dir, &mut files);
@@ -150,8 +188,6 @@ fn runs(dir: &Path) -> Result<Vec<Run>, Error> {
         });
     }
     runs.sort_by(|a, b| (&a.date, &a.path).cmp(&(&b.date, &b.path)));
-    // A run committed twice (a device's latest JSON beside its copy in a
-    // run's folder) counts once: the first path, the copies named.
     let mut unique: Vec<Run> = Vec::new();
     for r in runs {
         match unique.iter_mut().find(|u| u.same_run(&r)) {
@@ -177,6 +213,66 @@ fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The run folders of `dir` (`<date>-<commit>-<device>/`, see [`run_dir`])
+/// with their files, newest first.
+fn run_folders(dir: &Path) -> Vec<(String, Vec<String>)> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut folders: Vec<(String, Vec<String>)> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            // Dated folders only: `investigations/` and the like are not runs.
+            name.starts_with(|c: char| c.is_ascii_digit())
+                .then_some(())?;
+            let mut files: Vec<String> = fs::read_dir(&p)
+                .ok()?
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect();
+            files.sort();
+            Some((name, files))
+        })
+        .collect();
+    folders.sort();
+    folders.reverse();
+    folders
+}
+
+/// The folder of one run, `benches/results/<date>-<commit>-<device>/`
+/// (`results` is `benches/results`): dates sort the folders in time.
+pub(crate) fn run_dir(results: &Path, date: &str, commit: &str, device_slug: &str) -> PathBuf {
+    // 2026-12-01T03:08:35Z -> 2026-12-01T0308Z
+    let compact = match date.split_once('T') {
+        Some((day, time)) => {
+            let hm: String = time.chars().filter(char::is_ascii_digit).take(4).collect();
+            format!("{day}T{hm}Z")
+        }
+        None if date.is_empty() => "undated".into(),
+        None => date.into(),
+    };
+    results.join(format!("{compact}-{commit}-{device_slug}"))
+}
+
+/// The newest committed run of the device `device_slug` (a folder of
+/// [`run_dir`] holding `bench.json`): that file's path.
+pub(crate) fn newest_run(results: &Path, device_slug: &str) -> Option<PathBuf> {
+    let suffix = format!("-{device_slug}");
+    let mut dirs: Vec<PathBuf> = fs::read_dir(results)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(&suffix))
+                && p.join("bench.json").is_file()
+        })
+        .collect();
+    dirs.sort();
+    dirs.pop().map(|d| d.join("bench.json"))
+}
+
 /// The median of `v` (not empty).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -188,8 +284,67 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// The runs of each device at the commit of its newest run.
+fn newest_sets(runs: &[Run]) -> Vec<(&str, Vec<&Run>)> {
+    let mut devices: Vec<&str> = runs.iter().map(|r| r.device.as_str()).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+        .into_iter()
+        .filter_map(|device| {
+            let newest = runs.iter().rev().find(|r| r.device == device)?;
+            let set = runs
+                .iter()
+                .filter(|r| r.device == device && r.commit == newest.commit)
+                .collect();
+            Some((device, set))
+        })
+        .collect()
+}
+
+/// The median of row `name` over `set`, and its range when there are
+/// several values.
+fn median_range(set: &[&Run], name: &str) -> Option<(f64, Option<(f64, f64)>)> {
+    let mut v: Vec<f64> = set
+        .iter()
+        .filter_map(|r| r.rows.get(name))
+        .copied()
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    let med = median(&mut v);
+    let range = (v.len() > 1).then(|| (v[0], v[v.len() - 1]));
+    Some((med, range))
+}
+
+/// The README's table: the ratios with goals, per device.
+fn summary(runs: &[Run]) -> String {
+    let mut s = String::from(
+        "| device, commit (runs) | ratio | median (range) | goal | met |\n|---|---|---|---|---|\n",
+    );
+    for (device, set) in newest_sets(runs) {
+        let label = format!("{device}, {} ({})", set[0].commit, set.len());
+        for (id, g) in GOALS {
+            let name = format!("ratio/{id}");
+            let Some((med, range)) = median_range(&set, &name) else {
+                continue;
+            };
+            let range = range
+                .map(|(a, b)| format!(" ({a:.3}-{b:.3})"))
+                .unwrap_or_default();
+            s.push_str(&format!(
+                "| {label} | [{id}](benches/results/README.md) | {med:.3}{range} | {} | {} |\n",
+                g.text(),
+                if g.met(med) { "yes" } else { "no" }
+            ));
+        }
+    }
+    s
+}
+
 /// The results page.
-fn render(runs: &[Run]) -> String {
+fn render(runs: &[Run], folders: &[(String, Vec<String>)]) -> String {
     let mut s = String::from(
         "# Benchmark results\n\n\
          Generated by `cargo xtask bench --report` from the committed runs (the JSON files \
@@ -197,22 +352,13 @@ fn render(runs: &[Run]) -> String {
          For each device: the runs at the commit of its newest run, every row's median and \
          range over them, and each ratio's goal (DESIGN.md §7, §12, §16). Ratios are \
          ours over the comparison for times (lower is better) and the comparison over ours \
-         for throughputs; the goal says which way.\n",
+         for throughputs; the goal says which way. Investigations (probes and their notes) \
+         are under `investigations/`.\n",
     );
-    let mut devices: Vec<&str> = runs.iter().map(|r| r.device.as_str()).collect();
-    devices.sort_unstable();
-    devices.dedup();
-    for device in devices {
-        let Some(newest) = runs.iter().rev().find(|r| r.device == device) else {
-            continue;
-        };
-        let set: Vec<&Run> = runs
-            .iter()
-            .filter(|r| r.device == device && r.commit == newest.commit)
-            .collect();
+    for (device, set) in newest_sets(runs) {
         s.push_str(&format!(
             "\n## {device}, commit {} ({} run{})\n\n",
-            newest.commit,
+            set[0].commit,
             set.len(),
             if set.len() == 1 { "" } else { "s" }
         ));
@@ -224,20 +370,12 @@ fn render(runs: &[Run]) -> String {
         names.sort_by_key(|n| (!n.starts_with("ratio/"), n.as_str()));
         names.dedup();
         for name in names {
-            let mut v: Vec<f64> = set
-                .iter()
-                .filter_map(|r| r.rows.get(name))
-                .copied()
-                .collect();
-            let med = median(&mut v);
-            let range = if v.len() > 1 {
-                format!(
-                    "{} - {}",
-                    fmt_value(name, v[0]),
-                    fmt_value(name, v[v.len() - 1])
-                )
-            } else {
-                "-".into()
+            let Some((med, range)) = median_range(&set, name) else {
+                continue;
+            };
+            let range = match range {
+                Some((a, b)) => format!("{} - {}", fmt_value(name, a), fmt_value(name, b)),
+                None => "-".into(),
             };
             let (g, met) = match goal(name) {
                 Some(g) => (g.text(), if g.met(med) { "yes" } else { "no" }),
@@ -249,16 +387,14 @@ fn render(runs: &[Run]) -> String {
             ));
         }
     }
-    s.push_str("\n## Every committed run\n\n| date | device | commit | rows | file |\n|---|---|---|---|---|\n");
-    for r in runs.iter().rev() {
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} |\n",
-            r.date,
-            r.device,
-            r.commit,
-            r.rows.len(),
-            r.files()
-        ));
+    s.push_str(
+        "\n## Every committed run\n\nOne folder a device call, `<date>-<commit>-<device>/`, \
+         newest first (runs of reverted code and partial runs are not kept: git has them).\n\n\
+         | folder | files |\n|---|---|\n",
+    );
+    for (name, files) in folders {
+        let files: Vec<String> = files.iter().map(|f| format!("[{f}]({name}/{f})")).collect();
+        s.push_str(&format!("| {name} | {} |\n", files.join(", ")));
     }
     s
 }
@@ -296,7 +432,7 @@ mod test {
             ),
             run("c.json", "bbb", "2026-12-01T03", &[("ratio/B1", 1.05)]),
         ];
-        let page = render(&runs);
+        let page = render(&runs, &[]);
         // The median of 1.2, 1.0, 1.05 (the old commit's 9.0 left out),
         // against B1's goal.
         assert!(
@@ -308,8 +444,8 @@ mod test {
             "{page}"
         );
         assert!(page.contains("commit bbb (3 runs)"), "{page}");
-        // Every run is in the index, the old one too.
-        assert!(page.contains("| aaa | 1 | `old.json` |"), "{page}");
+        // The old commit's run is not in the summary.
+        assert!(!page.contains("old.json"), "{page}");
     }
 
     #[test]
@@ -320,29 +456,81 @@ mod test {
         let json = "{\n  \"commit\": \"c\",\n  \"date\": \"d\",\n  \"device\": \"X\",\n  \"rows\": [\n    {\"name\": \"ratio/B1\", \"value\": 1.5000, \"unit\": \"x\"}\n  ]\n}\n";
         fs::write(dir.join("x.json"), json).unwrap();
         fs::write(dir.join("run/bench.json"), json).unwrap();
+        fs::create_dir_all(dir.join("2026-12-01T0000Z-c-x")).unwrap();
+        fs::write(dir.join("2026-12-01T0000Z-c-x/tests.log"), "").unwrap();
         let runs = runs(&dir).unwrap();
-        let _ = fs::remove_dir_all(&dir);
         assert_eq!(runs.len(), 1);
-        let page = render(&runs);
+        let page = render(&runs, &run_folders(&dir));
         assert!(page.contains("commit c (1 run)"), "{page}");
         assert!(page.contains("`run/bench.json`, `x.json`"), "{page}");
+        // Dated folders are the index; others are not runs.
+        assert!(
+            page.contains("| 2026-12-01T0000Z-c-x | [tests.log](2026-12-01T0000Z-c-x/tests.log) |"),
+            "{page}"
+        );
+        assert!(!page.contains("| run |"), "{page}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn runs_are_filed_by_date_commit_and_device_and_the_newest_is_found() {
+        let dir = std::env::temp_dir().join(format!("xtask-runs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let a = run_dir(&dir, "2026-11-30T23:51:40Z", "aaa", "nvidia-h200");
+        let b = run_dir(&dir, "2026-12-01T03:08:35Z", "bbb", "nvidia-h200");
+        let x2 = run_dir(&dir, "2026-12-02T00:00:00Z", "ccc", "nvidia-h200-x2");
+        assert!(b.ends_with("2026-12-01T0308Z-bbb-nvidia-h200"), "{b:?}");
+        for d in [&a, &b, &x2] {
+            fs::create_dir_all(d).unwrap();
+            fs::write(d.join("bench.json"), "{}").unwrap();
+        }
+        let newest = newest_run(&dir, "nvidia-h200");
+        let newest_x2 = newest_run(&dir, "nvidia-h200-x2");
+        let none = newest_run(&dir, "other");
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(newest, Some(b.join("bench.json")));
+        assert_eq!(newest_x2, Some(x2.join("bench.json")));
+        assert_eq!(none, None);
+    }
+
+    #[test]
+    fn the_readme_block_is_replaced_and_nothing_else() {
+        let runs = [
+            run(
+                "a.json",
+                "c",
+                "1",
+                &[("ratio/B8", 2.0), ("B8/raw-launch", 1.0)],
+            ),
+            run("b.json", "c", "2", &[("ratio/B8", 1.0)]),
+        ];
+        let readme = format!("top\n{BEGIN}\nold table\n{END}\nbottom\n");
+        let out = with_summary(&readme, &summary(&runs)).unwrap();
+        assert!(out.starts_with(&format!("top\n{BEGIN}\n| device")), "{out}");
+        assert!(out.ends_with(&format!("{END}\nbottom\n")), "{out}");
+        assert!(!out.contains("old table"));
+        let row = "| NVIDIA H200, c (2) | [B8](benches/results/README.md) | 1.500 (1.000-2.000) | <= 1.5 | yes |";
+        assert!(out.contains(row), "{out}");
+        // Rows without a goal stay on the results page only.
+        assert!(!out.contains("raw-launch"));
+        assert!(with_summary("no markers", "x").is_err());
     }
 
     #[test]
     fn a_missed_goal_says_no() {
         let runs = [run("a.json", "c", "d", &[("ratio/B14", 0.82)])];
-        assert!(render(&runs).contains("| ratio/B14 | 0.820 | - | >= 0.9 | no |"));
+        assert!(render(&runs, &[]).contains("| ratio/B14 | 0.820 | - | >= 0.9 | no |"));
     }
 
     #[test]
     fn every_goal_names_a_ratio_the_bench_computes() {
         // A goal whose row no run can have would never be judged.
-        let src = include_str!("../bench.rs");
+        let src = concat!(include_str!("../bench.rs"), include_str!("multi.rs"));
         for (id, _) in GOALS {
-            assert!(
-                src.contains(&format!("\"{id}\"")),
-                "goal {id} has no ratio in bench.rs"
-            );
+            // B12's rows are named by message size: `B12-{size}`.
+            let named = src.contains(&format!("\"{id}\""))
+                || (id.starts_with("B12-") && src.contains("format!(\"B12-{size}\")"));
+            assert!(named, "goal {id} has no ratio in bench.rs or multi.rs");
         }
     }
 }
