@@ -350,6 +350,24 @@ impl TaskContext {
     /// on the device for the fences the task is ordered after.
     #[cold]
     fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
+        self.bind_stream_as(false)
+    }
+
+    /// Binds a stream to this task (of no capture, with none yet) that no
+    /// other task holds while it does ([`crate::pool::StreamPool`]'s
+    /// `acquire_own`): a communicator's task (§11).
+    ///
+    /// # Errors
+    ///
+    /// [`gpu_epoch::LedgerError::TooManyStreams`] where every stream is
+    /// held; driver errors.
+    pub(crate) fn bind_own_stream(&self) -> Result<()> {
+        debug_assert!(self.slot.get().is_none() && self.capture.borrow().is_none());
+        self.bind_stream_as(true).map(drop)
+    }
+
+    /// [`TaskContext::bind_stream`]; a stream of its own if `own`.
+    fn bind_stream_as(&self, own: bool) -> Result<(StreamId, RawStream)> {
         let i = &self.rt.inner;
         if let Some(cap) = self.capture.borrow().clone() {
             // A task of a scope capture submits to the capturing stream.
@@ -360,7 +378,11 @@ impl TaskContext {
             self.wait_after()?;
             return Ok(cap.slot);
         }
-        let (stream, idle) = i.core.streams.acquire(self.rt.driver(), &i.ledger)?;
+        let (stream, idle) = if own {
+            i.core.streams.acquire_own(self.rt.driver(), &i.ledger)?
+        } else {
+            i.core.streams.acquire(self.rt.driver(), &i.ledger)?
+        };
         i.ledger.bind(self.task(), stream);
         let b = (stream, self.rt.raw_stream(stream));
         self.slot.set(Some(b));

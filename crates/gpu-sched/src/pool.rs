@@ -35,7 +35,9 @@ pub(crate) struct StreamPool {
     /// Set if the driver refused a flag write: no more are asked for.
     flags_off: AtomicBool,
     /// By ledger index: how many live tasks hold the stream (more than one
-    /// only when the pool ran out and streams are shared, §9).
+    /// only when the pool ran out and streams are shared, §9), with [`OWN`]
+    /// set while its one holder has it to itself
+    /// ([`StreamPool::acquire_own`]).
     holders: Box<[AtomicU32]>,
     /// The reclaim stream's index (never shared), or `usize::MAX`.
     reserved: AtomicUsize,
@@ -47,6 +49,10 @@ pub(crate) struct StreamPool {
     /// device-wide synchronize): no stream is destroyed meanwhile.
     all: parking_lot::RwLock<()>,
 }
+
+/// The bit of a stream's holder count that marks it as its holder's own
+/// ([`StreamPool::acquire_own`]): never shared, whatever the pool's state.
+const OWN: u32 = 1 << 31;
 
 /// The end-of-work flags: `bytes` of mapped pinned memory, seen by the host
 /// at `host` and by the device at `dev`.
@@ -91,15 +97,15 @@ impl StreamPool {
 
     /// How many live tasks hold `id`.
     pub(crate) fn holders(&self, id: StreamId) -> u32 {
-        self.holders[id.index()].load(Acquire)
+        self.holders[id.index()].load(Acquire) & !OWN
     }
 
     /// §9: every stream is held and no more can be made: a stream another
     /// live task holds, shared from now on (R3: the ledger stops counting
     /// its closes). Never one being captured (the capture would take this
-    /// task's work into its graph) nor the reclaim stream; the capture slot's
-    /// lock orders this with a capture's beginning, which refuses a stream
-    /// with two holders.
+    /// task's work into its graph), nor the reclaim stream, nor one its
+    /// holder has to itself ([`OWN`]); the capture slot's lock orders this
+    /// with a capture's beginning, which refuses a stream with two holders.
     fn share(&self, ledger: &Ledger) -> Option<StreamId> {
         let n = ledger.stream_count();
         let start = self.share_next.fetch_add(1, Relaxed);
@@ -117,7 +123,9 @@ impl StreamPool {
             // about to be, and may be recycled); a compare-and-swap, so that
             // a holder letting go meanwhile is seen.
             let held = self.holders[i]
-                .fetch_update(AcqRel, Acquire, |h| (h > 0).then_some(h + 1))
+                .fetch_update(AcqRel, Acquire, |h| {
+                    (h > 0 && h & OWN == 0).then_some(h + 1)
+                })
                 .is_ok();
             if !held {
                 continue;
@@ -254,7 +262,40 @@ impl StreamPool {
     /// oldest first, each asked with a driver query (about 1.5 us on the
     /// H200, against a load for a flag).
     pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<(StreamId, bool)> {
+        self.acquire_as(driver, ledger, false)
+    }
+
+    /// [`StreamPool::acquire`] for a task that must have its stream to
+    /// itself for as long as it holds it (a communicator's, §11: a stream
+    /// shared by two communicators' tasks could queue their parts in
+    /// opposite orders on two devices, and each call would wait for the
+    /// other's for good). Never a stream another task holds, and no task
+    /// gets this one until it is given back.
+    ///
+    /// # Errors
+    ///
+    /// [`gpu_epoch::LedgerError::TooManyStreams`] where `acquire` would
+    /// share one; as `acquire`.
+    pub(crate) fn acquire_own(
+        &self,
+        driver: &dyn Driver,
+        ledger: &Ledger,
+    ) -> Result<(StreamId, bool)> {
+        self.acquire_as(driver, ledger, true)
+    }
+
+    /// [`StreamPool::acquire`], or [`StreamPool::acquire_own`] if `own`.
+    fn acquire_as(
+        &self,
+        driver: &dyn Driver,
+        ledger: &Ledger,
+        own: bool,
+    ) -> Result<(StreamId, bool)> {
         driver.check_sticky()?;
+        // The first holder's count: a stream with no holder is shared by
+        // nobody (`share` takes held ones only), so it is marked before any
+        // other task could see it held.
+        let first = if own { OWN | 1 } else { 1 };
         let mut unknown = smallvec::SmallVec::<[StreamId; 16]>::new();
         {
             let mut free = self.free.lock();
@@ -266,7 +307,7 @@ impl StreamPool {
             if let Some(i) = found {
                 let (id, _) = free.remove(i).expect("a found index");
                 drop(free);
-                self.holders[id.index()].store(1, Release);
+                self.holders[id.index()].store(first, Release);
                 ledger.recycle(id);
                 return Ok((id, true));
             }
@@ -289,7 +330,7 @@ impl StreamPool {
             // A query that fails says nothing about this stream: pass it
             // over (a broken context was caught above).
             if let Ok(true) = driver.stream_query(self.raw(id)) {
-                self.holders[id.index()].store(1, Release);
+                self.holders[id.index()].store(first, Release);
                 ledger.recycle(id);
                 return Ok((id, true));
             }
@@ -297,18 +338,18 @@ impl StreamPool {
         }
         if ledger.live_stream_count() < ledger.capacity() {
             if let Ok(id) = self.create(driver, ledger) {
-                self.holders[id.index()].store(1, Release);
+                self.holders[id.index()].store(first, Release);
                 return Ok((id, true));
             }
         }
         if let Some((id, _)) = self.free.lock().pop_front() {
-            self.holders[id.index()].store(1, Release);
+            self.holders[id.index()].store(first, Release);
             return Ok((id, false));
         }
         // §9: more live tasks want streams than the ledger tracks: share
         // one rather than fail, as Rayon's depth is bounded only by the
-        // stack.
-        match self.share(ledger) {
+        // stack (but not for a task that needs its own).
+        match (!own).then(|| self.share(ledger)).flatten() {
             Some(id) => Ok((id, false)),
             None => Err(gpu_epoch::LedgerError::TooManyStreams {
                 capacity: ledger.capacity(),
@@ -322,7 +363,11 @@ impl StreamPool {
     /// A stream that was shared goes back as [`Tail::Unknown`]: another
     /// holder may have left work after the last holder's end-of-work mark.
     pub(crate) fn release(&self, id: StreamId, tail: Tail, driver: &dyn Driver, ledger: &Ledger) {
-        if self.holders[id.index()].fetch_sub(1, AcqRel) == 1 {
+        // An owned stream has one holder: it goes back with the mark off.
+        let (Ok(was) | Err(was)) = self.holders[id.index()].fetch_update(AcqRel, Acquire, |h| {
+            Some(if h & OWN != 0 { 0 } else { h.wrapping_sub(1) })
+        });
+        if was & !OWN == 1 {
             let tail = if ledger.is_shared(id) {
                 Tail::Unknown
             } else {

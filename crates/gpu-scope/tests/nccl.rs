@@ -379,11 +379,8 @@ fn bad_input_gives_typed_errors_and_runs_nothing(rt: &Runtime) {
     assert!(matches!(e, Error::BadCollective { .. }), "{e:?}");
     let e = comm.group(|g| g.recv(0, &mut b1[0], 1)).unwrap_err();
     assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
-    // The communicator inside its own group: an error, not a deadlock.
-    let e = comm
-        .group(|_| comm.all_reduce(&mut all_mut(&mut bufs), ReduceOp::Sum))
-        .unwrap_err();
-    assert!(matches!(e, Error::BadCollective { .. }), "{e:?}");
+    // (The communicator called inside its own group is no error: a call of
+    // its own, tests/nccl_never_hangs.rs.)
     // Nothing ran.
     for (d, b) in bufs.iter().enumerate() {
         assert_eq!(b.to_vec().unwrap(), vec![d as f32 + 1.0; 64]);

@@ -10,10 +10,16 @@
 //! and a rank's part ends only after every rank is done with its buffers.
 //!
 //! The parts of a call are queued on different streams by the one call that
-//! makes them all, before it returns: each waits only for the others, which
-//! all come. If queuing one fails, the rendezvous is abandoned and the
-//! parts queued go through without doing anything; so do they when the
-//! backend breaks (a kernel's fault), which may skip a part.
+//! makes them all, before it returns, each on a stream no other task shares
+//! (the communicator's): each waits only for the others, which all come
+//! once their streams finished what was queued before them. If queuing one
+//! fails, the rendezvous is abandoned and the parts queued go through
+//! without doing anything; so do they when the backend breaks (a kernel's
+//! fault), which may skip a part. And a part that waited its timeout for
+//! the others (which should never come to pass) abandons the call and
+//! breaks the backend, as a kernel's fault does, rather than wait for good:
+//! every later use of any device is an error, not a read of a buffer the
+//! call left unwritten.
 
 use super::pair_sends;
 use crate::driver::{CallKind, DataType, Driver, MemAccess, RankCall, ReduceOp};
@@ -23,7 +29,7 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often a rank waiting at the rendezvous checks whether it was
 /// abandoned or the backend broke.
@@ -53,25 +59,49 @@ struct Rendezvous {
     cv: Condvar,
     abandoned: AtomicBool,
     driver: Arc<dyn Driver>,
+    /// How long a rank waits for the others at each meeting.
+    timeout: Duration,
+}
+
+/// How a rank's wait at the rendezvous ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Met {
+    /// Every rank arrived.
+    All,
+    /// The call was abandoned or the backend broke meanwhile.
+    Abandoned,
+    /// The others did not come within the timeout: the call is abandoned
+    /// now.
+    TimedOut,
 }
 
 impl Rendezvous {
-    /// Arrives at `phase` and waits for every rank; `false` if the call
-    /// was abandoned or the backend broke meanwhile.
-    fn arrive(&self, phase: usize) -> bool {
+    /// Arrives at `phase` and waits for every rank, at most the timeout.
+    fn arrive(&self, phase: usize) -> Met {
+        let deadline = Instant::now().checked_add(self.timeout);
         let mut n = self.arrived.lock();
         n[phase] += 1;
         if n[phase] == self.ranks {
             self.cv.notify_all();
         }
         loop {
-            if n[phase] >= self.ranks {
-                return true;
-            }
+            // Abandoned first: a rank that comes after another gave up
+            // reads nothing of the others' (their streams go on).
             if self.abandoned.load(Ordering::Acquire) || self.driver.check_sticky().is_err() {
-                return false;
+                return Met::Abandoned;
             }
-            self.cv.wait_for(&mut n, POLL);
+            if n[phase] >= self.ranks {
+                return Met::All;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                // Under the lock, so that every rank arriving later sees it.
+                self.abandoned.store(true, Ordering::Release);
+                self.cv.notify_all();
+                return Met::TimedOut;
+            }
+            let left = deadline.map_or(POLL, |d| d - now);
+            self.cv.wait_for(&mut n, left.min(POLL));
         }
     }
 
@@ -82,22 +112,24 @@ impl Rendezvous {
     }
 }
 
-/// One rank's part of a call: its stream, what it writes, and the
-/// accesses to its own buffers (for the race detector).
+/// One rank's part of a call: its local rank and stream, what it writes,
+/// and the accesses to its own buffers (for the race detector).
 struct RankPart {
+    local: usize,
     stream: crate::driver::RawStream,
     parts: Vec<Part>,
     accesses: Vec<MemAccess>,
 }
 
 /// Queues `calls` (every rank local; handed off and stamped, their buffers
-/// borrowed until this returns) on their streams of `rt`'s backend.
+/// borrowed until this returns) on their streams of `rt`'s backend; each
+/// part waits at most `timeout` at each meeting with the others.
 ///
 /// # Errors
 ///
 /// Errors of pairing sends and receives (checked before, so none); driver
 /// errors queuing a part (the parts queued before it do nothing).
-pub(super) fn launch(rt: &Runtime, calls: &[RankCall]) -> Result<()> {
+pub(super) fn launch(rt: &Runtime, calls: &[RankCall], timeout: Duration) -> Result<()> {
     let ranks = plan(calls)?;
     let driver = rt.inner.core.driver.clone();
     let rv = Arc::new(Rendezvous {
@@ -106,10 +138,11 @@ pub(super) fn launch(rt: &Runtime, calls: &[RankCall]) -> Result<()> {
         cv: Condvar::new(),
         abandoned: AtomicBool::new(false),
         driver: driver.clone(),
+        timeout,
     });
     for rank in ranks {
-        let (rv2, parts) = (rv.clone(), rank.parts);
-        let body: Arc<dyn Fn() + Send + Sync> = Arc::new(move || run(&rv2, &parts));
+        let (rv2, parts, local) = (rv.clone(), rank.parts, rank.local);
+        let body: Arc<dyn Fn() + Send + Sync> = Arc::new(move || run(&rv2, local, &parts));
         // SAFETY: the memory `body` touches is the buffers of this call's
         // ranks, each borrowed by the caller until this returns and freed
         // only after a hand-off from its rank's stream (X4), which is after
@@ -127,14 +160,15 @@ pub(super) fn launch(rt: &Runtime, calls: &[RankCall]) -> Result<()> {
     Ok(())
 }
 
-/// Rank `r`'s part of a collective or of a group of sends and receives.
-fn run(rv: &Rendezvous, parts: &[Part]) {
-    if !rv.arrive(0) {
+/// Local rank `local`'s part of a collective or of a group of sends and
+/// receives.
+fn run(rv: &Rendezvous, local: usize, parts: &[Part]) {
+    if !met(rv, 0, local) {
         return;
     }
     // SAFETY: after the first rendezvous, before the second: see `launch`.
     let temps: Vec<Vec<u8>> = parts.iter().map(|p| unsafe { read(p) }).collect();
-    if !rv.arrive(1) {
+    if !met(rv, 1, local) {
         return;
     }
     for (p, t) in parts.iter().zip(&temps) {
@@ -145,6 +179,22 @@ fn run(rv: &Rendezvous, parts: &[Part]) {
         // stream, for `t.len()` bytes (the part's size); no rank reads it
         // any more (all passed the second rendezvous).
         unsafe { std::ptr::copy_nonoverlapping(t.as_ptr(), dst as *mut u8, t.len()) };
+    }
+}
+
+/// Whether every rank met local rank `local`'s part at `phase`. If they did
+/// not come within the timeout, breaks the backend: the part unwinds with
+/// its message, which the host backend takes as a kernel's fault (its
+/// sticky error; `resume_unwind`, so no panic hook prints it).
+fn met(rv: &Rendezvous, phase: usize, local: usize) -> bool {
+    match rv.arrive(phase) {
+        Met::All => true,
+        Met::Abandoned => false,
+        Met::TimedOut => std::panic::resume_unwind(Box::new(format!(
+            "a collective's rank {local} waited {:?} for the other ranks' parts, which \
+             never came; the call is abandoned (Communicator::set_timeout)",
+            rv.timeout
+        ))),
     }
 }
 
@@ -279,6 +329,7 @@ fn plan(calls: &[RankCall]) -> Result<Vec<RankPart>> {
     let mut by_rank: BTreeMap<usize, RankPart> = BTreeMap::new();
     for c in calls {
         let r = by_rank.entry(c.local).or_insert_with(|| RankPart {
+            local: c.local,
             stream: c.stream,
             parts: Vec::new(),
             accesses: Vec::new(),
@@ -356,7 +407,8 @@ fn plan(calls: &[RankCall]) -> Result<Vec<RankPart>> {
             CallKind::Send { .. } | CallKind::Recv { .. } => {}
         }
     }
-    for (i, j) in pair_sends(calls)? {
+    let kinds: Vec<_> = calls.iter().map(|c| (c.local, c.dtype, c.kind)).collect();
+    for (i, j) in pair_sends(&kinds)? {
         if let (
             CallKind::Send {
                 buf: src, count, ..

@@ -65,7 +65,8 @@
 //!
 //! Each local rank's part of a call is a tracked operation on the stream of
 //! a task the communicator keeps for that rank's device (one task per local
-//! rank, alive as long as the communicator): `&` buffers are read and `&mut`
+//! rank, alive as long as the communicator, its stream its own: see
+//! below): `&` buffers are read and `&mut`
 //! buffers written, so the ledger orders a collective like a kernel on each
 //! device. Before it runs, every buffer is handed off to its rank's stream
 //! (a device wait for an earlier writer, on any device); later users of the
@@ -94,10 +95,22 @@
 //! it, which it does only after the group is queued.
 //!
 //! The communicator issues its calls one at a time (a lock), so all local
-//! ranks see them in the same order. Calls of two communicators that share
-//! devices are ordered only where they share buffers: NCCL asks that
-//! communicators used concurrently on one device not depend on each other's
-//! progress; order them (one thread, or a scope) if they could.
+//! ranks see them in the same order. The lock is held only while a call's
+//! parts are handed off, stamped and queued, never while the caller's code
+//! runs (a [`Communicator::group`]'s closure runs before it is taken): a
+//! call from any thread, a task joined inside the communicator's own group
+//! included, waits at most for another call to be queued.
+//!
+//! Calls of two communicators that share devices are ordered only where
+//! they share buffers. Each rank's task has a stream of its own, which no
+//! other task shares while the communicator lives, even when the pool has
+//! no stream left to give (making the communicator is then
+//! [`gpu_epoch::LedgerError::TooManyStreams`]): on a shared stream, two
+//! communicators' calls made at once could queue their parts in opposite
+//! orders on two devices, each waiting on the device for the other's for
+//! good. NCCL asks besides that communicators used concurrently on one
+//! device not depend on each other's progress; order them (one thread, or
+//! a scope) if they could.
 //!
 //! Not checked: with [`Communicator::with_id`] the other ranks are out of
 //! sight, so that every rank makes the same calls with the same counts, and
@@ -119,7 +132,12 @@
 //! rank's input, waits again (until every rank has read what it needs, so
 //! that an in-place all-reduce overwrites nothing another rank still
 //! reads), then writes its output. The race detector sees each part's own
-//! buffers, as it sees a kernel's. A communicator across processes
+//! buffers, as it sees a kernel's. A part waits at the rendezvous at most
+//! [`Communicator::set_timeout`] (a minute unless set) for the other ranks':
+//! then the call is abandoned and the backend breaks, as a device fault
+//! does (every later call, on any device, is
+//! [`Error::StickyDeviceError`]), so that no part waits for good and no
+//! buffer is left silently unwritten. A communicator across processes
 //! ([`Communicator::with_id`]) is [`Error::Unsupported`] on the host
 //! backend.
 //!
@@ -137,8 +155,8 @@ use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use parking_lot::Mutex;
 use std::any::TypeId;
-use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 pub use crate::driver::ReduceOp;
 
@@ -230,35 +248,20 @@ pub struct Communicator {
     /// Ranks in all processes.
     nranks: usize,
     comms: Comms,
-    /// One task per local rank, whose streams run the calls; the lock
-    /// issues one call at a time.
+    /// One task per local rank, each with a stream of its own, which run
+    /// the calls; the lock issues one call at a time, and is held only
+    /// while one is handed off, stamped and queued (no caller's code runs
+    /// under it).
     contexts: Mutex<Vec<TaskContext>>,
-    /// The thread holding `contexts` ([`thread_key`]; 0: none), so that a
-    /// call from inside [`Communicator::group`]'s closure is an error, not
-    /// a deadlock.
-    holder: AtomicU64,
+    /// The host backend: how long a part waits at the rendezvous for the
+    /// other ranks' (nanoseconds; [`Communicator::set_timeout`]).
+    timeout_ns: AtomicU64,
 }
 
-/// A key of the calling thread, never 0 and never reused.
-fn thread_key() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local! {
-        static KEY: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    KEY.with(|k| *k)
-}
-
-/// The communicator's tasks, held by one call.
-struct Held<'c> {
-    contexts: parking_lot::MutexGuard<'c, Vec<TaskContext>>,
-    holder: &'c AtomicU64,
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        self.holder.store(0, Ordering::Release);
-    }
-}
+/// How long a host part waits for the other ranks' unless
+/// [`Communicator::set_timeout`] says otherwise: far beyond any test's
+/// wait, short of for good.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl std::fmt::Debug for Communicator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -361,19 +364,38 @@ impl Communicator {
         nranks: usize,
         comms: Comms,
     ) -> Result<Communicator> {
-        let contexts: Result<Vec<_>> = devices.iter().map(Runtime::begin_task).collect();
+        // Each with a stream of its own from now on (see the module).
+        let contexts: Result<Vec<_>> = devices
+            .iter()
+            .map(|d| {
+                let t = d.begin_task()?;
+                t.bind_own_stream()?;
+                Ok(t)
+            })
+            .collect();
         let c = Communicator {
             devices,
             first,
             nranks,
             comms,
             contexts: Mutex::new(Vec::new()),
-            holder: AtomicU64::new(0),
+            timeout_ns: AtomicU64::new(DEFAULT_TIMEOUT.as_nanos() as u64),
         };
         // Made after `c`, so that its drop destroys the communicators on an
         // error here.
         *c.contexts.lock() = contexts?;
         Ok(c)
+    }
+
+    /// Host backend: how long a rank's part of a call waits at the
+    /// rendezvous for the other ranks' parts (a minute unless set) before
+    /// the call is abandoned and the backend breaks (see the
+    /// [module](self)): for calls queued from now on. A part waits while
+    /// the other ranks' streams finish the work queued before theirs, so
+    /// this bounds that work too. CUDA: not used (NCCL waits as it does).
+    pub fn set_timeout(&self, timeout: Duration) {
+        let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        self.timeout_ns.store(ns, Ordering::Relaxed);
     }
 
     /// How many ranks this process holds.
@@ -438,35 +460,17 @@ impl Communicator {
         })
     }
 
-    /// The tasks, for one call; [`Error::BadCollective`] for a call made
-    /// while this thread holds them (from inside [`Communicator::group`]).
-    fn hold(&self, call: &'static str) -> Result<Held<'_>> {
-        let me = thread_key();
-        if self.holder.load(Ordering::Acquire) == me {
-            return Err(Error::BadCollective {
-                call,
-                problem: "called inside a group of the same communicator; \
-                          make the call before or after the group"
-                    .into(),
-            });
-        }
-        let contexts = self.contexts.lock();
-        self.holder.store(me, Ordering::Release);
-        Ok(Held {
-            contexts,
-            holder: &self.holder,
-        })
-    }
-
-    /// Issues the parts `build` hands off and stamps, as one group.
+    /// Issues the parts `build` hands off and stamps, as one group, with
+    /// the tasks held: `build` and what it calls run none of the caller's
+    /// code (the buffer traits are sealed), so no call can wait for this
+    /// one while it holds them.
     fn run(
         &self,
-        call: &'static str,
         build: impl FnOnce(&[TaskContext], &mut Vec<RankCall>) -> Result<()>,
     ) -> Result<()> {
-        let held = self.hold(call)?;
-        let mut calls = Vec::with_capacity(held.contexts.len());
-        build(&held.contexts, &mut calls)?;
+        let contexts = self.contexts.lock();
+        let mut calls = Vec::with_capacity(contexts.len());
+        build(&contexts, &mut calls)?;
         self.launch(&calls)
     }
 
@@ -489,7 +493,11 @@ impl Communicator {
             // the stream (X4). Every local rank makes the same calls (one
             // loop over them), checked to match when all ranks are local.
             Comms::Cuda(comms) => unsafe { cuda::nccl::launch(comms, calls) },
-            Comms::Host => host::launch(&self.devices[0], calls),
+            Comms::Host => host::launch(
+                &self.devices[0],
+                calls,
+                Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed)),
+            ),
         }
     }
 
@@ -671,7 +679,7 @@ impl Communicator {
             same_len(what, count, b.len())?;
         }
         let dtype = data_type::<T>();
-        self.run(call, |contexts, calls| {
+        self.run(|contexts, calls| {
             for (local, b) in bufs.iter_mut().enumerate() {
                 let part = kind(b.device_ptr(), count);
                 let t = if read_only(local) {
@@ -708,7 +716,7 @@ impl Communicator {
             same_len(what[1], count * times[1], r.len())?;
         }
         let dtype = data_type::<T>();
-        self.run(call, |contexts, calls| {
+        self.run(|contexts, calls| {
             for (local, (s, r)) in send.iter().zip(recv.iter_mut()).enumerate() {
                 let part = kind(s.device_ptr(), r.device_ptr(), count);
                 let t = &mut [Touch::read(*s), Touch::write(&mut **r)];
@@ -720,9 +728,10 @@ impl Communicator {
 
     /// Point-to-point transfers, issued as one group: `f` adds sends and
     /// receives ([`GroupCalls::send`], [`GroupCalls::recv`]), which are
-    /// queued together once it returns `Ok` (nothing is, if it fails). The
-    /// buffers stay borrowed until then. The `k`-th send from rank `a` to
-    /// rank `b` goes to the `k`-th receive of `b` from `a`.
+    /// handed off, stamped and queued together once it returns `Ok`
+    /// (nothing is, if it fails). The buffers stay borrowed until then. The
+    /// `k`-th send from rank `a` to rank `b` goes to the `k`-th receive of
+    /// `b` from `a`.
     ///
     /// # Examples
     ///
@@ -747,29 +756,34 @@ impl Communicator {
     /// # Ok(()) }
     /// ```
     ///
-    /// `f` cannot use the communicator itself: a call of it inside the
-    /// group is [`Error::BadCollective`].
+    /// `f` may use the communicator itself, on its own thread or from
+    /// tasks it joins or spawns (no lock is held while it runs): such a
+    /// call is a call of its own, queued before the group's transfers.
     ///
     /// # Errors
     ///
     /// What `f` returns; with every rank local, [`Error::BadCollective`]
     /// for a send without its receive (or the reverse) or of another type,
-    /// and [`Error::LengthMismatch`] for one of another length; driver and
-    /// NCCL errors.
+    /// and [`Error::LengthMismatch`] for one of another length (nothing is
+    /// queued); driver errors from the hand-offs; NCCL errors.
     pub fn group<'b, R>(&self, f: impl FnOnce(&mut GroupCalls<'_, 'b>) -> Result<R>) -> Result<R> {
-        let held = self.hold("group")?;
         let mut g = GroupCalls {
             comm: self,
-            contexts: &held.contexts,
             calls: Vec::new(),
-            _buffers: PhantomData,
         };
         let r = f(&mut g)?;
-        let calls = std::mem::take(&mut g.calls);
+        let pending = std::mem::take(&mut g.calls);
         if self.all_local() {
-            pair_sends(&calls)?;
+            let parts: Vec<_> = pending.iter().map(|p| (p.local, p.dtype, p.kind)).collect();
+            pair_sends(&parts)?;
         }
-        self.launch(&calls)?;
+        self.run(|contexts, calls| {
+            for mut p in pending {
+                let t = std::slice::from_mut(&mut p.touch);
+                issue(&contexts[p.local], p.local, p.dtype, p.kind, t, calls)?;
+            }
+            Ok(())
+        })?;
         Ok(r)
     }
 }
@@ -797,9 +811,16 @@ impl Drop for Communicator {
 /// borrowed for `'b` (until the group is queued).
 pub struct GroupCalls<'c, 'b> {
     comm: &'c Communicator,
-    contexts: &'c [TaskContext],
-    calls: Vec<RankCall>,
-    _buffers: PhantomData<&'b ()>,
+    calls: Vec<GroupCall<'b>>,
+}
+
+/// A send or receive of a group, checked, to be handed off, stamped and
+/// queued when the group's closure returned.
+struct GroupCall<'b> {
+    local: usize,
+    dtype: DataType,
+    kind: CallKind,
+    touch: Touch<'b>,
 }
 
 impl std::fmt::Debug for GroupCalls<'_, '_> {
@@ -829,7 +850,7 @@ impl<'b> GroupCalls<'_, 'b> {
     /// # Errors
     ///
     /// [`Error::BadCollective`] unless `local` is a local rank and `peer`
-    /// a rank; [`Error::WrongDevice`]; driver errors from the hand-off.
+    /// a rank; [`Error::WrongDevice`].
     pub fn send<T: NcclType, S: DeviceSlice<T> + ?Sized>(
         &mut self,
         local: usize,
@@ -838,20 +859,17 @@ impl<'b> GroupCalls<'_, 'b> {
     ) -> Result<()> {
         self.check("send", local, peer)?;
         self.comm.check_device(local, buf, "the buffer sent")?;
-        let kind = CallKind::Send {
-            buf: buf.device_ptr(),
-            count: buf.len(),
-            peer,
-        };
-        let t = &mut [Touch::read(buf)];
-        issue(
-            &self.contexts[local],
+        self.calls.push(GroupCall {
             local,
-            data_type::<T>(),
-            kind,
-            t,
-            &mut self.calls,
-        )
+            dtype: data_type::<T>(),
+            kind: CallKind::Send {
+                buf: buf.device_ptr(),
+                count: buf.len(),
+                peer,
+            },
+            touch: Touch::read(buf),
+        });
+        Ok(())
     }
 
     /// Local rank `local` receives into `buf` (memory of its device) from
@@ -869,20 +887,17 @@ impl<'b> GroupCalls<'_, 'b> {
         self.check("recv", local, peer)?;
         self.comm
             .check_device(local, buf, "the buffer received into")?;
-        let kind = CallKind::Recv {
-            buf: buf.device_ptr(),
-            count: buf.len(),
-            peer,
-        };
-        let t = &mut [Touch::write(buf)];
-        issue(
-            &self.contexts[local],
+        self.calls.push(GroupCall {
             local,
-            data_type::<T>(),
-            kind,
-            t,
-            &mut self.calls,
-        )
+            dtype: data_type::<T>(),
+            kind: CallKind::Recv {
+                buf: buf.device_ptr(),
+                count: buf.len(),
+                peer,
+            },
+            touch: Touch::write(buf),
+        });
+        Ok(())
     }
 }
 
@@ -933,29 +948,29 @@ fn issue(
     })
 }
 
-/// Pairs each send with its receive, as indices into `calls`, with every
-/// rank local (local rank = rank): the `k`-th send from rank `a` to rank
-/// `b` with the `k`-th receive of `b` from `a`, of the same type and length.
+/// Pairs each send with its receive, as indices into `calls` (each a
+/// local rank, its element type and its part), with every rank local
+/// (local rank = rank): the `k`-th send from rank `a` to rank `b` with the
+/// `k`-th receive of `b` from `a`, of the same type and length.
 ///
 /// # Errors
 ///
 /// [`Error::BadCollective`] for a send or receive without its partner, or
 /// of another type; [`Error::LengthMismatch`].
-pub(super) fn pair_sends(calls: &[RankCall]) -> Result<Vec<(usize, usize)>> {
+pub(super) fn pair_sends(calls: &[(usize, DataType, CallKind)]) -> Result<Vec<(usize, usize)>> {
     use std::collections::{BTreeMap, VecDeque};
     // (receiving rank, sending rank) -> the receives, in order.
     let mut recvs: BTreeMap<(usize, usize), VecDeque<usize>> = BTreeMap::new();
-    for (j, c) in calls.iter().enumerate() {
-        if let CallKind::Recv { peer, .. } = c.kind {
-            recvs.entry((c.local, peer)).or_default().push_back(j);
+    for (j, &(local, _, kind)) in calls.iter().enumerate() {
+        if let CallKind::Recv { peer, .. } = kind {
+            recvs.entry((local, peer)).or_default().push_back(j);
         }
     }
     let mut pairs = Vec::new();
-    for (i, c) in calls.iter().enumerate() {
-        let CallKind::Send { count, peer, .. } = c.kind else {
+    for (i, &(from, dtype, kind)) in calls.iter().enumerate() {
+        let CallKind::Send { count, peer, .. } = kind else {
             continue;
         };
-        let from = c.local;
         let Some(j) = recvs.get_mut(&(peer, from)).and_then(VecDeque::pop_front) else {
             return Err(Error::BadCollective {
                 call: "group",
@@ -965,17 +980,16 @@ pub(super) fn pair_sends(calls: &[RankCall]) -> Result<Vec<(usize, usize)>> {
                 ),
             });
         };
-        let r = &calls[j];
-        if r.dtype != c.dtype {
+        let (_, r_dtype, r_kind) = calls[j];
+        if r_dtype != dtype {
             return Err(Error::BadCollective {
                 call: "group",
                 problem: format!(
-                    "rank {from} sends {:?} to rank {peer}, which receives {:?}",
-                    c.dtype, r.dtype
+                    "rank {from} sends {dtype:?} to rank {peer}, which receives {r_dtype:?}"
                 ),
             });
         }
-        if let CallKind::Recv { count: got, .. } = r.kind {
+        if let CallKind::Recv { count: got, .. } = r_kind {
             same_len("a receive of the group (its send's length)", count, got)?;
         }
         pairs.push((i, j));

@@ -71,7 +71,7 @@ fn detector_flags_a_collective_without_its_hand_off() {
             }
         })
         .collect();
-    host::launch(&rt, &calls).unwrap();
+    host::launch(&rt, &calls, Duration::from_secs(60)).unwrap();
     rt.synchronize().unwrap();
     d1.synchronize().unwrap();
     let races = rt.races();
@@ -168,8 +168,80 @@ fn a_part_that_cannot_be_queued_abandons_the_others() {
     };
     let good = t0.bind().unwrap().1;
     let bad = crate::driver::RawStream(u64::MAX);
-    let e = host::launch(&rt, &[call(0, good), call(1, bad)]).unwrap_err();
+    let e = host::launch(&rt, &[call(0, good), call(1, bad)], Duration::from_secs(60)).unwrap_err();
     assert!(matches!(e, Error::Driver { .. }), "{e:?}");
     t0.synchronize().unwrap();
     assert_eq!(t0.to_vec(&a).unwrap(), vec![1.0; 16]);
+}
+
+/// Whether every stream of `comm`'s tasks is held by that task alone and
+/// never was shared.
+fn streams_are_its_own(comm: &Communicator) -> bool {
+    comm.contexts.lock().iter().all(|c| {
+        let Some((sid, _)) = c.slot.get() else {
+            return false;
+        };
+        let i = &c.rt.inner;
+        i.core.streams.holders(sid) == 1 && !i.ledger.is_shared(sid)
+    })
+}
+
+/// §11: a communicator's tasks never share a stream, even when the pool
+/// has none left to give (R3 would share one): a second communicator on
+/// the streams of the first could queue its parts in the other order on
+/// one device than on the other, and the two calls would wait for each
+/// other for good. With room for one communicator only, the second is a
+/// typed error; with room for both, each has its own, and a task that
+/// comes after them gets none of theirs.
+#[test]
+fn a_communicators_streams_are_its_own_when_the_pool_runs_out() {
+    for max_streams in [4, 6] {
+        let rt = Runtime::new(RuntimeOptions {
+            backend: BackendChoice::Host,
+            host_devices: 2,
+            // Two of them are the devices' reclaim streams.
+            max_streams,
+            warm_streams: 1,
+            ..RuntimeOptions::default()
+        })
+        .unwrap();
+        let d1 = rt.device(1).unwrap();
+        let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
+        let mut b = d1.begin_task().unwrap().from_host(&[2.0f32; 8]).unwrap();
+        let first = Communicator::all_devices(&rt).unwrap();
+        first
+            .all_reduce(&mut [&mut a, &mut b], ReduceOp::Sum)
+            .unwrap();
+        assert!(streams_are_its_own(&first), "max_streams {max_streams}");
+        let sum = match Communicator::all_devices(&rt) {
+            Err(Error::Ledger(gpu_epoch::LedgerError::TooManyStreams { .. })) => {
+                assert_eq!(max_streams, 4);
+                3.0
+            }
+            Err(e) => panic!("{e:?}"),
+            Ok(second) => {
+                second
+                    .all_reduce(&mut [&mut a, &mut b], ReduceOp::Sum)
+                    .unwrap();
+                assert!(streams_are_its_own(&second), "max_streams {max_streams}");
+                assert!(streams_are_its_own(&first), "max_streams {max_streams}");
+                // A task after them, with every stream held: it shares none
+                // of theirs (none is left to share).
+                let late = rt.begin_task().unwrap();
+                let e = late.zeros::<f32>(8).map(drop).unwrap_err();
+                assert!(
+                    matches!(
+                        e,
+                        Error::Ledger(gpu_epoch::LedgerError::TooManyStreams { .. })
+                    ),
+                    "{e:?}"
+                );
+                assert!(streams_are_its_own(&second), "max_streams {max_streams}");
+                assert!(streams_are_its_own(&first), "max_streams {max_streams}");
+                6.0
+            }
+        };
+        drop(first);
+        assert_eq!(a.to_vec().unwrap(), vec![sum; 8]);
+    }
 }
