@@ -48,6 +48,10 @@ pub struct RuntimeOptions {
     /// detector, so that ordering across devices is checked). CUDA counts
     /// the devices the driver reports.
     pub host_devices: usize,
+    /// Host backend, tests only: faults injected into its driver calls
+    /// (the `k`-th fails, see [`crate::FaultInjector`]). Ignored by CUDA.
+    #[doc(hidden)]
+    pub fault_injection: Option<Arc<crate::FaultInjector>>,
 }
 
 impl Default for RuntimeOptions {
@@ -63,6 +67,7 @@ impl Default for RuntimeOptions {
             host_stream_limit: usize::MAX,
             end_flags: true,
             host_devices: 1,
+            fault_injection: None,
         }
     }
 }
@@ -670,7 +675,11 @@ impl Group {
             opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS),
         ));
         let host = |opts: RuntimeOptions| -> Arc<Group> {
-            let driver = crate::driver::open_host(opts.host_memory_limit, opts.host_stream_limit);
+            let driver = crate::driver::open_host(
+                opts.host_memory_limit,
+                opts.host_stream_limit,
+                opts.fault_injection.clone(),
+            );
             Group::with(
                 opts.host_devices.max(1),
                 BackendKind::Host,
