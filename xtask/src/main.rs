@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bundle;
+mod faults;
 mod model;
 mod oracle;
 mod ptx;
@@ -51,6 +52,14 @@ const COMMANDS: &[Command] = &[
                 bundle-x2/ (feature mpi: 09 and 10-mpi, the devices test, the multi_gpu \
                 bench, torch_multi_gpu.py, bundle-x2/run.sh)",
         run: bundle::run,
+    },
+    Command {
+        name: "faults",
+        args: "",
+        about: "the driver-fault sweep (release, host backend): count the workload's K driver \
+                calls, then fail each call k in turn with every error it can return; print K \
+                and the time; fail on any panic, hang, leak or lost work (CI runs a sample)",
+        run: faults::run,
     },
     Command {
         name: "model",

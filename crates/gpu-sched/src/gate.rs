@@ -23,9 +23,12 @@ pub struct Gate {
     /// freed only once all of them passed (fences, not streams: a stream
     /// may be recycled or retired once its task ends, §9).
     used_by: Mutex<Vec<Fence>>,
-    /// An operation blocked on the gate that no fence follows (recording it
-    /// failed): the flags are never freed.
+    /// An operation blocked on the gate in a scope capture (every launch of
+    /// the graph waits on the flags): they are never freed.
     lost: std::sync::atomic::AtomicBool,
+    /// An operation blocked on the gate that no fence follows (recording it
+    /// failed): the drop synchronizes the device before freeing the flags.
+    unfenced: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the flags are only touched through atomics (host) and volatile
@@ -62,6 +65,7 @@ impl Runtime {
             dev,
             used_by: Mutex::new(Vec::new()),
             lost: std::sync::atomic::AtomicBool::new(false),
+            unfenced: std::sync::atomic::AtomicBool::new(false),
         };
         g.flag(0).store(0, Ordering::SeqCst);
         g.flag(1).store(0, Ordering::SeqCst);
@@ -96,7 +100,9 @@ impl Drop for Gate {
     fn drop(&mut self) {
         // Nothing may still spin on the flags when they are freed.
         self.open();
-        if self.lost.load(Ordering::SeqCst) {
+        if self.lost.load(Ordering::SeqCst)
+            || (self.unfenced.load(Ordering::SeqCst) && self.rt.synchronize().is_err())
+        {
             return;
         }
         for f in self.used_by.lock().drain(..) {
@@ -108,7 +114,9 @@ impl Drop for Gate {
         }
         // SAFETY: the flags came from `alloc_host` with `GATE_BYTES`, and are
         // freed once, here; every operation blocked on the gate passed (the
-        // fences above; a lost one returned early), and `&mut self` leaves
+        // fences above, or the device's synchronize for one without a fence,
+        // of a stream of this runtime: `block_on` checks; a lost one
+        // returned early), and `&mut self` leaves
         // no reference to them.
         let _ = unsafe { self.rt.driver().free_host(self.host, GATE_BYTES) };
         self.rt
@@ -174,7 +182,7 @@ impl TaskContext {
                 Ok(())
             }
             Err(e) => {
-                gate.lost.store(true, Ordering::SeqCst);
+                gate.unfenced.store(true, Ordering::SeqCst);
                 Err(e)
             }
         }

@@ -21,13 +21,51 @@ impl Runtime {
     /// uses (every operation on it stamped them, or they are unknown), and
     /// no operation on it is submitted after this call.
     pub(crate) unsafe fn free_ordered(&self, ptr: u64, bytes: usize, uses: &Uses) {
+        // Earlier frees deferred first: this one, deferred, waits for the
+        // next chance.
+        self.retry_deferred_frees();
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.free_or_defer(ptr, bytes, uses) };
+    }
+
+    /// The frees whose hand-off failed on a live context, tried again
+    /// (each kept again if it fails again). Never blocks.
+    pub(crate) fn retry_deferred_frees(&self) {
+        let retry = {
+            let mut d = self.inner.deferred_frees.lock();
+            if d.is_empty() {
+                return;
+            }
+            std::mem::take(&mut *d)
+        };
+        for (ptr, bytes, uses) in retry {
+            // SAFETY: deferred by `free_or_defer`, whose caller's contract
+            // holds still: no operation on the memory was submitted since,
+            // and it left the list above, once.
+            unsafe { self.free_or_defer(ptr, bytes, &uses) };
+        }
+    }
+
+    /// [`Runtime::free_ordered`]'s free: a hand-off from `uses` to the
+    /// reclaim stream, then the free there. The hand-off failing on a live
+    /// context (an event not taken or recorded, a wait not queued), the
+    /// free is deferred: tried again at the next free or synchronize
+    /// rather than waited for here (never blocks). On a broken context the
+    /// device may still use the memory: it is kept rather than freed under
+    /// a running kernel.
+    ///
+    /// # Safety
+    ///
+    /// As [`Runtime::free_ordered`].
+    unsafe fn free_or_defer(&self, ptr: u64, bytes: usize, uses: &Uses) {
         let i = &self.inner;
         let s = i.reclaim_stream;
         let raw = self.raw_stream(s);
         let d = self.decide(uses, s, Access::Write, true);
-        if wait_streams(self, &i.reclaimer, s, raw, d).is_err() {
-            // The context is broken: the device may still use the memory,
-            // so keep it rather than free it under a running kernel.
+        if let Err(e) = wait_streams(self, &i.reclaimer, s, raw, d) {
+            if !e.is_sticky() {
+                i.deferred_frees.lock().push((ptr, bytes, uses.clone()));
+            }
             return;
         }
         // SAFETY: the caller's contract: `ptr` is an allocation of this size

@@ -52,6 +52,8 @@ pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, V
 pub use capture::CaptureHandle;
 pub use context::TaskContext;
 pub use driver::{BackendChoice, BackendKind, SyncMode};
+#[doc(hidden)]
+pub use driver::{FaultInjector, FaultKind};
 pub use error::{Error, Result};
 pub use event::Event;
 pub use fence::Fence;

@@ -48,6 +48,10 @@ pub struct RuntimeOptions {
     /// detector, so that ordering across devices is checked). CUDA counts
     /// the devices the driver reports.
     pub host_devices: usize,
+    /// Host backend, tests only: faults injected into its driver calls
+    /// (the `k`-th fails, see [`crate::FaultInjector`]). Ignored by CUDA.
+    #[doc(hidden)]
+    pub fault_injection: Option<Arc<crate::FaultInjector>>,
 }
 
 impl Default for RuntimeOptions {
@@ -63,6 +67,7 @@ impl Default for RuntimeOptions {
             host_stream_limit: usize::MAX,
             end_flags: true,
             host_devices: 1,
+            fault_injection: None,
         }
     }
 }
@@ -216,6 +221,10 @@ pub(crate) struct RuntimeInner {
     /// Pinned host blocks handed out (address, bytes): a safe copy from
     /// one of them must wait for the device (§8).
     pub(crate) pinned_live: parking_lot::Mutex<Vec<(usize, usize)>>,
+    /// Buffers' frees whose hand-off failed on a live context (address,
+    /// bytes, uses): tried again at the next free and synchronize
+    /// (`Runtime::retry_deferred_frees`), and at the drop.
+    pub(crate) deferred_frees: parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -458,6 +467,7 @@ impl Runtime {
                 first.get_or_insert(e);
             }
         }
+        self.retry_deferred_frees();
         first.map_or(Ok(()), Err)
     }
 
@@ -670,7 +680,11 @@ impl Group {
             opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS),
         ));
         let host = |opts: RuntimeOptions| -> Arc<Group> {
-            let driver = crate::driver::open_host(opts.host_memory_limit, opts.host_stream_limit);
+            let driver = crate::driver::open_host(
+                opts.host_memory_limit,
+                opts.host_stream_limit,
+                opts.fault_injection.clone(),
+            );
             Group::with(
                 opts.host_devices.max(1),
                 BackendKind::Host,
@@ -808,6 +822,7 @@ impl Group {
             tracer: Default::default(),
             pinned_cache: Default::default(),
             pinned_live: Default::default(),
+            deferred_frees: Default::default(),
         });
         members[ordinal] = Member::Counted(Arc::downgrade(&inner));
         Ok(Runtime {
@@ -873,6 +888,25 @@ impl Drop for RuntimeInner {
         let c = &self.core;
         for s in c.streams.all_raw() {
             let _ = c.driver.stream_sync(s, SyncMode::Blocking);
+        }
+        let deferred = std::mem::take(&mut *self.deferred_frees.lock());
+        if !deferred.is_empty() {
+            // A deferred free's users may be streams of any device of the
+            // group (a peer copy): all of them finish first.
+            let mut idle = true;
+            for core in self.group.cores.iter().filter_map(OnceLock::get) {
+                for s in core.streams.all_raw() {
+                    idle &= core.driver.stream_sync(s, SyncMode::Blocking).is_ok();
+                }
+            }
+            let raw = c.streams.raw(self.reclaim_stream);
+            for (ptr, bytes, _) in deferred.into_iter().filter(|_| idle) {
+                // SAFETY: deferred by `free_or_defer` (a buffer's allocation
+                // of this size, freed once, used by nothing submitted since);
+                // every stream of the group finished all its work above, so
+                // no use of it is left. On a broken context it is kept.
+                let _ = unsafe { c.driver.free(ptr, crate::handoff::device_bytes(bytes), raw) };
+            }
         }
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
             // SAFETY: a cached block came from `alloc_host` with `bytes` and

@@ -13,10 +13,12 @@ use std::sync::Arc;
 
 mod collective;
 pub(crate) mod cuda;
+mod fault;
 pub(crate) mod host;
 
 pub use collective::ReduceOp;
 pub(crate) use collective::{CallKind, DataType, RankCall};
+pub use fault::{FaultInjector, FaultKind};
 
 /// The backend `choice` names, `Auto` resolved by the environment variable
 /// `GPU_BACKEND` (`cuda` or `host`) where it is set; an `Auto` left is
@@ -31,8 +33,17 @@ pub(crate) fn resolve(choice: BackendChoice) -> BackendChoice {
 
 /// The host backend, with `memory_limit` bytes of "device" memory and
 /// `stream_limit` streams (shared by the devices it simulates).
-pub(crate) fn open_host(memory_limit: usize, stream_limit: usize) -> Arc<dyn Driver> {
-    Arc::new(host::HostDriver::new(memory_limit, stream_limit))
+/// With `faults`, every call goes through a [`fault::FaultDriver`] first.
+pub(crate) fn open_host(
+    memory_limit: usize,
+    stream_limit: usize,
+    faults: Option<Arc<FaultInjector>>,
+) -> Arc<dyn Driver> {
+    let host: Arc<dyn Driver> = Arc::new(host::HostDriver::new(memory_limit, stream_limit));
+    match faults {
+        Some(f) => Arc::new(fault::FaultDriver::new(host, f)),
+        None => host,
+    }
 }
 
 /// How many CUDA devices the driver reports.
