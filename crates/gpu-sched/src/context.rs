@@ -689,7 +689,7 @@ impl TaskContext {
             || (!src.is_empty() && self.rt.driver().is_page_locked(src.as_ptr().cast()));
         self.copy_from_host_staged(dst, src)?;
         if pinned {
-            self.synchronize()?;
+            self.synchronize_past_errors()?;
         }
         Ok(())
     }
@@ -804,15 +804,23 @@ impl TaskContext {
         // SAFETY: `tracked` handed `src` to this stream for a read, and its
         // buffer's drop frees it only after a hand-off from this stream
         // (X4). `dst` holds `bytes` (the lengths agree) and stays borrowed
-        // until the synchronize below returns; no capture takes it (checked
-        // above), so that synchronize waits for the copy: it returns early
-        // only for a capture (ruled out) or a driver error, which leaves the
-        // context broken.
+        // until `synchronize_past_errors` below returns, which is once the
+        // stream ran the copy or the device is broken for good (nothing
+        // more runs on it); no capture takes it (checked above).
         self.tracked("dtoh", &mut [Touch::read(src)], |_, raw| unsafe {
             drv.copy_dtoh(dst.as_mut_ptr() as *mut u8, ptr, bytes, raw)
         })?;
         // `dst` is borrowed only for this call: wait for the copy.
-        self.synchronize()
+        self.synchronize_past_errors()
+    }
+
+    /// [`TaskContext::synchronize`] for a copy through host memory that is
+    /// borrowed only for the caller's call: returns once the stream ran
+    /// everything queued (retrying a synchronize that fails while the
+    /// device still works), or with the error once the device is broken
+    /// for good and nothing more runs on it ([`Runtime::wait_past_errors`]).
+    pub(crate) fn synchronize_past_errors(&self) -> Result<()> {
+        self.rt.wait_past_errors(|| self.synchronize())
     }
 
     /// Copies `src` into a new `Vec` (waits, like [`TaskContext::copy_to_host`]).

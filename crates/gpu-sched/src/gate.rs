@@ -23,9 +23,6 @@ pub struct Gate {
     /// freed only once all of them passed (fences, not streams: a stream
     /// may be recycled or retired once its task ends, §9).
     used_by: Mutex<Vec<Fence>>,
-    /// An operation blocked on the gate in a scope capture (every launch of
-    /// the graph waits on the flags): they are never freed.
-    lost: std::sync::atomic::AtomicBool,
     /// An operation blocked on the gate that no fence follows (recording it
     /// failed): the drop synchronizes the device before freeing the flags.
     unfenced: std::sync::atomic::AtomicBool,
@@ -64,7 +61,6 @@ impl Runtime {
             host,
             dev,
             used_by: Mutex::new(Vec::new()),
-            lost: std::sync::atomic::AtomicBool::new(false),
             unfenced: std::sync::atomic::AtomicBool::new(false),
         };
         g.flag(0).store(0, Ordering::SeqCst);
@@ -100,13 +96,17 @@ impl Drop for Gate {
     fn drop(&mut self) {
         // Nothing may still spin on the flags when they are freed.
         self.open();
-        if self.lost.load(Ordering::SeqCst)
-            || (self.unfenced.load(Ordering::SeqCst) && self.rt.synchronize().is_err())
+        if self.unfenced.load(Ordering::SeqCst)
+            && self.rt.wait_past_errors(|| self.rt.synchronize()).is_err()
         {
             return;
         }
         for f in self.used_by.lock().drain(..) {
-            if f.synchronize().is_err() {
+            if self
+                .rt
+                .wait_past_errors(|| f.clone().synchronize())
+                .is_err()
+            {
                 // Broken context: something may still read the flags; keep
                 // their memory.
                 return;
@@ -115,9 +115,8 @@ impl Drop for Gate {
         // SAFETY: the flags came from `alloc_host` with `GATE_BYTES`, and are
         // freed once, here; every operation blocked on the gate passed (the
         // fences above, or the device's synchronize for one without a fence,
-        // of a stream of this runtime: `block_on` checks; a lost one
-        // returned early), and `&mut self` leaves
-        // no reference to them.
+        // of a stream of this runtime: `block_on` checks; captures are
+        // refused), and `&mut self` leaves no reference to them.
         let _ = unsafe { self.rt.driver().free_host(self.host, GATE_BYTES) };
         self.rt
             .inner
@@ -158,8 +157,9 @@ impl TaskContext {
         match self.rt.backend() {
             // SAFETY: the two flags are 4-aligned words within the gate's
             // allocation; the gate frees them only after a fence after every
-            // operation blocked on it passed (`used_by`, below), or never
-            // (`lost`), and touches them only through atomics (`flag`).
+            // operation blocked on it passed (`used_by`, below), or the
+            // device's synchronize (`unfenced`), and touches them only
+            // through atomics (`flag`).
             BackendKind::Host => unsafe {
                 let (open, timed_out) = (gate.host as *const u32, gate.host.add(4) as *mut u32);
                 self.rt.driver().host_gate(self.raw(), open, timed_out, ns)
@@ -167,7 +167,8 @@ impl TaskContext {
             // SAFETY: the caller passes a gate kernel (this fn's contract),
             // which touches only the gate's two flags: mapped pinned memory
             // the gate owns and frees only after a fence after every
-            // operation blocked on it passed (`used_by`, below), or never.
+            // operation blocked on it passed (`used_by`, below), or the
+            // device's synchronize (`unfenced`).
             BackendKind::Cuda => unsafe {
                 self.launch(kernel, LaunchConfig::linear(1, 1))
                     .raw_ptr(gate.dev)

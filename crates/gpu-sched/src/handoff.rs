@@ -107,6 +107,43 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// Runs `wait` (a synchronize of a stream or a fence) until it
+    /// succeeds, or until the device is broken for good (a sticky error:
+    /// nothing more runs on it), for memory the device may still use and
+    /// that is about to be handed back or freed: a wait that fails while
+    /// the device still works is tried again. `Ok` once the work waited for
+    /// is done; the first error once the device is broken.
+    ///
+    /// A driver that neither runs the work nor reports a broken device for
+    /// a minute leaves no safe way on: the process aborts rather than hand
+    /// back memory a copy may still write.
+    pub(crate) fn wait_past_errors(&self, mut wait: impl FnMut() -> Result<()>) -> Result<()> {
+        let first = match wait() {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let start = std::time::Instant::now();
+        loop {
+            if self.driver().check_sticky().is_err() {
+                return Err(first);
+            }
+            if wait().is_ok() {
+                return Ok(());
+            }
+            if start.elapsed() > std::time::Duration::from_secs(60) {
+                eprintln!(
+                    "gpu: a wait kept failing for 60 s after `{first}` on a device that \
+                     reports no broken context, with memory it may still use about to be \
+                     handed back; aborting"
+                );
+                std::process::abort();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+}
+
 /// The size the driver allocates (and frees: the two must agree, §8) for
 /// a buffer of `bytes`: at least 4, so that every buffer has an address of
 /// its own and 4-byte memsets.

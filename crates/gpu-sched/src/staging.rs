@@ -203,7 +203,7 @@ impl<T: DeviceRepr> Staging<T> {
                 Ok(())
             }
             Err(e) => {
-                if ctx.synchronize().is_err() {
+                if ctx.synchronize_past_errors().is_err() {
                     self.lost = true;
                 }
                 Err(e)
@@ -376,7 +376,11 @@ impl<T: DeviceRepr> Drop for Staging<T> {
             return;
         }
         if let Some(f) = self.in_flight.take() {
-            if f.synchronize().is_err() {
+            if self
+                .rt
+                .wait_past_errors(|| f.clone().synchronize())
+                .is_err()
+            {
                 // Broken context: the device may still read it; keep it.
                 return;
             }

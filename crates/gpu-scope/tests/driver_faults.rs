@@ -323,12 +323,7 @@ fn count(pool: &ThreadPool) -> (Vec<&'static str>, Vec<Counts>) {
 }
 
 /// One run with call `k` failing with `kind`: `Err` says what went wrong.
-fn one(
-    pool: &Arc<ThreadPool>,
-    k: u64,
-    kind: FaultKind,
-    warm: &[Counts],
-) -> Result<(), String> {
+fn one(pool: &Arc<ThreadPool>, k: u64, kind: FaultKind, warm: &[Counts]) -> Result<(), String> {
     if std::env::var_os("GPU_FAULTS_VERBOSE").is_some() {
         eprintln!("driver faults: call {k} failing with {kind:?}");
     }
@@ -358,11 +353,7 @@ fn one(
 }
 
 /// The body of [`one`], on its own thread.
-fn check(
-    pool: &ThreadPool,
-    faults: &Arc<FaultInjector>,
-    warm: &[Counts],
-) -> Result<(), String> {
+fn check(pool: &ThreadPool, faults: &Arc<FaultInjector>, warm: &[Counts]) -> Result<(), String> {
     let rts = match start(faults.clone()) {
         Ok(rts) => rts,
         // Failed to start: a typed error is all there is to check.

@@ -45,20 +45,14 @@ const ALLOCATING: &[&str] = &["alloc", "alloc_host"];
 /// injected there: the releases (their other documented errors are an
 /// invalid handle or value, which the runtime never passes; were a free to
 /// fail on a live context, the memory would stay allocated whatever the
-/// runtime did) and the waits and queries, whose errors are those of
-/// earlier asynchronous work (sticky) besides invalid handles. The runtime
-/// relies on that: a copy to host memory returns once its synchronize
-/// returns, an error included (`TaskContext::copy_to_host`).
+/// runtime did). Waits and queries get every kind: the runtime waits again
+/// for memory it is about to hand back (`Runtime::wait_past_errors`).
 const STICKY_ONLY: &[&str] = &[
     "free",
     "free_host",
     "destroy_stream",
     "destroy_event",
     "graph_destroy",
-    "stream_sync",
-    "event_sync",
-    "stream_query",
-    "event_query",
 ];
 
 /// The plan and the record of a fault injection, shared by the test and
