@@ -457,14 +457,23 @@ fn op_name(k: &OpKind) -> &'static str {
     }
 }
 
-fn host_alloc(bytes: usize) -> *mut u8 {
-    let layout = Layout::from_size_align(bytes.max(1), ALIGN).expect("allocation size overflows");
+/// Zeroed host memory of `bytes` (at least one), `ALIGN`-aligned, for the
+/// "device" memory and the page-locked host memory alike. A size no layout
+/// holds (over `isize::MAX` once rounded up to `ALIGN`) or an allocator
+/// that refuses (the address space, or an `RLIMIT_AS`, has no room) is
+/// [`Error::OutOfMemory`], as CUDA's refusal is: never an abort.
+fn host_alloc(bytes: usize, during: &'static str) -> Result<*mut u8> {
+    let oom = Error::OutOfMemory {
+        requested: bytes,
+        during,
+    };
+    let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| oom.clone())?;
     // SAFETY: the layout has a non-zero size.
     let p = unsafe { std::alloc::alloc_zeroed(layout) };
     if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
+        return Err(oom);
     }
-    p
+    Ok(p)
 }
 
 impl Driver for HostDriver {
@@ -667,18 +676,26 @@ impl Driver for HostDriver {
 
     fn alloc(&self, bytes: usize, _s: RawStream) -> Result<u64> {
         self.check_sticky()?;
-        let prev = self.shared.allocated.fetch_add(bytes, Ordering::Relaxed);
-        if prev
-            .checked_add(bytes)
-            .map_or(true, |b| b > self.shared.memory_limit)
-        {
-            self.shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
-            return Err(Error::OutOfMemory {
+        const DURING: &str = "allocating host-backend device memory";
+        // Counted first (never past the limit, not even for a moment: a
+        // compare-and-swap, no add that wraps), then allocated.
+        let limit = self.shared.memory_limit;
+        self.shared
+            .allocated
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+                a.checked_add(bytes).filter(|&b| b <= limit)
+            })
+            .map_err(|_| Error::OutOfMemory {
                 requested: bytes,
-                during: "allocating host-backend device memory",
-            });
-        }
-        let p = host_alloc(bytes) as u64;
+                during: DURING,
+            })?;
+        let p = match host_alloc(bytes, DURING) {
+            Ok(p) => p as u64,
+            Err(e) => {
+                self.shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
         self.shared.detector.lock().allocated(p, bytes);
         Ok(p)
     }
@@ -703,7 +720,7 @@ impl Driver for HostDriver {
     }
 
     fn alloc_host(&self, bytes: usize, _mapped: bool) -> Result<(*mut u8, u64)> {
-        let p = host_alloc(bytes);
+        let p = host_alloc(bytes, "allocating host-backend page-locked memory")?;
         self.shared.pinned.lock().push((p as usize, bytes.max(1)));
         Ok((p, p as u64))
     }
