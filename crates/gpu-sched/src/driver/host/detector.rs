@@ -2,6 +2,10 @@
 //! per allocation the accesses not yet ordered before everything: two
 //! accesses to one byte range, unordered, one a write, are a race; so is a
 //! touch of freed or unknown memory.
+//!
+//! Accesses that every stream's clock and the host's order are pruned from
+//! the history (they can never race again), whenever the history has grown
+//! to twice what the last pruning kept.
 
 use crate::driver::MemAccess;
 use gpu_epoch::Access;
@@ -30,6 +34,19 @@ impl Clock {
             *a = (*a).max(*b);
         }
     }
+    /// The greatest lower bound with `other`: what both know.
+    pub(super) fn meet(&mut self, other: &Clock) {
+        for (i, a) in self.0.iter_mut().enumerate() {
+            *a = (*a).min(other.get(i));
+        }
+    }
+    /// Component `i` at least `v`.
+    pub(super) fn raise(&mut self, i: usize, v: u64) {
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = self.0[i].max(v);
+    }
 }
 
 /// An allocation's access history for the race detector.
@@ -48,22 +65,81 @@ struct AccessRec {
     write: bool,
 }
 
-#[derive(Default)]
+/// The fewest entries at which pruning is due.
+const PRUNE_MIN: usize = 1024;
+
 pub(super) struct Detector {
     allocs: BTreeMap<u64, Shadow>,
     pub(super) races: Vec<String>,
+    /// Entries over every allocation's history.
+    entries: usize,
+    /// Pruning is due past this many entries: twice what the last kept, at
+    /// least [`PRUNE_MIN`] (amortized: a pruning's cost is at most that of
+    /// the checks since the last).
+    prune_at: usize,
+}
+
+impl Default for Detector {
+    fn default() -> Self {
+        Detector {
+            allocs: BTreeMap::new(),
+            races: Vec::new(),
+            entries: 0,
+            prune_at: PRUNE_MIN,
+        }
+    }
 }
 
 impl Detector {
     /// A new allocation of `len` bytes at `ptr`, with no access yet.
     pub(super) fn allocated(&mut self, ptr: u64, len: usize) {
         let entries = Vec::new();
-        self.allocs.insert(ptr, Shadow { len, entries });
+        if let Some(old) = self.allocs.insert(ptr, Shadow { len, entries }) {
+            self.entries -= old.entries.len();
+        }
     }
 
     /// The allocation at `ptr` is freed: later touches are reported.
     pub(super) fn freed(&mut self, ptr: u64) {
-        self.allocs.remove(&ptr);
+        if let Some(old) = self.allocs.remove(&ptr) {
+            self.entries -= old.entries.len();
+        }
+    }
+
+    /// Entries in the history, over every allocation.
+    #[cfg(test)]
+    pub(super) fn history_len(&self) -> usize {
+        self.entries
+    }
+
+    /// Whether the history grew enough since the last pruning for
+    /// [`Detector::prune`] to be due.
+    pub(super) fn prune_due(&self) -> bool {
+        self.entries > self.prune_at
+    }
+
+    /// Drops the entries that `floor` orders: `floor` is what every
+    /// operation that runs from now on is ordered after (on every stream;
+    /// the host backend's `floor`), so such an entry is ordered before any
+    /// later access and can never be reported: detection stays exact.
+    pub(super) fn prune(&mut self, floor: &Clock) {
+        let mut kept = 0;
+        for shadow in self.allocs.values_mut() {
+            shadow.entries.retain(|e| e.tick > floor.get(e.stream));
+            kept += shadow.entries.len();
+        }
+        self.entries = kept;
+        self.prune_at = (2 * kept).max(PRUNE_MIN);
+    }
+
+    /// By stream index, the latest op (tick) of that stream in the history
+    /// (0 where none).
+    pub(super) fn newest_ticks(&self) -> Clock {
+        let mut c = Clock::default();
+        for e in self.allocs.values().flat_map(|s| &s.entries) {
+            c.raise(e.stream, e.tick);
+        }
+        c
     }
 
     /// Checks `acc`, made by op `tick` of `stream` (whose clock is `clock`),
@@ -108,6 +184,7 @@ impl Detector {
             }
         }
         self.races.extend(found);
+        let before = shadow.entries.len();
         if write {
             shadow
                 .entries
@@ -124,5 +201,6 @@ impl Detector {
             tick,
             write,
         });
+        self.entries = self.entries + shadow.entries.len() - before;
     }
 }

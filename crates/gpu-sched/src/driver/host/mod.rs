@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 mod detector;
 use detector::{Clock, Detector};
+#[cfg(test)]
+mod test;
 
 /// One record of an event: done once its stream reached it.
 #[derive(Debug, Default)]
@@ -90,7 +92,11 @@ struct Queue {
     /// Ops submitted and not yet finished (queued or running).
     pending: usize,
     capture: Option<HostCapture>,
+    /// Set by `destroy_stream`: the thread ends once the queue is drained.
     shutdown: bool,
+    /// Set by the thread as it ends (drained and shut down): it runs
+    /// nothing more, and joining it waits for no work.
+    ended: bool,
 }
 
 /// A capture in progress on a host stream: the operations, each with the
@@ -185,8 +191,25 @@ struct HostStream {
     clock: Mutex<Clock>,
 }
 
+/// A stream slot: its stream, live or destroyed (draining, or ended and
+/// kept until the slot is reused, for its clock), the stream's thread until
+/// it is joined, and the generation its handle carries (a handle of an
+/// earlier stream of the slot is refused).
+struct Slot {
+    stream: Arc<HostStream>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    generation: u32,
+    /// Not destroyed.
+    live: bool,
+}
+
 struct Shared {
-    streams: RwLock<Vec<Option<Arc<HostStream>>>>,
+    /// By clock index: a stream's slot is its index in its clocks, and a
+    /// slot is reused (see `create_stream`), so neither grows past the most
+    /// streams that were alive (or not yet reusable) at once.
+    streams: RwLock<Vec<Slot>>,
+    /// Stream threads that have not ended.
+    running: AtomicUsize,
     events: RwLock<HashMap<u64, EventSlot>>,
     graphs: Mutex<HashMap<u64, Arc<HostGraph>>>,
     next_id: AtomicU64,
@@ -199,6 +222,8 @@ struct Shared {
     /// How many streams the backend creates before refusing (as a device
     /// out of resources would).
     stream_limit: usize,
+    /// Streams created so far (destroyed ones too).
+    created: AtomicUsize,
     /// By address: the clock of the stream when its last `write_value` there
     /// ran.
     written: Mutex<HashMap<u64, Clock>>,
@@ -212,7 +237,6 @@ struct Shared {
 /// The host backend.
 pub(crate) struct HostDriver {
     shared: Arc<Shared>,
-    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for HostDriver {
@@ -232,6 +256,7 @@ impl HostDriver {
         HostDriver {
             shared: Arc::new(Shared {
                 streams: RwLock::new(Vec::new()),
+                running: AtomicUsize::new(0),
                 events: RwLock::new(HashMap::new()),
                 graphs: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(1),
@@ -242,11 +267,36 @@ impl HostDriver {
                 allocated: AtomicUsize::new(0),
                 memory_limit,
                 stream_limit,
+                created: AtomicUsize::new(0),
                 written: Mutex::new(HashMap::new()),
                 pinned: Mutex::new(Vec::new()),
             }),
-            threads: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Stream slots (live streams, destroyed ones draining or kept).
+    #[cfg(test)]
+    fn slots(&self) -> usize {
+        self.shared.streams.read().len()
+    }
+
+    /// Stream threads not joined yet.
+    #[cfg(test)]
+    fn held_threads(&self) -> usize {
+        let streams = self.shared.streams.read();
+        streams.iter().filter(|s| s.thread.is_some()).count()
+    }
+
+    /// Stream threads that have not ended.
+    #[cfg(test)]
+    fn running_threads(&self) -> usize {
+        self.shared.running.load(Ordering::Relaxed)
+    }
+
+    /// Entries in the race detector's history.
+    #[cfg(test)]
+    fn history_len(&self) -> usize {
+        self.shared.detector.lock().history_len()
     }
 
     fn sticky(&self) -> Result<()> {
@@ -258,11 +308,13 @@ impl HostDriver {
     }
 
     fn stream(&self, s: RawStream) -> Result<Arc<HostStream>> {
+        let (index, generation) = unpack(s);
         self.shared
             .streams
             .read()
-            .get((s.0 as usize).wrapping_sub(1))
-            .and_then(|x| x.clone())
+            .get(index)
+            .filter(|slot| slot.live && slot.generation == generation)
+            .map(|slot| slot.stream.clone())
             .ok_or(Error::Driver {
                 code: 400,
                 name: "CUDA_ERROR_INVALID_HANDLE".into(),
@@ -286,12 +338,14 @@ impl HostDriver {
     fn submit(&self, s: RawStream, kind: OpKind, accesses: Vec<MemAccess>) -> Result<()> {
         self.check_sticky()?;
         let st = self.stream(s)?;
+        let mut q = st.queue.lock();
+        // Under the queue's lock: `floor` relies on an op queued after it
+        // saw the stream idle knowing what the host knew then.
         let op = Op {
             kind,
             accesses,
             host_clock: self.shared.host_clock.lock().clone(),
         };
-        let mut q = st.queue.lock();
         if let Some(cap) = q.capture.as_mut() {
             cap.push(op);
             return Ok(());
@@ -325,6 +379,41 @@ impl HostDriver {
     }
 }
 
+/// Handle of the stream in slot `index` at `generation`: never 0 (no
+/// stream, as CUDA's are never null).
+fn pack(index: usize, generation: u32) -> RawStream {
+    RawStream((u64::from(generation) << 32) | (index as u64 + 1))
+}
+
+/// The slot and generation of a handle (an unknown handle finds no slot).
+fn unpack(s: RawStream) -> (usize, u32) {
+    (
+        ((s.0 & 0xffff_ffff) as usize).wrapping_sub(1),
+        (s.0 >> 32) as u32,
+    )
+}
+
+/// What every operation that runs from now on is ordered after, on every
+/// stream: the host's clock (an operation submitted from now on merges it,
+/// and so does a stream created from now on), met with the clock of every
+/// stream with operations queued or running (each of them runs with at
+/// least its stream's clock). An idle stream's next operation is submitted
+/// after this looked, and knows the host's clock read first: `submit` reads
+/// it under the queue's lock that this takes. A detector entry this clock
+/// orders can never race again ([`Detector::prune`]).
+fn floor(shared: &Shared) -> Clock {
+    let streams = shared.streams.read();
+    let mut f = shared.host_clock.lock().clone();
+    for slot in streams.iter() {
+        let q = slot.stream.queue.lock();
+        if q.pending > 0 {
+            drop(q);
+            f.meet(&slot.stream.clock.lock());
+        }
+    }
+    f
+}
+
 fn run_stream(shared: Arc<Shared>, st: Arc<HostStream>) {
     loop {
         let op = {
@@ -334,6 +423,11 @@ fn run_stream(shared: Arc<Shared>, st: Arc<HostStream>) {
                     break op;
                 }
                 if q.shutdown {
+                    // Under the lock that `create_stream` and
+                    // `destroy_stream` read it with: joining this thread
+                    // from now on waits for no work.
+                    q.ended = true;
+                    shared.running.fetch_sub(1, Ordering::Relaxed);
                     return;
                 }
                 st.work.wait(&mut q);
@@ -372,9 +466,18 @@ fn execute(shared: &Shared, st: &HostStream, op: Op) -> Option<(Arc<RecordState>
         (c.clone(), tick)
     };
     if !op.accesses.is_empty() {
-        let mut d = shared.detector.lock();
-        for a in &op.accesses {
-            d.check(st.index, &clock, tick, a, op_name(&op.kind));
+        let due = {
+            let mut d = shared.detector.lock();
+            for a in &op.accesses {
+                d.check(st.index, &clock, tick, a, op_name(&op.kind));
+            }
+            d.prune_due()
+        };
+        if due {
+            // Outside the detector's lock (`create_stream` takes it under
+            // the streams' lock, which `floor` takes).
+            let f = floor(shared);
+            shared.detector.lock().prune(&f);
         }
     }
     if shared.broken.load(Ordering::Relaxed) {
@@ -457,14 +560,23 @@ fn op_name(k: &OpKind) -> &'static str {
     }
 }
 
-fn host_alloc(bytes: usize) -> *mut u8 {
-    let layout = Layout::from_size_align(bytes.max(1), ALIGN).expect("allocation size overflows");
+/// Zeroed host memory of `bytes` (at least one), `ALIGN`-aligned, for the
+/// "device" memory and the page-locked host memory alike. A size no layout
+/// holds (over `isize::MAX` once rounded up to `ALIGN`) or an allocator
+/// that refuses (the address space, or an `RLIMIT_AS`, has no room) is
+/// [`Error::OutOfMemory`], as CUDA's refusal is: never an abort.
+fn host_alloc(bytes: usize, during: &'static str) -> Result<*mut u8> {
+    let oom = Error::OutOfMemory {
+        requested: bytes,
+        during,
+    };
+    let layout = Layout::from_size_align(bytes.max(1), ALIGN).map_err(|_| oom.clone())?;
     // SAFETY: the layout has a non-zero size.
     let p = unsafe { std::alloc::alloc_zeroed(layout) };
     if p.is_null() {
-        std::alloc::handle_alloc_error(layout);
+        return Err(oom);
     }
-    p
+    Ok(p)
 }
 
 impl Driver for HostDriver {
@@ -480,15 +592,28 @@ impl Driver for HostDriver {
         self.shared.memory_limit
     }
 
+    /// A stream in a slot of a destroyed stream where one can take it (see
+    /// [`reusable`]), else in a new slot.
     fn create_stream(&self) -> Result<RawStream> {
         let mut streams = self.shared.streams.write();
-        let index = streams.len();
-        if index >= self.shared.stream_limit {
+        reap(&mut streams);
+        // Counted under the streams' lock.
+        if self.shared.created.load(Ordering::Relaxed) >= self.shared.stream_limit {
             return Err(Error::Driver {
                 code: 304,
                 name: "CUDA_ERROR_OPERATING_SYSTEM".into(),
                 during: "creating a host stream (the backend's stream limit)",
             });
+        }
+        // Everything the host knows done is ordered before the new stream's
+        // work (its operations merge the host's clock when submitted).
+        let mut clock = self.shared.host_clock.lock().clone();
+        let reuse = reusable(&self.shared, &streams, &clock);
+        let index = reuse.unwrap_or(streams.len());
+        if let Some(i) = reuse {
+            // Its ticks go on past the earlier stream's: no clock that knows
+            // the earlier stream's operations claims the new one's.
+            clock.raise(i, streams[i].stream.clock.lock().get(i));
         }
         let st = Arc::new(HostStream {
             index,
@@ -497,33 +622,70 @@ impl Driver for HostDriver {
                 pending: 0,
                 capture: None,
                 shutdown: false,
+                ended: false,
             }),
             work: Condvar::new(),
             idle: Condvar::new(),
-            clock: Mutex::new(Clock::default()),
+            clock: Mutex::new(clock),
         });
-        streams.push(Some(st.clone()));
+        self.shared.running.fetch_add(1, Ordering::Relaxed);
         let shared = self.shared.clone();
+        let thread_st = st.clone();
         let h = std::thread::Builder::new()
             .name(format!("gpu-host-stream-{index}"))
-            .spawn(move || run_stream(shared, st))
-            .map_err(|_| Error::Driver {
-                code: 2,
-                name: "thread spawn failed".into(),
-                during: "creating a host stream",
+            .spawn(move || run_stream(shared, thread_st))
+            .map_err(|_| {
+                self.shared.running.fetch_sub(1, Ordering::Relaxed);
+                Error::Driver {
+                    code: 2,
+                    name: "thread spawn failed".into(),
+                    during: "creating a host stream",
+                }
             })?;
-        self.threads.lock().push(h);
-        // Handles start at 1: 0 is no stream (as CUDA's are never null).
-        Ok(RawStream(index as u64 + 1))
+        self.shared.created.fetch_add(1, Ordering::Relaxed);
+        let generation = match reuse {
+            Some(i) => {
+                let slot = &mut streams[i];
+                slot.generation = slot.generation.wrapping_add(1);
+                slot.stream = st;
+                slot.thread = Some(h);
+                slot.live = true;
+                slot.generation
+            }
+            None => {
+                streams.push(Slot {
+                    stream: st,
+                    thread: Some(h),
+                    generation: 0,
+                    live: true,
+                });
+                0
+            }
+        };
+        Ok(pack(index, generation))
     }
 
+    /// As `cuStreamDestroy`: returns at once; the stream's thread runs what
+    /// was queued, then ends, and is joined by a later `create_stream` or
+    /// `destroy_stream` (or the driver's drop).
     fn destroy_stream(&self, s: RawStream) -> Result<()> {
-        let st = self.stream(s)?;
+        let (index, generation) = unpack(s);
+        let mut streams = self.shared.streams.write();
+        let slot = streams
+            .get_mut(index)
+            .filter(|slot| slot.live && slot.generation == generation)
+            .ok_or(Error::Driver {
+                code: 400,
+                name: "CUDA_ERROR_INVALID_HANDLE".into(),
+                during: "destroying a destroyed or unknown host stream",
+            })?;
+        slot.live = false;
+        let st = slot.stream.clone();
         let mut q = st.queue.lock();
         q.shutdown = true;
         st.work.notify_all();
         drop(q);
-        self.shared.streams.write()[s.0 as usize - 1] = None;
+        reap(&mut streams);
         Ok(())
     }
 
@@ -677,18 +839,26 @@ impl Driver for HostDriver {
 
     fn alloc(&self, bytes: usize, _s: RawStream) -> Result<u64> {
         self.check_sticky()?;
-        let prev = self.shared.allocated.fetch_add(bytes, Ordering::Relaxed);
-        if prev
-            .checked_add(bytes)
-            .map_or(true, |b| b > self.shared.memory_limit)
-        {
-            self.shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
-            return Err(Error::OutOfMemory {
+        const DURING: &str = "allocating host-backend device memory";
+        // Counted first (never past the limit, not even for a moment: a
+        // compare-and-swap, no add that wraps), then allocated.
+        let limit = self.shared.memory_limit;
+        self.shared
+            .allocated
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+                a.checked_add(bytes).filter(|&b| b <= limit)
+            })
+            .map_err(|_| Error::OutOfMemory {
                 requested: bytes,
-                during: "allocating host-backend device memory",
-            });
-        }
-        let p = host_alloc(bytes) as u64;
+                during: DURING,
+            })?;
+        let p = match host_alloc(bytes, DURING) {
+            Ok(p) => p as u64,
+            Err(e) => {
+                self.shared.allocated.fetch_sub(bytes, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
         self.shared.detector.lock().allocated(p, bytes);
         Ok(p)
     }
@@ -696,6 +866,8 @@ impl Driver for HostDriver {
     unsafe fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()> {
         // Freeing is allowed on a broken context: memory must not leak.
         let st = self.stream(s)?;
+        let mut q = st.queue.lock();
+        // Under the queue's lock, as in `submit`.
         let op = Op {
             kind: OpKind::Free { ptr, bytes },
             accesses: vec![MemAccess {
@@ -705,7 +877,6 @@ impl Driver for HostDriver {
             }],
             host_clock: self.shared.host_clock.lock().clone(),
         };
-        let mut q = st.queue.lock();
         q.ops.push_back(op);
         q.pending += 1;
         st.work.notify_one();
@@ -713,7 +884,7 @@ impl Driver for HostDriver {
     }
 
     fn alloc_host(&self, bytes: usize, _mapped: bool) -> Result<(*mut u8, u64)> {
-        let p = host_alloc(bytes);
+        let p = host_alloc(bytes, "allocating host-backend page-locked memory")?;
         self.shared.pinned.lock().push((p as usize, bytes.max(1)));
         Ok((p, p as u64))
     }
@@ -989,14 +1160,56 @@ impl Driver for HostDriver {
     }
 }
 
+/// Joins the threads of destroyed streams that ended (they run nothing
+/// more: no wait for work).
+fn reap(streams: &mut [Slot]) {
+    for slot in streams.iter_mut().filter(|s| !s.live && s.thread.is_some()) {
+        if slot.stream.queue.lock().ended {
+            if let Some(h) = slot.thread.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// A slot whose destroyed stream ended (its thread joined) and that a new
+/// stream can take with its clock index exactly: the host's clock (`host`,
+/// which the new stream starts from) orders every detector entry of the
+/// earlier stream. The new stream then is ordered after every access of the
+/// earlier one that the detector still holds, as it truly is, and its ticks
+/// go on past the earlier one's; an entry the host has not seen done would
+/// pass for the new stream's own (ordered) work, so such a slot waits (it
+/// may become reusable once the host observes the work, if ever; the
+/// stream pool retires only streams it saw idle).
+fn reusable(shared: &Shared, streams: &[Slot], host: &Clock) -> Option<usize> {
+    if !streams.iter().any(|s| !s.live && s.thread.is_none()) {
+        return None;
+    }
+    let newest = shared.detector.lock().newest_ticks();
+    streams
+        .iter()
+        .enumerate()
+        .find(|(i, s)| !s.live && s.thread.is_none() && newest.get(*i) <= host.get(*i))
+        .map(|(i, _)| i)
+}
+
 impl Drop for HostDriver {
     fn drop(&mut self) {
-        for st in self.shared.streams.read().iter().flatten() {
-            let mut q = st.queue.lock();
-            q.shutdown = true;
-            st.work.notify_all();
-        }
-        for h in self.threads.lock().drain(..) {
+        let threads: Vec<_> = {
+            let mut streams = self.shared.streams.write();
+            streams
+                .iter_mut()
+                .filter_map(|slot| {
+                    let mut q = slot.stream.queue.lock();
+                    q.shutdown = true;
+                    slot.stream.work.notify_all();
+                    drop(q);
+                    slot.thread.take()
+                })
+                .collect()
+        };
+        // Outside the streams' lock: a stream thread may take it (`floor`).
+        for h in threads {
             let _ = h.join();
         }
     }
