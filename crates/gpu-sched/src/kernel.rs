@@ -78,7 +78,8 @@ impl LaunchConfig {
     }
 
     /// A 2-D launch covering `nx` x `ny` elements (one thread each) with
-    /// blocks of `bx` x `by` threads.
+    /// blocks of `bx` x `by` threads. A block dimension of 0 is kept (the
+    /// grid counted as for 1): the launch refuses it.
     pub fn for_grid_2d(nx: usize, ny: usize, bx: u32, by: u32) -> Self {
         let blocks =
             |n: usize, b: u32| n.div_ceil(b.max(1) as usize).clamp(1, u32::MAX as usize) as u32;
@@ -91,8 +92,13 @@ impl LaunchConfig {
 
     /// A 1-D launch covering `n` elements with `block` threads per block,
     /// grid-stride kernels assumed (the grid is capped at 65 535 * 8 blocks).
+    ///
+    /// A `block` of 0 is kept as it is (the grid counted as for blocks of
+    /// one thread), as [`LaunchConfig::for_grid_2d`] does: the launch
+    /// refuses it ([`LaunchConfig::check`], `Error::BadLaunch`), and this
+    /// never panics.
     pub fn for_elements(n: usize, block: u32) -> Self {
-        let blocks = n.div_ceil(block as usize).clamp(1, 65_535 * 8);
+        let blocks = n.div_ceil(block.max(1) as usize).clamp(1, 65_535 * 8);
         LaunchConfig::linear(blocks as u32, block)
     }
 }
