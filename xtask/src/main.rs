@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bundle;
+mod fuzz;
 mod model;
 mod oracle;
 mod ptx;
@@ -49,6 +50,14 @@ const COMMANDS: &[Command] = &[
                 bundle-x2/ (feature mpi: 09 and 10-mpi, the devices test, the multi_gpu \
                 bench, torch_multi_gpu.py, bundle-x2/run.sh)",
         run: bundle::run,
+    },
+    Command {
+        name: "fuzz",
+        args: "[--cases N]",
+        about: "the property-based fuzzing of the parsers of user input (PTX, CUDA C \
+                signatures, kernel signatures, launch configurations, NCCL arguments) with N \
+                cases per property (default 10 000 000; CI runs 5 000), in release",
+        run: fuzz::run,
     },
     Command {
         name: "model",

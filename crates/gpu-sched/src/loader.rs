@@ -154,11 +154,13 @@ impl Runtime {
     }
 }
 
-/// Whether NVRTC can be loaded (`Err` says why not).
+/// Whether NVRTC can be loaded (`Err` says why not). Asked once per
+/// process: a search of the library path, costly next to reading a source.
 fn nvrtc_available() -> std::result::Result<(), String> {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: loading the library runs its initialisers, as cudarc's own
     // loader would; nothing is called through it here.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    if *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }) {
         Ok(())
     } else {
         let names = cudarc::get_lib_name_candidates("nvrtc");
