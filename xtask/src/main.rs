@@ -11,6 +11,7 @@ use std::process::ExitCode;
 mod bench;
 mod bundle;
 mod faults;
+mod fuzz;
 mod model;
 mod oracle;
 mod ptx;
@@ -62,11 +63,19 @@ const COMMANDS: &[Command] = &[
         run: faults::run,
     },
     Command {
+        name: "fuzz",
+        args: "[--cases N]",
+        about: "the property-based fuzzing of the parsers of user input (PTX, CUDA C \
+                signatures, kernel signatures, launch configurations, NCCL arguments) with N \
+                cases per property (default 10 000 000; CI runs 5 000), in release",
+        run: fuzz::run,
+    },
+    Command {
         name: "model",
         args: "[--json FILE]",
         about: "past one node, on paper: weak and strong scaling of the heat equation and \
                 of CG up to 1,024 GPUs from the two-GPU machine's measured rows \
-                (benches/results/nvidia-h200-x2.json) and stated network assumptions",
+                (the newest committed nvidia-h200-x2 run) and stated network assumptions",
         run: model::run,
     },
     Command {

@@ -46,7 +46,10 @@ impl LaunchConfig {
                 self.grid, self.block
             ));
         }
-        let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+        // Saturating: three dimensions of up to 2^32 - 1 overflow a u64.
+        let threads = u64::from(bx)
+            .saturating_mul(u64::from(by))
+            .saturating_mul(u64::from(bz));
         if bx > 1024 || by > 1024 || bz > 64 || threads > 1024 {
             return Err(format!(
                 "blocks of {:?} threads ({threads}): at most 1024 a block, (1024, 1024, 64) a dimension",
@@ -78,7 +81,8 @@ impl LaunchConfig {
     }
 
     /// A 2-D launch covering `nx` x `ny` elements (one thread each) with
-    /// blocks of `bx` x `by` threads.
+    /// blocks of `bx` x `by` threads. A block dimension of 0 is kept (the
+    /// grid counted as for 1): the launch refuses it.
     pub fn for_grid_2d(nx: usize, ny: usize, bx: u32, by: u32) -> Self {
         let blocks =
             |n: usize, b: u32| n.div_ceil(b.max(1) as usize).clamp(1, u32::MAX as usize) as u32;
@@ -91,8 +95,13 @@ impl LaunchConfig {
 
     /// A 1-D launch covering `n` elements with `block` threads per block,
     /// grid-stride kernels assumed (the grid is capped at 65 535 * 8 blocks).
+    ///
+    /// A `block` of 0 is kept as it is (the grid counted as for blocks of
+    /// one thread), as [`LaunchConfig::for_grid_2d`] does: the launch
+    /// refuses it ([`LaunchConfig::check`], `Error::BadLaunch`), and this
+    /// never panics.
     pub fn for_elements(n: usize, block: u32) -> Self {
-        let blocks = n.div_ceil(block as usize).clamp(1, 65_535 * 8);
+        let blocks = n.div_ceil(block.max(1) as usize).clamp(1, 65_535 * 8);
         LaunchConfig::linear(blocks as u32, block)
     }
 }
@@ -165,4 +174,30 @@ pub struct Module {
     pub ptx: &'static str,
     /// The kernels.
     pub kernels: &'static [KernelDef],
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn a_block_of_zero_is_a_refused_configuration_not_a_panic() {
+        let cfg = LaunchConfig::for_elements(100, 0);
+        assert_eq!(cfg.block, [0, 1, 1]);
+        assert_eq!(cfg.grid, [100, 1, 1]);
+        let e = cfg.check().unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        assert!(LaunchConfig::for_grid_2d(10, 10, 0, 4).check().is_err());
+    }
+
+    #[test]
+    fn huge_blocks_are_refused_not_overflowed() {
+        let cfg = LaunchConfig {
+            grid: [1, 1, 1],
+            block: [u32::MAX; 3],
+            shared_mem_bytes: 0,
+        };
+        let e = cfg.check().unwrap_err();
+        assert!(e.contains("at most 1024"), "{e}");
+    }
 }

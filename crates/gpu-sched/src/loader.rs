@@ -110,8 +110,11 @@ impl Runtime {
     ///
     /// On the host backend the kernels' host implementations run: the
     /// source is compiled (and so checked) when NVRTC is installed;
-    /// without it only the names of its `extern "C" __global__` functions
-    /// are read, and a signature is not checked against the source.
+    /// without it the source is not checked: the names of its `extern "C"
+    /// __global__` functions are read, with their parameter lists where
+    /// every parameter is a pointer (`T*`, `T name[]`) or a plain number,
+    /// which signatures are then checked against
+    /// ([`LoadedModule::is_checked`]); macros are not expanded.
     ///
     /// # Errors
     ///
@@ -151,11 +154,13 @@ impl Runtime {
     }
 }
 
-/// Whether NVRTC can be loaded (`Err` says why not).
+/// Whether NVRTC can be loaded (`Err` says why not). Asked once per
+/// process: a search of the library path, costly next to reading a source.
 fn nvrtc_available() -> std::result::Result<(), String> {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: loading the library runs its initialisers, as cudarc's own
     // loader would; nothing is called through it here.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+    if *PRESENT.get_or_init(|| unsafe { cudarc::nvrtc::sys::is_culib_present() }) {
         Ok(())
     } else {
         let names = cudarc::get_lib_name_candidates("nvrtc");
@@ -193,40 +198,31 @@ fn compile(src: &str, arch: &str, options: &[&str]) -> Result<String> {
     }
 }
 
-/// The `extern "C" __global__` functions of a CUDA C source, by name (their
-/// parameters unknown): what the host backend knows of a source it cannot
-/// compile. Comments are skipped; a `__global__` function counts when
-/// `extern "C"` stands in its declaration or around it in an `extern "C"
-/// { ... }` block (other names are mangled, and CUDA would not find them).
+/// The `extern "C" __global__` functions of a CUDA C source, by name, with
+/// their parameters where [`c_params`] can read them: what the host
+/// backend knows of a source it cannot compile. Comments, the contents of
+/// string and character literals and preprocessor lines are skipped (macros
+/// are not expanded); a `__global__` function counts when `extern "C"`
+/// stands in its declaration or around it in an `extern "C" { ... }` block
+/// (other names are mangled, and CUDA would not find them), and not when it
+/// is a template (which cannot have C linkage). A kernel declared and then
+/// defined is listed once.
 fn global_functions(src: &str) -> Result<Vec<Entry>> {
-    let code = crate::ptx::strip_comments(src);
+    let code = c_code(src);
     let blocks = extern_c_blocks(&code);
-    let mut out = Vec::new();
+    let mut out: Vec<Entry> = Vec::new();
     let mut from = 0;
-    while let Some(i) = code[from..].find("__global__") {
-        let at = from + i;
+    while let Some(at) = find_ident(&code, from, "__global__") {
         from = at + "__global__".len();
         let decl_start = code[..at].rfind([';', '}', '{']).map_or(0, |b| b + 1);
-        let extern_c =
-            code[decl_start..at].contains("extern \"C\"") || blocks.iter().any(|r| r.contains(&at));
-        let rest = &code[from..];
-        let Some(mut open) = rest.find('(') else {
+        let head = &code[decl_start..at];
+        let extern_c = has_extern_c(head) || blocks.iter().any(|r| r.contains(&at));
+        let template = find_ident(head, 0, "template").is_some();
+        let Some((name, list, end)) = declarator(&code[from..]) else {
             break;
         };
-        let mut rest = rest;
-        let mut name = last_word(&rest[..open]);
-        if name == "__launch_bounds__" {
-            // `__global__ void __launch_bounds__(256) name(...)`
-            let Some(close) = rest[open..].find(')') else {
-                break;
-            };
-            rest = &rest[open + close + 1..];
-            let Some(o) = rest.find('(') else { break };
-            open = o;
-            name = last_word(&rest[..open]);
-        }
-        if extern_c && !name.is_empty() {
-            let list = rest[open + 1..].split(')').next().unwrap_or_default();
+        from += end;
+        if extern_c && !template && !out.iter().any(|e| e.name == name) {
             out.push(Entry {
                 name: name.to_owned(),
                 params: c_params(list),
@@ -236,77 +232,432 @@ fn global_functions(src: &str) -> Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// The parameters of a C parameter list, as PTX would pass them, when every
-/// type is a pointer or a plain number (`None` when one is not: a struct, a
-/// template, a typedef this does not know).
-fn c_params(list: &str) -> Option<Vec<PtxParam>> {
-    let list = list.trim();
-    if list.is_empty() || list == "void" {
-        return Some(Vec::new());
-    }
-    list.split(',')
-        .map(|p| {
-            if p.contains('*') {
-                return Some(PtxParam {
-                    bytes: 8,
-                    float: false,
-                });
-            }
-            // The type: every word but the last (the parameter's name).
-            let words: Vec<&str> = p
-                .split_whitespace()
-                .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__" | "signed"))
-                .collect();
-            let ty = words[..words.len().saturating_sub(1)].join(" ");
-            let (bytes, float) = match ty.as_str() {
-                "float" => (4, true),
-                "double" => (8, true),
-                "int" | "unsigned" | "unsigned int" | "int32_t" | "uint32_t" => (4, false),
-                "long long" | "unsigned long long" | "long long int" | "size_t" | "int64_t"
-                | "uint64_t" | "long" | "unsigned long" => (8, false),
-                "short" | "unsigned short" | "int16_t" | "uint16_t" => (2, false),
-                "char" | "unsigned char" | "bool" | "int8_t" | "uint8_t" => (1, false),
-                _ => return None,
-            };
-            Some(PtxParam { bytes, float })
-        })
-        .collect()
-}
-
-/// The byte ranges of `extern "C" { ... }` blocks in `code`.
-fn extern_c_blocks(code: &str) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(i) = code[from..].find("extern \"C\"") {
-        let after = from + i + "extern \"C\"".len();
-        from = after;
-        if !code[after..].trim_start().starts_with('{') {
-            continue;
-        }
-        let open = after + code[after..].find('{').unwrap_or(0);
-        let mut depth = 0usize;
-        for (k, c) in code[open..].char_indices() {
+/// `src` as [`global_functions`] reads it: without comments (each a
+/// space), with the contents of every literal but `"C"` blanked, and
+/// without preprocessor lines (with their `\` continuations).
+fn c_code(src: &str) -> String {
+    let code = crate::ptx::strip_comments(src);
+    let mut out = String::with_capacity(code.len());
+    let mut in_directive = false;
+    let mut line_start = true;
+    let mut chars = code.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_directive {
             match c {
-                '{' => depth += 1,
-                '}' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        out.push(open..open + k);
-                        break;
-                    }
+                '\\' if chars.peek() == Some(&'\n') => {
+                    chars.next();
+                }
+                '\n' => {
+                    in_directive = false;
+                    line_start = true;
+                    out.push('\n');
                 }
                 _ => {}
+            }
+            continue;
+        }
+        match c {
+            '#' if line_start => in_directive = true,
+            '"' | '\'' => {
+                let mut body = String::new();
+                let mut closed = false;
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            body.push(' ');
+                            if chars.next_if(|&e| e != '\n').is_some() {
+                                body.push(' ');
+                            }
+                        }
+                        '\n' => {
+                            out.push(c);
+                            out.push_str(&body);
+                            out.push('\n');
+                            body.clear();
+                            line_start = true;
+                            break;
+                        }
+                        d if d == c => {
+                            closed = true;
+                            break;
+                        }
+                        _ => body.push(if body.is_empty() && d == 'C' {
+                            'C'
+                        } else {
+                            ' '
+                        }),
+                    }
+                }
+                if closed {
+                    out.push(c);
+                    // `"C"` stays (linkage); every other literal is blank.
+                    if c == '"' && body == "C" {
+                        out.push('C');
+                    } else {
+                        out.extend(std::iter::repeat(' ').take(body.chars().count()));
+                    }
+                    out.push(c);
+                    line_start = false;
+                }
+            }
+            '\n' => {
+                line_start = true;
+                out.push(c);
+            }
+            c if c.is_whitespace() => out.push(c),
+            c => {
+                line_start = false;
+                out.push(c);
             }
         }
     }
     out
 }
 
-/// The last identifier in `s`.
-fn last_word(s: &str) -> &str {
-    s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .rfind(|w| !w.is_empty())
-        .unwrap_or_default()
+/// Whether `c` may stand in a C identifier.
+fn ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// The index of the identifier `word` in `s` at or after `from`, as a whole
+/// word.
+fn find_ident(s: &str, from: usize, word: &str) -> Option<usize> {
+    let mut from = from;
+    while let Some(i) = s.get(from..)?.find(word) {
+        let at = from + i;
+        let end = at + word.len();
+        let before = s[..at].chars().next_back().map_or(true, |c| !ident_char(c));
+        let after = s[end..].chars().next().map_or(true, |c| !ident_char(c));
+        if before && after {
+            return Some(at);
+        }
+        from = end;
+    }
+    None
+}
+
+/// Whether `s` holds `extern "C"` (any spacing).
+fn has_extern_c(s: &str) -> bool {
+    extern_c_ends(s).next().is_some()
+}
+
+/// The indices just past each `extern "C"` (any spacing) in `s`.
+fn extern_c_ends(s: &str) -> impl Iterator<Item = usize> + '_ {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        while let Some(at) = find_ident(s, from, "extern") {
+            from = at + "extern".len();
+            let rest = &s[from..];
+            let lit = rest.trim_start();
+            if lit.starts_with("\"C\"") {
+                from += rest.len() - lit.len() + 3;
+                return Some(from);
+            }
+        }
+        None
+    })
+}
+
+/// Attribute-like words that take a parenthesised argument and may stand
+/// between `__global__` and a kernel's name.
+const ATTRIBUTES: &[&str] = &[
+    "__launch_bounds__",
+    "__attribute__",
+    "__declspec",
+    "__align__",
+    "alignas",
+    "__maxnreg__",
+    "__cluster_dims__",
+];
+
+/// After `__global__`: the kernel's name, its parameter list (inside the
+/// parentheses) and the index past the list's `)`. Attributes with
+/// arguments (`__launch_bounds__(256)`, `__attribute__((...))`, `[[...]]`)
+/// are skipped; `None` when no parameter list follows or it is not closed.
+fn declarator(rest: &str) -> Option<(&str, &str, usize)> {
+    let mut i = 0;
+    let mut name = "";
+    while i < rest.len() {
+        let tail = &rest[i..];
+        let c = tail.chars().next()?;
+        if ident_char(c) {
+            let len = tail.find(|c: char| !ident_char(c)).unwrap_or(tail.len());
+            name = &tail[..len];
+            i += len;
+        } else if tail.starts_with("[[") {
+            i += balanced(tail, '[', ']')?;
+        } else if c == '(' {
+            let len = balanced(tail, '(', ')')?;
+            if ATTRIBUTES.contains(&name) {
+                name = "";
+                i += len;
+                continue;
+            }
+            if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+                return None;
+            }
+            return Some((name, &tail[1..len - 1], i + len));
+        } else if matches!(c, ';' | '{' | '}' | '=') {
+            return None;
+        } else {
+            i += c.len_utf8();
+        }
+    }
+    None
+}
+
+/// The length of the group `s` opens with `open`, through its matching
+/// `close` (nesting counted); `None` if it is not closed.
+fn balanced(s: &str, open: char, close: char) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, c) in s.char_indices() {
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth = depth.checked_sub(1)?;
+            if depth == 0 {
+                return Some(k + c.len_utf8());
+            }
+        }
+    }
+    None
+}
+
+/// `s` split at its top-level `sep`s (outside `()`, `[]`, `{}` and `<>`).
+fn split_top(s: &str, sep: char) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut angle, mut start) = (0usize, 0usize, 0);
+    for (k, c) in s.char_indices() {
+        match c {
+            '(' | '[' | '{' => depth += 1,
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            '<' => angle += 1,
+            '>' => angle = angle.saturating_sub(1),
+            c if c == sep && depth == 0 && angle == 0 => {
+                out.push(&s[start..k]);
+                start = k + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+/// Words that qualify a parameter and do not change how it is passed.
+const QUALIFIERS: &[&str] = &[
+    "const",
+    "volatile",
+    "__restrict__",
+    "__restrict",
+    "restrict",
+    "__grid_constant__",
+    "register",
+];
+
+/// The parameters of a C parameter list, as PTX would pass them, when every
+/// type is a pointer or a plain number (`None` when one is not: a struct, a
+/// template, a typedef this does not know, a reference). A pointer is a
+/// declarator with `*` or an array one (`T name[]`, `T name[N]`: a pointer
+/// in a parameter list); qualifiers (`const`, `volatile`, `__restrict__`,
+/// `restrict`, `__grid_constant__`), attributes and default arguments do
+/// not count; a parameter may be unnamed.
+fn c_params(list: &str) -> Option<Vec<PtxParam>> {
+    let trimmed = list.trim();
+    if trimmed.is_empty() || trimmed == "void" {
+        return Some(Vec::new());
+    }
+    split_top(list, ',').into_iter().map(c_param).collect()
+}
+
+/// One parameter of [`c_params`].
+fn c_param(p: &str) -> Option<PtxParam> {
+    // No default argument; no attributes.
+    let p = split_top(p, '=').into_iter().next().unwrap_or_default();
+    let p = without_attributes(p)?;
+    let (mut pointer, mut words) = (false, Vec::new());
+    let (mut angle, mut square) = (0usize, 0usize);
+    let mut i = 0;
+    while i < p.len() {
+        let tail = &p[i..];
+        let c = tail.chars().next()?;
+        if ident_char(c) {
+            let len = tail.find(|c: char| !ident_char(c)).unwrap_or(tail.len());
+            // Template arguments and array bounds name no part of the type.
+            if angle == 0 && square == 0 {
+                if c.is_ascii_digit() {
+                    return None;
+                }
+                words.push(&tail[..len]);
+            }
+            i += len;
+            continue;
+        }
+        match c {
+            '<' => angle += 1,
+            '>' => angle = angle.checked_sub(1)?,
+            // A template argument list: a class type.
+            _ if angle > 0 => {}
+            '[' => {
+                pointer = true;
+                square += 1;
+            }
+            ']' => square = square.checked_sub(1)?,
+            _ if square > 0 => {}
+            '*' => pointer = true,
+            '&' => return None,
+            ':' if tail.starts_with("::") => {
+                // `std::size_t`, `::size_t`: the last part names the type.
+                if words.last() == Some(&"std") {
+                    words.pop();
+                }
+                i += 2;
+                continue;
+            }
+            c if c.is_whitespace() || matches!(c, '(' | ')') => {}
+            _ => return None,
+        }
+        i += c.len_utf8();
+    }
+    if angle > 0 || square > 0 {
+        return None;
+    }
+    words.retain(|w| !QUALIFIERS.contains(w));
+    if pointer {
+        // A pointer to anything, even an unknown type.
+        return (!words.is_empty()).then_some(PtxParam {
+            bytes: 8,
+            float: false,
+        });
+    }
+    // The type: every word, or every word but the last (the parameter's
+    // name) when the last is not a type word.
+    let ty = match words.split_last() {
+        None => return None,
+        Some((last, init)) if !init.is_empty() && !is_type_word(last) => init,
+        Some(_) => &words[..],
+    };
+    scalar_type(ty)
+}
+
+/// `p` without `__attribute__((...))`, `__align__(...)`, `alignas(...)` and
+/// `[[...]]`; `None` if one is not closed.
+fn without_attributes(p: &str) -> Option<String> {
+    let mut out = String::with_capacity(p.len());
+    let mut i = 0;
+    while i < p.len() {
+        let tail = &p[i..];
+        if tail.starts_with("[[") {
+            i += balanced(tail, '[', ']')?;
+            out.push(' ');
+            continue;
+        }
+        let c = tail.chars().next()?;
+        if ident_char(c) {
+            let len = tail.find(|c: char| !ident_char(c)).unwrap_or(tail.len());
+            let word = &tail[..len];
+            let after = &tail[len..];
+            let args = after.trim_start();
+            if ATTRIBUTES.contains(&word) && args.starts_with('(') {
+                i += len + (after.len() - args.len()) + balanced(args, '(', ')')?;
+                out.push(' ');
+                continue;
+            }
+            out.push_str(word);
+            i += len;
+            continue;
+        }
+        out.push(c);
+        i += c.len_utf8();
+    }
+    Some(out)
+}
+
+/// Whether `w` is a word of a scalar type (a keyword or a typedef
+/// [`scalar_type`] knows).
+fn is_type_word(w: &str) -> bool {
+    matches!(
+        w,
+        "signed" | "unsigned" | "short" | "long" | "int" | "char" | "bool" | "float" | "double"
+    ) || typedef(w).is_some()
+}
+
+/// The size of a typedef of an integer type this knows.
+fn typedef(w: &str) -> Option<usize> {
+    Some(match w {
+        "int8_t" | "uint8_t" => 1,
+        "int16_t" | "uint16_t" => 2,
+        "int32_t" | "uint32_t" => 4,
+        "int64_t" | "uint64_t" | "size_t" | "ptrdiff_t" | "intptr_t" | "uintptr_t" => 8,
+        _ => return None,
+    })
+}
+
+/// The size and kind of the scalar type `words` spell (in any order, as C
+/// allows: `long unsigned long`), or `None` (not a scalar type this knows,
+/// or not a type: `short long`, `signed unsigned`, `float int`).
+fn scalar_type(words: &[&str]) -> Option<PtxParam> {
+    let int = |bytes| {
+        Some(PtxParam {
+            bytes,
+            float: false,
+        })
+    };
+    match words {
+        ["float"] => {
+            return Some(PtxParam {
+                bytes: 4,
+                float: true,
+            })
+        }
+        ["double"] => {
+            return Some(PtxParam {
+                bytes: 8,
+                float: true,
+            })
+        }
+        ["bool"] => return int(1),
+        [w] if typedef(w).is_some() => return int(typedef(w)?),
+        _ => {}
+    }
+    let count = |k: &str| words.iter().filter(|w| **w == k).count();
+    let (signed, unsigned) = (count("signed"), count("unsigned"));
+    let (short, long, int_, char_) = (count("short"), count("long"), count("int"), count("char"));
+    if signed + unsigned + short + long + int_ + char_ != words.len()
+        || signed + unsigned > 1
+        || int_ > 1
+        || short > 1
+        || long > 2
+        || char_ > 1
+        || (short > 0 && long > 0)
+        || (char_ > 0 && short + long + int_ > 0)
+    {
+        return None;
+    }
+    match (char_, short, long) {
+        (1, _, _) => int(1),
+        (_, 1, _) => int(2),
+        (_, _, 2) => int(8),
+        (_, _, 1) => int(std::mem::size_of::<std::ffi::c_long>()),
+        _ => int(4),
+    }
+}
+
+/// The byte ranges of `extern "C" { ... }` blocks in `code` (one not closed
+/// runs to the end).
+fn extern_c_blocks(code: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    for after in extern_c_ends(code) {
+        let rest = &code[after..];
+        let body = rest.trim_start();
+        if !body.starts_with('{') {
+            continue;
+        }
+        let open = after + (rest.len() - body.len());
+        let end = balanced(&code[open..], '{', '}').map_or(code.len(), |len| open + len);
+        out.push(open..end);
+    }
+    out
 }
 
 /// `name` as a `&'static str`, for errors and timelines: kept once per
@@ -363,6 +714,98 @@ mod test {
         assert_eq!(e[0].params, Some(want));
         let e = global_functions("extern \"C\" __global__ void k(MyStruct s) {}").unwrap();
         assert_eq!(e[0].params, None, "an unknown type: not checked");
+    }
+
+    /// The parameters `global_functions` reads of the one kernel of `src`.
+    fn params_of(src: &str) -> Option<Vec<PtxParam>> {
+        let e = global_functions(src).unwrap();
+        assert_eq!(e.len(), 1, "one kernel in {src:?}: {e:?}");
+        e[0].params.clone()
+    }
+
+    const PTR: PtxParam = PtxParam {
+        bytes: 8,
+        float: false,
+    };
+    const F32: PtxParam = PtxParam {
+        bytes: 4,
+        float: true,
+    };
+    const I32: PtxParam = PtxParam {
+        bytes: 4,
+        float: false,
+    };
+    const U64: PtxParam = PtxParam {
+        bytes: 8,
+        float: false,
+    };
+
+    #[test]
+    fn array_declarators_are_pointers() {
+        let k = |list: &str| params_of(&format!("extern \"C\" __global__ void k({list}) {{}}"));
+        assert_eq!(k("float y[], float a"), Some(vec![PTR, F32]));
+        assert_eq!(k("const float x[16], int n"), Some(vec![PTR, I32]));
+        assert_eq!(k("float y[restrict 4][4]"), Some(vec![PTR]));
+        assert_eq!(k("int y [ N ]"), Some(vec![PTR]));
+        assert_eq!(
+            k("float (*rows)[4], double* __restrict__ d"),
+            Some(vec![PTR, PTR])
+        );
+    }
+
+    #[test]
+    fn qualifiers_attributes_and_spellings() {
+        let k = |list: &str| params_of(&format!("extern \"C\" __global__ void k({list}) {{}}"));
+        assert_eq!(
+            k("const float* const __restrict__ x, volatile unsigned n"),
+            Some(vec![PTR, I32])
+        );
+        assert_eq!(
+            k("float*, int, unsigned long long"),
+            Some(vec![PTR, I32, U64])
+        );
+        assert_eq!(
+            k("long unsigned long n, std::size_t m"),
+            Some(vec![U64, U64])
+        );
+        assert_eq!(k("__grid_constant__ const int n = 4"), Some(vec![I32]));
+        assert_eq!(
+            k("__attribute__((unused)) float a, [[maybe_unused]] int b"),
+            Some(vec![F32, I32])
+        );
+        assert_eq!(k("/* y */ float /* (, */ a"), Some(vec![F32]));
+        assert_eq!(k("void"), Some(vec![]));
+        // Not plain: unchecked, never a wrong verdict.
+        assert_eq!(k("Pair<int, float> p"), None);
+        assert_eq!(k("int& r"), None);
+        assert_eq!(k("short long x"), None);
+        assert_eq!(k("long double x"), None);
+        assert_eq!(k("int 5x"), None);
+        assert_eq!(k("__half h"), None);
+    }
+
+    #[test]
+    fn kernels_declarations_templates_and_attributes() {
+        let src = r#"
+            #define K extern "C" __global__ void fake(int n) {}
+            extern "C" __global__ void a(float* y);
+            extern  "C"  {
+                __global__ void __launch_bounds__((256), 2) a(float* y) { const char* s = "}{ __global__ void x(int) {}"; }
+                template <typename T> __global__ void t(T* y) {}
+                __global__ __attribute__((noinline)) void b(int n, float x[]) { if (n) { } }
+            }
+            extern "C" __global__ void c(double d) {}
+        "#;
+        let e = global_functions(src).unwrap();
+        let names: Vec<_> = e.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert_eq!(e[0].params, Some(vec![PTR]));
+        assert_eq!(e[1].params, Some(vec![I32, PTR]));
+        let f64 = PtxParam {
+            bytes: 8,
+            float: true,
+        };
+        assert_eq!(e[2].params, Some(vec![f64]));
     }
 
     #[test]

@@ -74,7 +74,8 @@ impl LoadedPtx {
 
 /// The entries of `ptx`, after checking the header (`.version`, `.target`)
 /// and that every entry's parameter list is well formed; the error says
-/// what is wrong and where.
+/// what is wrong and where. An entry is `.entry name ( params ) ...{` or,
+/// without parameters, `.entry name ...{` (both PTX's forms).
 pub(crate) fn entries(ptx: &str) -> Result<Vec<Entry>, String> {
     let code = strip_comments(ptx);
     for directive in [".version", ".target"] {
@@ -85,29 +86,39 @@ pub(crate) fn entries(ptx: &str) -> Result<Vec<Entry>, String> {
     let mut out = Vec::new();
     let mut rest = code.as_str();
     while let Some(i) = find_word(rest, ".entry") {
-        rest = &rest[i + ".entry".len()..];
-        let open = rest
-            .find('(')
-            .ok_or_else(|| "an `.entry` without a parameter list".to_owned())?;
-        let name = rest[..open].trim();
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_alphanumeric() || "_$.".contains(c))
-        {
-            return Err(format!("a malformed entry name `{name}`"));
+        rest = rest[i + ".entry".len()..].trim_start();
+        let name_len = rest
+            .find(|c: char| c.is_whitespace() || c == '(' || c == '{')
+            .unwrap_or(rest.len());
+        let name = &rest[..name_len];
+        if !is_identifier(name) {
+            let shown: String = name.chars().take(40).collect();
+            return Err(format!("a malformed entry name `{shown}`"));
         }
-        let close = rest[open..]
-            .find(')')
-            .ok_or_else(|| format!("entry `{name}`: its parameter list is not closed"))?;
-        let list = &rest[open + 1..open + close];
-        let params = list
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(|p| param(p).ok_or_else(|| format!("entry `{name}`: cannot read parameter `{p}`")))
-            .collect::<Result<Vec<_>, _>>()?;
-        rest = &rest[open + close..];
+        rest = rest[name_len..].trim_start();
+        let params = if let Some(after) = rest.strip_prefix('(') {
+            let close = after
+                .find(')')
+                .ok_or_else(|| format!("entry `{name}`: its parameter list is not closed"))?;
+            let list = &after[..close];
+            rest = &after[close + 1..];
+            let mut params = Vec::new();
+            for (k, p) in list.split(',').map(str::trim).enumerate() {
+                if p.is_empty() {
+                    if list.trim().is_empty() {
+                        break;
+                    }
+                    return Err(format!("entry `{name}`: parameter {k} is empty"));
+                }
+                params.push(
+                    param(p)
+                        .ok_or_else(|| format!("entry `{name}`: cannot read parameter `{p}`"))?,
+                );
+            }
+            params
+        } else {
+            Vec::new()
+        };
         if !rest.contains('{') {
             return Err(format!("entry `{name}` has no body"));
         }
@@ -119,15 +130,45 @@ pub(crate) fn entries(ptx: &str) -> Result<Vec<Entry>, String> {
     Ok(out)
 }
 
-/// `.param .u64 name`, `.param .align 8 .b8 name[16]`, ...
-fn param(p: &str) -> Option<PtxParam> {
-    let mut words = p.split_whitespace().filter(|w| *w != ".param");
-    let mut ty = words.next()?;
-    if ty == ".align" {
-        words.next()?;
-        ty = words.next()?;
+/// Whether `s` is a PTX identifier: a letter, `_`, `$` or `%` and then
+/// letters, digits, `_` and `$` (a `%` alone or `_`-`$` alone is not one).
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    let Some(first) = chars.next() else {
+        return false;
+    };
+    let follows = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    match first {
+        c if c.is_ascii_alphabetic() => chars.all(follows),
+        '_' | '$' | '%' => {
+            let rest = chars.as_str();
+            !rest.is_empty() && rest.chars().all(follows)
+        }
+        _ => false,
     }
-    let name = words.next()?;
+}
+
+/// `.param .u64 name`, `.param .align 8 .b8 name[16]`, `.param .u64 .ptr
+/// .global .align 8 name`, ...: the state space, then the type with an
+/// optional alignment on either side, the pointer attribute (`.ptr`, its
+/// space and alignment), the name, an optional element count; nothing else.
+fn param(p: &str) -> Option<PtxParam> {
+    let mut words = p.split_whitespace().peekable();
+    if words.next()? != ".param" {
+        return None;
+    }
+    let align = |words: &mut std::iter::Peekable<std::str::SplitWhitespace<'_>>| -> Option<()> {
+        if words.next_if_eq(&".align").is_some() {
+            let n: u32 = words.next()?.parse().ok()?;
+            if !n.is_power_of_two() {
+                return None;
+            }
+        }
+        Some(())
+    };
+    align(&mut words)?;
+    let ty = words.next()?;
+    align(&mut words)?;
     let (bits, float) = match ty {
         ".u8" | ".s8" | ".b8" => (8, false),
         ".u16" | ".s16" | ".b16" => (16, false),
@@ -137,37 +178,79 @@ fn param(p: &str) -> Option<PtxParam> {
         ".f64" => (64, true),
         _ => return None,
     };
-    let count = match name.find('[') {
-        Some(i) => name[i + 1..].strip_suffix(']')?.parse::<usize>().ok()?,
-        None => 1,
+    if words.next_if_eq(&".ptr").is_some() {
+        // Only a 64-bit integer can point (`.ptr` is for kernel pointers).
+        if bits != 64 || float {
+            return None;
+        }
+        let _ = words.next_if(|w| matches!(*w, ".global" | ".const" | ".shared" | ".local"));
+        align(&mut words)?;
+    }
+    let name = words.next()?;
+    if words.next().is_some() {
+        return None;
+    }
+    let (ident, count) = match name.find('[') {
+        Some(i) => {
+            let n = name[i + 1..].strip_suffix(']')?;
+            if !n.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            (&name[..i], n.parse::<usize>().ok()?)
+        }
+        None => (name, 1),
     };
+    if !is_identifier(ident) {
+        return None;
+    }
     Some(PtxParam {
-        bytes: bits / 8 * count,
+        bytes: (bits / 8usize).checked_mul(count)?,
         float,
     })
 }
 
-/// `ptx` (or C) without `//` and `/* */` comments.
+/// `ptx` (or C) without `//` and `/* */` comments, each left as a space
+/// (a comment separates words, as in C and PTX); string and character
+/// literals are kept whole, comment markers in them included.
 pub(crate) fn strip_comments(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len());
     let mut rest = ptx;
-    while !rest.is_empty() {
-        match (rest.find("//"), rest.find("/*")) {
-            (Some(l), b) if b.map_or(true, |b| l < b) => {
-                out.push_str(&rest[..l]);
-                rest = rest[l..].find('\n').map_or("", |e| &rest[l + e..]);
+    loop {
+        let Some(i) = rest.find(['/', '"', '\'']) else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(after) = tail.strip_prefix("//") {
+            out.push(' ');
+            rest = after.find('\n').map_or("", |e| &after[e..]);
+        } else if let Some(after) = tail.strip_prefix("/*") {
+            out.push(' ');
+            rest = after.find("*/").map_or("", |e| &after[e + 2..]);
+        } else if let Some(after) = tail.strip_prefix('/') {
+            out.push('/');
+            rest = after;
+        } else {
+            // A literal, to its closing quote (past `\` escapes) or the end
+            // of its line.
+            let quote = tail.as_bytes()[0];
+            let bytes = tail.as_bytes();
+            let mut k = 1;
+            while k < bytes.len() && bytes[k] != quote && bytes[k] != b'\n' {
+                k += if bytes[k] == b'\\' { 2 } else { 1 };
             }
-            (_, Some(b)) => {
-                out.push_str(&rest[..b]);
-                rest = rest[b..].find("*/").map_or("", |e| &rest[b + e + 2..]);
-            }
-            _ => {
-                out.push_str(rest);
-                rest = "";
-            }
+            let end = (k + 1).min(bytes.len());
+            // `end` is at a char boundary: after an ASCII quote, a newline,
+            // or at the end; an escape skips one byte, and the byte skipped
+            // starts a char or the loop stops at a boundary below.
+            let end = (end..=bytes.len())
+                .find(|&e| tail.is_char_boundary(e))
+                .unwrap_or(bytes.len());
+            out.push_str(&tail[..end]);
+            rest = &tail[end..];
         }
     }
-    out
 }
 
 /// The index of `word` in `s` as a whole word.
@@ -221,6 +304,36 @@ mod test {
         assert!(e.contains("not closed"), "{e}");
         let e = entries(".version 8.0\n.target sm_70\n.entry k(.param .q99 a)\n{}").unwrap_err();
         assert!(e.contains("cannot read parameter"), "{e}");
+    }
+
+    #[test]
+    fn entries_without_a_list_pointers_and_huge_arrays() {
+        let h = ".version 8.0\n.target sm_70\n";
+        let e = entries(&format!("{h}.entry k\n.maxntid 256, 1, 1\n{{ ret; }}")).unwrap();
+        assert_eq!(
+            e[0].params,
+            Some(vec![]),
+            "no parameter list: no parameters"
+        );
+        let e = entries(&format!(
+            "{h}.visible/* */.entry k(.param .u64 .ptr .global .align 8 k_0, .param .b8 .align 4 k_1[12])\n{{}}"
+        ))
+        .unwrap();
+        let p = |bytes, float| PtxParam { bytes, float };
+        assert_eq!(e[0].params, Some(vec![p(8, false), p(12, false)]));
+        // 8 * (2^64 - 1) bytes: refused, not an overflow.
+        let huge = format!("{h}.entry k(.param .u64 k_0[{}])\n{{}}", usize::MAX);
+        assert!(entries(&huge).unwrap_err().contains("cannot read"));
+        for bad in [
+            ".entry k(.param .u64 a b)\n{}",
+            ".entry k(.param .u64 a,)\n{}",
+            ".entry k(.param .f32 .ptr a)\n{}",
+            ".entry k(.param .u64 9a)\n{}",
+            ".entry k(.param .u64 a[-1])\n{}",
+            ".entry k(.u64 a)\n{}",
+        ] {
+            assert!(entries(&format!("{h}{bad}")).is_err(), "{bad}");
+        }
     }
 
     #[test]
