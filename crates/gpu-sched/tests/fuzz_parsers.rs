@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 // ---------------------------------------------------------------------
 
 /// Cases per property without `FUZZ_CASES`.
-const DEFAULT_CASES: u32 = 5_000;
+const DEFAULT_CASES: u32 = 10_000;
 
 /// Longest a case may run before the process is ended as hung (a case
 /// takes well under a millisecond to a few; debug builds on a loaded
