@@ -784,15 +784,16 @@ impl<'r, 'scope> Scope<'r, 'scope> {
 }
 
 /// A value that `rayon_core::join` requires to be `Send` but that never
-/// leaves the calling thread: `join`'s `a` side and its result.
+/// leaves the calling thread: `join`'s `a` side.
 struct Here<T>(T);
 
-// SAFETY: only used for `rayon_core::join`'s first operand and its result,
-// and only on a worker thread of a pool, where rayon runs that operand on
-// the calling thread and returns its result there (rayon-core's
-// `join_context`: `oper_a` runs inside `in_worker` on the current worker
-// thread; only `oper_b` may be stolen). So the value is never used from
-// another thread.
+// SAFETY: only used for `rayon_core::join`'s first operand (it holds a
+// reference to the join's `a` side: the joining task's context, which is
+// not `Sync`, and `a`, which need not be `Send`), and only on a worker
+// thread of a pool, where rayon runs that operand on the calling thread
+// (rayon-core's `join_context`: `oper_a` runs inside `in_worker` on the
+// current worker thread; only `oper_b` may be stolen). So the value is
+// never used from another thread.
 unsafe impl<T> Send for Here<T> {}
 
 /// Hands a task's final over to its joiner when it ends, by returning or
@@ -827,8 +828,7 @@ impl Drop for EndOnUnwind<'_> {
 
 /// `join`'s `b` task: a [`TaskContext`] of its own (a stream only if it
 /// submits GPU work), ordered after `fences`. Not generic, so none of it is
-/// repeated in the frames of each `b`.
-/// A failure is the join's (its end returns it), so the caller's frame
+/// repeated in the frames of each `b`. A failure is the join's (its end returns it), so the caller's frame
 /// keeps no error of its own.
 #[inline(never)]
 fn begin_join_b(
@@ -958,6 +958,8 @@ where
     let run_b = &mut side_b;
     rayon_core::join(
         move || {
+            // The whole `Here` moves in, not only its field (which is not
+            // `Send`).
             let run_a = run_a;
             run_a.0.run()
         },
