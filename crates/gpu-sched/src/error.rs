@@ -178,6 +178,13 @@ pub enum Error {
     /// other waiters see).
     #[error("a task panicked")]
     TaskPanicked,
+    /// A `join` or scope nested so deep that its worker's stack is nearly
+    /// used up: refused rather than overflow the stack (which aborts).
+    #[error("nesting too deep for the worker's stack ({left} bytes left); nest less, or give the pool bigger stacks (`ThreadPoolBuilder::stack_size`)")]
+    StackExhausted {
+        /// About how many bytes of the stack were left.
+        left: usize,
+    },
 }
 
 impl Error {

@@ -12,16 +12,31 @@
 //! On a worker thread, `join` is `rayon_core::join` (its `b` a task of its
 //! own, run on this thread unless another worker steals it) and a scope's
 //! spawns are jobs of a Rayon scope, whose end runs the jobs no worker took.
-//! From outside the pool, `join` moves to a worker (as Rayon's does), and a
-//! scope runs on the calling thread: `spawn` hands the task to the pool
-//! *and* keeps it in its scope's list, whoever takes it first runs it, and
-//! the scope's end runs the tasks no worker has started yet on its own
-//! thread (a short task spawned and joined costs no thread wake-up on the
-//! critical path).
+//! A join's sides have no Rayon scope: a task spawned from one goes to the
+//! pool of the thread (as a Rayon spawn does) *and* to the join's list,
+//! whoever takes it first runs it, and the join's end runs the tasks no
+//! worker has started yet on its own thread, a worker of that pool.
+//!
+//! From outside every pool, `join` moves to a worker (as Rayon's does),
+//! and a scope's body runs on the calling thread (as Rayon's
+//! `in_place_scope`'s; Rayon's `scope` moves its body to a worker): its
+//! tasks are jobs of a Rayon scope of the global pool and run on its
+//! workers only, never on the calling thread, which waits for them
+//! (thread-locals and `current_thread_index` in a task always see a
+//! worker). The body stays on the calling thread so that a body which
+//! blocks on its own tasks (a channel, a host wait) holds no worker.
 //!
 //! A [`ThreadPool`] of its own works as Rayon's: `gpu` calls inside its
 //! `install` run their tasks on its workers (a scope opened outside every
 //! pool spawns into the global one).
+//!
+//! Stacks: a chain of nested joins runs on a worker's stack. A level
+//! takes more than Rayon's (the `stack_depth.rs` test measures both: about
+//! 3.1 KB against 1.3 KB in a debug build, 1.4 KB against 256 bytes in a
+//! release build), so the workers' default
+//! stack is 16 MiB rather than Rayon's 2 MiB, and a join or scope that would
+//! start too close to the end of a worker's stack returns
+//! [`gpu_sched::Error::StackExhausted`] rather than overflow it.
 //!
 //! Differences from Rayon: tasks return `gpu::Result` and the first error
 //! (or panic) of a scope is reported at its end, after all of the scope's GPU
@@ -53,9 +68,13 @@ impl ThreadPoolBuilder {
         self
     }
 
-    /// The stack size of each worker thread, in bytes (as Rayon's; the
-    /// default is Rust's). Nesting depth is bounded by the stack: a deep
-    /// recursion of `join`s runs on the workers' stacks.
+    /// The stack size of each worker thread, in bytes (as Rayon's). The
+    /// default is 16 MiB (or `RUST_MIN_STACK` where that is more), where
+    /// Rayon's is Rust's 2 MiB: a level of `join` nesting takes more stack
+    /// than Rayon's. Nesting depth is bounded by the stack: a deep
+    /// recursion of `join`s runs on the workers' stacks, and a `join` or
+    /// scope that would start too close to a worker's stack end returns
+    /// [`gpu_sched::Error::StackExhausted`] instead of overflowing it.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
         self
@@ -100,14 +119,89 @@ impl ThreadPoolBuilder {
                         .max(8)
                 })
         });
-        let mut b = rayon_core::ThreadPoolBuilder::new()
+        // Always given, so each worker knows how much stack it has.
+        let stack = self.stack_size.unwrap_or_else(default_stack_size);
+        rayon_core::ThreadPoolBuilder::new()
             .num_threads(n)
-            .thread_name(|i| format!("gpu-worker-{i}"));
-        if let Some(bytes) = self.stack_size {
-            b = b.stack_size(bytes);
-        }
-        b.build()
+            .thread_name(|i| format!("gpu-worker-{i}"))
+            .stack_size(stack)
+            .start_handler(move |_| arm_stack_check(stack))
+            .build()
     }
+}
+
+/// The default stack of a worker thread: [`DEFAULT_STACK`], or
+/// `RUST_MIN_STACK` where that asks for more (Rust's default for new
+/// threads, and so Rayon's, is `RUST_MIN_STACK` or 2 MiB).
+fn default_stack_size() -> usize {
+    let env = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    DEFAULT_STACK.max(env)
+}
+
+/// The default stack of a worker, 16 MiB: a level of `gpu::join` nesting
+/// takes about twice Rayon's stack (a task of its own for each side), and
+/// a debug build's frames are several times a release build's, so a
+/// 4,096-deep chain of joins fits in a debug build (the test
+/// `stack_depth.rs`) and far more in a release build. Only the pages a
+/// thread touches take memory.
+const DEFAULT_STACK: usize = 16 << 20;
+
+thread_local! {
+    /// On a worker of a pool of this crate: the lowest stack address a new
+    /// level of nesting may start at, and the reserve below it (0 and 0
+    /// elsewhere: no check).
+    static STACK_LIMIT: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The address of a local of the caller's frame: where the stack is now.
+#[inline(always)]
+fn stack_here() -> usize {
+    let probe = 0u8;
+    std::hint::black_box(&probe) as *const u8 as usize
+}
+
+/// Stack kept free below the last level that may start: for the
+/// deepest task's own work (its GPU calls, a panic's unwinding), and for
+/// what is above the worker's first frame (its thread-local storage),
+/// which the estimate of the stack's end leaves out.
+fn stack_reserve(stack: usize) -> usize {
+    (stack / 8).clamp(32 << 10, 1 << 20).min(stack / 2)
+}
+
+/// Run first on each worker (the pool's start handler): the stack's end
+/// is `stack` bytes below a frame near its top.
+fn arm_stack_check(stack: usize) {
+    let end = stack_here().saturating_sub(stack);
+    let reserve = stack_reserve(stack);
+    STACK_LIMIT.with(|l| l.set((end.saturating_add(reserve), reserve)));
+}
+
+/// Refuses a new level of `join` or scope nesting on a worker of this
+/// crate's pools whose stack is nearly used up: a typed error rather than
+/// a stack overflow, which aborts the process. Elsewhere (another thread,
+/// a Rayon pool of the user's) the stack's size is not known and nothing
+/// is checked.
+///
+/// # Errors
+///
+/// [`gpu_sched::Error::StackExhausted`].
+#[inline]
+pub(crate) fn check_stack() -> gpu_sched::Result<()> {
+    let (limit, reserve) = STACK_LIMIT.with(|l| l.get());
+    let here = stack_here();
+    if here < limit {
+        return Err(stack_exhausted(here + reserve - limit));
+    }
+    Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn stack_exhausted(left: usize) -> gpu_sched::Error {
+    gpu_sched::Error::StackExhausted { left }
 }
 
 pub(crate) fn global() -> &'static rayon_core::ThreadPool {

@@ -14,9 +14,10 @@
 //!
 //! `gpu::join` runs on a pool worker (called from outside the pool it
 //! moves to one, as Rayon's does), and a worker that takes a chain's `b`
-//! runs the rest of the chain on its own stack: a level takes about 11 KB
-//! in a debug build and 2.7 KB in a release build, so 10,000 levels
-//! overflow the default 2 MiB. This binary builds the global pool with
+//! runs the rest of the chain on its own stack: a level takes about 3 KB
+//! in a debug build without GPU work (`stack_depth.rs` measures it; more
+//! with the GPU operations), so 10,000 levels need more than the default
+//! 16 MiB (4,096 fit there: `stack_depth.rs`). This binary builds the global pool with
 //! [`WORKER_STACK`] bytes of stack per worker
 //! (`gpu::ThreadPoolBuilder::stack_size`, as a Rayon user sets Rayon's).
 //!
@@ -48,7 +49,8 @@ use std::sync::{OnceLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 /// The stack of each worker of the global pool: a 10,000-deep chain of
-/// joins may run on one worker (about 110 MB of it in a debug build).
+/// joins may run on one worker (about 30 MB of it in a debug build
+/// without GPU work).
 const WORKER_STACK: usize = 256 << 20;
 
 /// Builds the global pool with [`WORKER_STACK`] (once, before anything

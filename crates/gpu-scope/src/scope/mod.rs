@@ -41,15 +41,8 @@ impl Job {
 /// panic or error; and the tasks not finished yet.
 #[derive(Default)]
 struct ScopeState {
-    finals: Mutex<Vec<Fence>>,
-    panic: Mutex<Option<Box<dyn Any + Send>>>,
-    error: Mutex<Option<Error>>,
-    /// Spawned jobs, possibly not started.
-    pending: Mutex<Vec<Arc<Job>>>,
     /// Jobs spawned and not finished.
     outstanding: AtomicUsize,
-    finished: Mutex<()>,
-    wake: Condvar,
     /// The scope's thread sleeps on `wake` (set and cleared under
     /// `finished`): only then does a finishing job notify, which costs a
     /// system call.
@@ -58,28 +51,58 @@ struct ScopeState {
     /// a final fence, an error, a panic): a scope with none ends with one
     /// load (a `join` of two tasks with no GPU work, Rayon's common case).
     touched: std::sync::atomic::AtomicBool,
+    /// The rest, made at its first use: a join that leaves nothing for its
+    /// end makes none, and keeps a few words on its stack rather than
+    /// all of it (a chain of joins keeps one state a level).
+    more: std::sync::OnceLock<Box<Collected>>,
+}
+
+/// The part of a [`ScopeState`] made at its first use.
+#[derive(Default)]
+struct Collected {
+    finals: Mutex<Vec<Fence>>,
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    error: Mutex<Option<Error>>,
+    /// Spawned jobs, possibly not started.
+    pending: Mutex<Vec<Arc<Job>>>,
+    finished: Mutex<()>,
+    wake: Condvar,
 }
 
 impl ScopeState {
+    /// The collected part, made if this is its first use.
+    fn more(&self) -> &Collected {
+        self.more.get_or_init(Default::default)
+    }
+
     /// The last touch of the state by a job. The count drops under the
     /// lock, and `wait_all` returns only while holding that lock, so the
     /// scope (and this state, on its stack) cannot end before this job has
     /// let go of the lock: nothing of the state is used after it is gone.
     fn job_finished(&self) {
-        let _g = lock(&self.finished);
+        let more = self.more();
+        let _g = lock(&more.finished);
         if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1
             && self.sleeping.load(Ordering::Relaxed)
         {
-            self.wake.notify_all();
+            more.wake.notify_all();
         }
     }
 
     /// Returns once every job spawned into the scope has finished, running
     /// the ones no worker has started yet on this thread (rayon's "help
-    /// while you wait"): each still takes a stream of its own.
+    /// while you wait"): each still takes a stream of its own. Only jobs
+    /// spawned from a join's sides are listed here, and only on a worker
+    /// (see `Scope::spawn_in`), so this thread is a worker of their pool.
     fn wait_all(&self) {
+        // A spawn makes the collected part before it counts its job: with
+        // none, nothing was spawned.
+        let Some(more) = self.more.get() else {
+            debug_assert_eq!(self.outstanding.load(Ordering::Acquire), 0);
+            return;
+        };
         loop {
-            let next = lock(&self.pending).pop();
+            let next = lock(&more.pending).pop();
             if let Some(job) = next {
                 if let Some(body) = job.take() {
                     body();
@@ -91,17 +114,17 @@ impl ScopeState {
             let spin_until = std::time::Instant::now() + Duration::from_micros(50);
             while self.outstanding.load(Ordering::Acquire) != 0
                 && std::time::Instant::now() < spin_until
-                && self.pending.lock().map_or(true, |p| p.is_empty())
+                && more.pending.lock().map_or(true, |p| p.is_empty())
             {
                 std::hint::spin_loop();
             }
-            let g = lock(&self.finished);
+            let g = lock(&more.finished);
             if self.outstanding.load(Ordering::Acquire) == 0 {
                 return;
             }
             // A running job may spawn more into this scope: look again soon.
             self.sleeping.store(true, Ordering::Relaxed);
-            let (g, _) = self
+            let (g, _) = more
                 .wake
                 .wait_timeout(g, Duration::from_micros(200))
                 .unwrap_or_else(|p| p.into_inner());
@@ -126,7 +149,7 @@ impl ScopeState {
 
     fn fail(&self, e: Error) {
         self.touch();
-        let mut g = lock(&self.error);
+        let mut g = lock(&self.more().error);
         if g.is_none() {
             *g = Some(e);
         }
@@ -134,7 +157,7 @@ impl ScopeState {
 
     fn panicked(&self, p: Box<dyn Any + Send>) {
         self.touch();
-        let mut g = lock(&self.panic);
+        let mut g = lock(&self.more().panic);
         if g.is_none() {
             *g = Some(p);
         }
@@ -144,16 +167,19 @@ impl ScopeState {
     /// first (as Rayon's `join` does).
     fn panicked_first(&self, p: Box<dyn Any + Send>) {
         self.touch();
-        *lock(&self.panic) = Some(p);
+        *lock(&self.more().panic) = Some(p);
     }
 
     fn push_final(&self, f: Fence) {
         self.touch();
-        lock(&self.finals).push(f);
+        lock(&self.more().finals).push(f);
     }
 
     fn finals(&self) -> Vec<Fence> {
-        std::mem::take(&mut *lock(&self.finals))
+        match self.more.get() {
+            Some(more) => std::mem::take(&mut *lock(&more.finals)),
+            None => Vec::new(),
+        }
     }
 
     /// Orders `ctx` after every task of the scope: a device wait on each
@@ -181,7 +207,9 @@ impl ScopeState {
     }
 
     fn failed(&self) -> bool {
-        lock(&self.panic).is_some() || lock(&self.error).is_some()
+        self.more
+            .get()
+            .is_some_and(|m| lock(&m.panic).is_some() || lock(&m.error).is_some())
     }
 
     /// The end of a scope whose body returned: waits for every task, orders
@@ -201,12 +229,27 @@ impl ScopeState {
         self.finish()
     }
 
+    /// The end of a join whose side's panic unwinds through it: waits for
+    /// every task spawned into it, then on the host for their and `b`'s GPU
+    /// work and `ctx`'s, so the panic surfaces after all of it. The panic
+    /// going on is the one re-raised; what the tasks reported is dropped
+    /// with the state.
+    #[cold]
+    #[inline(never)]
+    fn end_unwinding(&self, ctx: &TaskContext) {
+        self.wait_all();
+        let _ = self.join_into(ctx, true);
+    }
+
     /// Re-raises the first panic, else returns the first error.
     fn finish(&self) -> Result<()> {
-        if let Some(p) = lock(&self.panic).take() {
+        let Some(more) = self.more.get() else {
+            return Ok(());
+        };
+        if let Some(p) = lock(&more.panic).take() {
             resume_unwind(p);
         }
-        match lock(&self.error).take() {
+        match lock(&more.error).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -317,6 +360,12 @@ impl std::ops::Deref for Scope<'_, '_> {
 /// which sibling tasks run, on the host and on the device, is not
 /// specified.
 ///
+/// `op` runs on the calling thread, also from outside every pool (there
+/// Rayon's `scope` moves its body to a worker; this is Rayon's
+/// `in_place_scope`), so a body that blocks on its tasks holds no worker.
+/// The tasks run on a pool's workers only: the pool of the calling thread,
+/// or the global pool from outside every pool.
+///
 /// # Panics
 ///
 /// If a task panics, the first panic is re-raised here once every task has
@@ -380,8 +429,9 @@ where
 }
 
 /// [`scope`] whose body need not be `Send` (Rayon's `in_place_scope`): the
-/// body runs on the calling thread, as every `gpu` scope's body does; only
-/// the spawned tasks go to the pool.
+/// body runs on the calling thread, as every `gpu` scope's body does; the
+/// spawned tasks run on the pool's workers (from outside every pool, the
+/// global pool's), never on the calling thread.
 ///
 /// ```
 /// # fn main() -> gpu::Result<()> {
@@ -535,28 +585,29 @@ fn run_scope_with<'scope, OP, R>(
 where
     OP: FnOnce(&Scope<'_, 'scope>) -> Result<R>,
 {
+    // A scope nested too deep on a worker's stack is refused (elsewhere
+    // nothing is checked).
+    pool::check_stack()?;
     let state = ScopeState::default();
-    let caught = if pool::on_worker() {
-        // On a worker: spawns are jobs of a Rayon scope, whose end runs
-        // the ones no other worker took (Rayon's own "help while you
-        // wait", without the handing over of this scope's own list).
-        rayon_core::in_place_scope(|rs| {
-            let s = Scope {
-                ctx,
-                state: extend(&state),
-                rayon: Some(rs),
-                _invariant: std::marker::PhantomData,
-            };
-            catch_unwind(AssertUnwindSafe(|| op(&s)))
-        })
-    } else {
+    let body = |rs: &rayon_core::Scope<'scope>| {
         let s = Scope {
             ctx,
             state: extend(&state),
-            rayon: None,
+            rayon: Some(rs),
             _invariant: std::marker::PhantomData,
         };
         catch_unwind(AssertUnwindSafe(|| op(&s)))
+    };
+    // Spawns are jobs of a Rayon scope, whose end waits for them. On a
+    // worker, that scope's end runs the ones no other worker took (Rayon's
+    // "help while you wait"). From outside every pool the body runs here,
+    // its tasks on the global pool's workers only, never on this thread
+    // (Rayon's `in_place_scope`: thread-locals and `current_thread_index`
+    // in a task see a worker).
+    let caught = if pool::on_worker() {
+        rayon_core::in_place_scope(body)
+    } else {
+        pool::global().in_place_scope(body)
     };
     let result = match caught {
         Ok(Ok(r)) => Some(r),
@@ -682,12 +733,20 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let job = Arc::new(Job {
             body: Mutex::new(Some(erase(Box::new(body)))),
         });
-        lock(&state.pending).push(job.clone());
-        pool::global().spawn(move || {
+        lock(&state.more().pending).push(job.clone());
+        let run = move || {
             if let Some(body) = job.take() {
                 body();
             }
-        });
+        };
+        // The pool this thread works for, as Rayon's spawns from a join
+        // side (a join side has no Rayon scope: see `join_in_worker`);
+        // the global pool from outside every pool.
+        if pool::on_worker() {
+            rayon_core::spawn(run);
+        } else {
+            pool::global().spawn(run);
+        }
     }
 
     /// A nested scope on this task's stream: its tasks are ordered after
@@ -716,127 +775,235 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
         RB: Send,
     {
-        join_in(self.ctx, a, b, Join::Always)
+        if pool::on_worker() {
+            join_in_worker(self.ctx, a, b, Join::Always)
+        } else {
+            join_off_worker(self.ctx, a, b, Join::Always)
+        }
     }
 }
 
 /// A value that `rayon_core::join` requires to be `Send` but that never
-/// leaves the calling thread: `join`'s `a` side and its result.
+/// leaves the calling thread: `join`'s `a` side.
 struct Here<T>(T);
 
-// SAFETY: only used for `rayon_core::join`'s first operand and its result,
-// and only on a worker thread of the pool, where rayon runs that operand on
-// the calling thread and returns its result there (rayon-core's
-// `join_context`: `oper_a` runs inside `in_worker` on the current worker
-// thread; only `oper_b` may be stolen). So the value is never used from
-// another thread.
+// SAFETY: only used for `rayon_core::join`'s first operand (it holds a
+// reference to the join's `a` side: the joining task's context, which is
+// not `Sync`, and `a`, which need not be `Send`), and only on a worker
+// thread of a pool, where rayon runs that operand on the calling thread
+// (rayon-core's `join_context`: `oper_a` runs inside `in_worker` on the
+// current worker thread; only `oper_b` may be stolen). So the value is
+// never used from another thread.
 unsafe impl<T> Send for Here<T> {}
 
-impl<T> Here<T> {
-    fn into_inner(self) -> T {
-        self.0
+/// Hands a task's final over to its joiner when it ends, by returning or
+/// by a panic unwinding through it (`join`'s `b`): a guard, not a
+/// `catch_unwind`, which would cost stack at every level of a chain.
+struct HandOver<'a> {
+    ctx: &'a TaskContext,
+    state: &'a ScopeState,
+}
+
+impl Drop for HandOver<'_> {
+    fn drop(&mut self) {
+        hand_over_final(self.ctx, self.state);
     }
 }
 
-/// `join`'s `b`: a task of its own (a stream only if it submits GPU work),
-/// ordered after `fences`; its final fence goes to the join's state.
-fn run_join_b<'scope, B, RB>(
+/// While armed, a panic of a join side unwinding through the join (Rayon
+/// re-raises it once both sides returned) first waits for what the join
+/// must wait for: the tasks spawned from its sides, and their and `b`'s GPU
+/// work (as a scope's end does when a task failed). Disarmed (forgotten)
+/// when the sides returned.
+struct EndOnUnwind<'a> {
+    ctx: &'a TaskContext,
+    state: &'a ScopeState,
+}
+
+impl Drop for EndOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.state.end_unwinding(self.ctx);
+    }
+}
+
+/// `join`'s `b` task: a [`TaskContext`] of its own (a stream only if it
+/// submits GPU work), ordered after `fences`. Not generic, so none of it is
+/// repeated in the frames of each `b`. A failure is the join's (its end returns it), so the caller's frame
+/// keeps no error of its own.
+#[inline(never)]
+fn begin_join_b(
     rt: &Runtime,
     cap: &CaptureHandle,
-    state: &'scope ScopeState,
     fences: Fences,
-    b: B,
-) -> Result<RB>
+    state: &ScopeState,
+) -> Option<TaskContext> {
+    let begun = rt.begin_task_in(cap).and_then(|ctx| {
+        for fence in fences {
+            ctx.after_fence(fence)?;
+        }
+        Ok(ctx)
+    });
+    begun.map_err(|e| state.fail(e)).ok()
+}
+
+/// `join`'s `a` side as `rayon_core::join` runs it: the closure given to
+/// Rayon holds only a reference to this (in the join's frame) and returns
+/// nothing, so Rayon's frames, at every level of a chain, stay as small as
+/// for a join of Rayon's own.
+struct SideA<'a, A, RA> {
+    ctx: &'a TaskContext,
+    state: &'a ScopeState,
+    a: Option<A>,
+    out: Option<Result<RA>>,
+}
+
+impl<A, RA> SideA<'_, A, RA>
+where
+    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
+{
+    fn run(&mut self) {
+        if let Some(a) = self.a.take() {
+            self.out = Some(a(&Scope {
+                ctx: self.ctx,
+                state: self.state,
+                rayon: None,
+                _invariant: std::marker::PhantomData,
+            }));
+        }
+    }
+}
+
+/// `join`'s `b` side, as [`SideA`]: a task of its own, ordered after
+/// `fences`; its final fence goes to the join's state when it returns or
+/// panics (then before the panic reaches the join, so the join's end waits
+/// for `b`'s GPU work).
+struct SideB<'a, B, RB> {
+    rt: &'a Runtime,
+    cap: CaptureHandle,
+    state: &'a ScopeState,
+    fences: Fences,
+    b: Option<B>,
+    out: Option<Result<RB>>,
+}
+
+impl<B, RB> SideB<'_, B, RB>
 where
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB>,
 {
-    let ctx = rt.begin_task_in(cap)?;
-    for fence in fences {
-        ctx.after_fence(fence)?;
-    }
-    let s = Scope {
-        ctx: &ctx,
-        state,
-        rayon: None,
-        _invariant: std::marker::PhantomData,
-    };
-    // A panic of `b` is re-raised only after its final fence is handed
-    // over, so the join's end waits for `b`'s GPU work first.
-    let r = catch_unwind(AssertUnwindSafe(|| b(&s)));
-    hand_over_final(&ctx, state);
-    match r {
-        Ok(r) => r,
-        Err(p) => resume_unwind(p),
+    fn run(&mut self) {
+        let Some(b) = self.b.take() else { return };
+        let fences = std::mem::take(&mut self.fences);
+        // Matched by reference: the context is not moved into a slot of
+        // its own (a debug build keeps every such copy on the stack).
+        let task = begin_join_b(self.rt, &self.cap, fences, self.state);
+        let Some(ctx) = &task else { return };
+        let _hand_over = HandOver {
+            ctx,
+            state: self.state,
+        };
+        self.out = Some(b(&Scope {
+            ctx,
+            state: self.state,
+            rayon: None,
+            _invariant: std::marker::PhantomData,
+        }));
     }
 }
 
-/// `join` on a worker thread of the pool: rayon's own `join` (a job on the
+/// What a join does before its sides run (not generic): refuses a level
+/// that would start too close to the end of a worker's stack, and takes
+/// the fences `b` is ordered after.
+#[inline(never)]
+fn join_prelude(ctx: &TaskContext) -> Result<Fences> {
+    pool::check_stack()?;
+    ctx.fences_for_child()
+}
+
+/// `join` on a worker thread of a pool: rayon's own `join` (a job on the
 /// stack, `b` run here when no worker steals it), with `b` a task of its
-/// own. Spawns from either side go to one scope, waited for before the
-/// join returns; `a`'s panic wins, then `b`'s, as in Rayon.
+/// own. Spawns from either side go to one scope, run on this pool and
+/// waited for before the join returns; `a`'s panic wins, then `b`'s, as in
+/// Rayon (whose `join` re-raises it after both sides returned).
+///
+/// A chain of joins recursing in a side runs on one worker's stack, so
+/// what a level keeps there is kept small: no `catch_unwind` (guards
+/// instead), the sides' closures and results moved as little as possible,
+/// the rest in functions that are not generic or not on the way down.
 fn join_in_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
 where
     A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
     RB: Send,
 {
-    let fences = ctx.fences_for_child()?;
+    let fences = join_prelude(ctx)?;
     let state = ScopeState::default();
     let st = extend(&state);
-    let rt = ctx.runtime();
-    let a_side = Here(move || {
-        let s = Scope {
-            ctx,
-            state: st,
-            rayon: None,
-            _invariant: std::marker::PhantomData,
-        };
-        Here(catch_unwind(AssertUnwindSafe(|| a(&s))))
-    });
-    // `b` joins this task's scope capture, if any.
-    let cap = ctx.capture_handle();
-    let b_side = move || catch_unwind(AssertUnwindSafe(|| run_join_b(rt, &cap, st, fences, b)));
-    let (ra, rb) = rayon_core::join(move || (a_side.into_inner())(), b_side);
-    let ra = match ra.into_inner() {
-        Ok(r) => r,
-        Err(p) => {
-            state.panicked_first(p);
-            Err(Error::TaskPanicked)
-        }
+    let mut side_a = SideA {
+        ctx,
+        state: st,
+        a: Some(a),
+        out: None,
     };
-    let rb = match rb {
-        Ok(r) => r,
-        Err(p) => {
-            state.panicked(p);
-            Err(Error::TaskPanicked)
-        }
+    let mut side_b = SideB {
+        rt: ctx.runtime(),
+        // `b` joins this task's scope capture, if any.
+        cap: ctx.capture_handle(),
+        state: st,
+        fences,
+        b: Some(b),
+        out: None,
     };
-    let ra = ra.map_err(|e| state.fail(e)).ok();
-    let rb = rb.map_err(|e| state.fail(e)).ok();
-    if state.untouched() {
-        // No spawn, no GPU work to join, no failure (each would have
-        // touched the state): nothing is left to do.
-        return match (ra, rb) {
-            (Some(ra), Some(rb)) => Ok((ra, rb)),
-            _ => Err(Error::TaskPanicked),
-        };
-    }
-    state.end(ctx, join)?;
+    let guard = EndOnUnwind { ctx, state: st };
+    let run_a = Here(&mut side_a);
+    let run_b = &mut side_b;
+    rayon_core::join(
+        move || {
+            // The whole `Here` moves in, not only its field (which is not
+            // `Send`).
+            let run_a = run_a;
+            run_a.0.run()
+        },
+        move || run_b.run(),
+    );
+    std::mem::forget(guard);
+    finish_join(side_a.out, side_b.out, &state, ctx, join)
+}
+
+/// A join's end, once both sides returned (not on the way down a chain of
+/// joins: a frame of its own, called after the sides): nothing to do when
+/// nothing touched the state (no spawn, no GPU work to join, no failure),
+/// else the end of a scope.
+#[inline(never)]
+fn finish_join<RA, RB>(
+    ra: Option<Result<RA>>,
+    rb: Option<Result<RB>>,
+    state: &ScopeState,
+    ctx: &TaskContext,
+    join: Join,
+) -> Result<(RA, RB)> {
     match (ra, rb) {
-        (Some(ra), Some(rb)) => Ok((ra, rb)),
-        _ => Err(Error::TaskPanicked),
+        (Some(Ok(ra)), Some(Ok(rb))) if state.untouched() => Ok((ra, rb)),
+        (ra, rb) => {
+            // `a`'s error first: the state keeps the first.
+            let ra = ra.and_then(|r| r.map_err(|e| state.fail(e)).ok());
+            let rb = rb.and_then(|r| r.map_err(|e| state.fail(e)).ok());
+            state.end(ctx, join)?;
+            // Both are `Some` here: an error of either was returned by `end`.
+            ra.zip(rb).ok_or(Error::TaskPanicked)
+        }
     }
 }
 
-fn join_in<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
+/// `Scope::join` from outside every pool (in a scope's body there): `b`
+/// a spawned task, on the global pool. A frame of its own, so a chain of
+/// joins on a worker does not carry its locals.
+#[inline(never)]
+fn join_off_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
 where
     A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
     RB: Send,
 {
-    if pool::on_worker() {
-        return join_in_worker(ctx, a, b, join);
-    }
     let mut rb = None;
     let ra = run_scope_with(
         ctx,
@@ -871,16 +1038,33 @@ where
     RA: Send,
     RB: Send,
 {
-    let rt = Runtime::global()?;
     // On a worker thread of the pool, as Rayon's `join` does from outside
     // its pool: `a` runs there, `b` waits to be stolen or run after it.
-    let run = || {
-        let ctx = rt.begin_task()?;
-        join_in(&ctx, a, b, Join::IfSubmitted)
-    };
     if pool::on_worker() {
-        run()
+        join_task(a, b)
     } else {
-        pool::install(run)
+        pool::install(|| join_task(a, b))
     }
+}
+
+/// [`join`] on a worker: the join's own task, then the join.
+fn join_task<A, B, RA, RB>(a: A, b: B) -> Result<(RA, RB)>
+where
+    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
+    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
+    RB: Send,
+{
+    // Matched by reference: the context is not moved into a slot of its
+    // own (a debug build keeps every such copy on the stack).
+    match &begin_join_task() {
+        Ok(ctx) => join_in_worker(ctx, a, b, Join::IfSubmitted),
+        Err(e) => Err(e.clone()),
+    }
+}
+
+/// The task of a [`join`] (not generic: none of it is repeated in the
+/// frames of each join).
+#[inline(never)]
+fn begin_join_task() -> Result<TaskContext> {
+    Runtime::global()?.begin_task()
 }
