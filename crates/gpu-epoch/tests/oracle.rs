@@ -1,9 +1,10 @@
 //! The ledger against a plain happens-before oracle (DESIGN §6).
 //!
-//! Random programs (tasks, streams, launches, records and re-records, stream
-//! waits, event syncs and queries, stream syncs, takeovers, sharing,
-//! recycling, retiring and reusing stream slots, captures and graph launches,
-//! raw pointers) run through the ledger, driven the way the runtime drives
+//! Random programs (tasks, streams of several devices, launches, records and
+//! re-records, stream waits, event syncs and queries, stream syncs,
+//! takeovers, sharing, recycling, retiring and reusing stream slots, captures
+//! and graph launches, raw pointers, host staging memory, collectives) run
+//! through the ledger, driven the way the runtime drives
 //! it, and through an oracle of per-stream vector clocks. Operations are
 //! split into the halves the runtime splits them into (an operation's
 //! hand-off and first stamp, then its submission and second stamp;
@@ -33,7 +34,18 @@
 //!   reclaim stream (owned by a task that never ends) as a write, carried out
 //!   with pooled events, then frees it there: every earlier use must happen
 //!   before the free. A new buffer is then allocated in its place, in stream
-//!   order on a task's stream.
+//!   order on a task's stream. Each device has its reclaim stream, and a
+//!   buffer is freed on its device's.
+//! - **Captures and memory (issue 23, defect 1).** An allocation on a
+//!   capturing stream is refused (`Error::Capturing`) after the runtime's
+//!   bind: nothing stamped, no buffer, the ledger's state unchanged (checked
+//!   whole); one in two times the capture's body returns the error and the
+//!   capture ends without its graph. A buffer may be freed while a stream
+//!   (its own or another) captures: its captured uses are not stamped and
+//!   never run unless a graph is launched on the buffer, which a freed
+//!   buffer cannot be; the free waits for what was queued (the capturing
+//!   stream's through the capture's pre event), and for a graph's uses once
+//!   it was launched.
 //! - **Abandoned captures.** A capture may end without its graph (the body
 //!   erred or panicked, also when its task ends mid-capture): nothing it
 //!   captured runs or was stamped.
@@ -51,13 +63,21 @@
 //!   slot keeps its epochs, completed value and `waited` row. Stamps of the
 //!   old stream are judged against the old stream's clock (complete on the
 //!   host). Waits the ledger asks for on a vacant slot are skipped, as the
-//!   runtime skips them. (Oracle streams `n + 1..` are reused slots' new
+//!   runtime skips them. (Oracle streams `n + devs..` are reused slots' new
 //!   streams; `Sim::ost` maps a slot to its stream.)
+//! - **Several devices, staging memory and collectives (§11, issue 23,
+//!   defects 2 and 3).** Streams of up to three devices share the ledger.
+//!   Host staging memory (page-locked, of one device) is copied from on a
+//!   stream of any device, then written by the host; collectives are one
+//!   part per rank on unshared streams, issued as a group. See
+//!   [`devices`].
 //!
 //! Property: whenever a buffer use is submitted, every earlier conflicting
 //! use (write after write, read after write, write after read) happens
 //! before it in the oracle: ordered on the new stream's clock, or known
-//! complete on the host. Since every wait the ledger asks for is carried out
+//! complete on the host; whenever the host reads or writes staging memory,
+//! every earlier conflicting device use of it is known complete on the
+//! host. Since every wait the ledger asks for is carried out
 //! in the oracle too, a violation is exactly a wait the ledger skipped.
 //!
 //! Precision: each wait the ledger asks for is checked against the oracle; a
@@ -65,8 +85,9 @@
 //! the cause that kept the ledger from knowing (a table at the end, shown with
 //! `--nocapture`).
 //!
-//! `ORACLE_CASES` sets the number of programs (default 10 000):
-//! `ORACLE_CASES=100000 cargo test -p gpu-epoch --release --test oracle -- --nocapture`.
+//! `ORACLE_CASES` sets the number of programs (default 10 000); issue 23's
+//! million:
+//! `ORACLE_CASES=1000000 cargo test -p gpu-epoch --release --test oracle -- --nocapture`.
 #![cfg(not(loom))]
 
 use gpu_epoch::{
@@ -75,15 +96,19 @@ use gpu_epoch::{
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+
+#[path = "oracle/devices.rs"]
+mod devices;
+use devices::{Comm, Next, Part, COMM_STREAMS, STAGING};
 use std::sync::Mutex;
 
 const BUFS: usize = 4;
 /// Event handles users hold at once.
 const HANDLES: usize = 2;
 /// The event pool: the users' handles, a capture's pre event and one
-/// hand-off's event can be out at once.
-const POOL: usize = HANDLES + 2;
+/// hand-off's event can be out at once, and each staging buffer's fence.
+const POOL: usize = HANDLES + 2 + STAGING;
 const SLOTS: usize = 4;
 const MAX_STEPS: usize = 200;
 /// Streams a program may create in retired slots (new oracle streams).
@@ -277,7 +302,8 @@ impl Oracle {
             clock: vec![Clock::new(n); n],
             host: Clock::new(n),
             event: vec![None; POOL],
-            uses: vec![Vec::new(); BUFS],
+            // Buffers, then host staging memory.
+            uses: vec![Vec::new(); BUFS + STAGING],
         }
     }
 
@@ -357,6 +383,9 @@ struct Step {
 #[derive(Clone, Debug)]
 struct Program {
     streams: usize,
+    /// Devices (1..=3), sharing the ledger (§11): task stream `i` is of
+    /// device `i % devs`; each device has its reclaim stream.
+    devs: usize,
     /// How many tasks may be live at once (2..=SLOTS).
     tasks: usize,
     /// How many buffers the program uses (1..=BUFS).
@@ -376,7 +405,8 @@ struct Program {
 /// launch, 9 capture begin or end, 10 graph launch, 11 host-sync pointer, 12
 /// recycle, 13 user event dropped, 14 split, rejoin or views dropped, 15
 /// free or allocation, 16 a task begins sharing a held stream, 17 retire,
-/// 18 stream creation.
+/// 18 stream creation, 19 a staging call (copy in or out, host access), 20
+/// a communicator's creation, drop or collective.
 fn kind(op: u8) -> u32 {
     match op {
         0..=23 | 96..=99 => 0,
@@ -397,12 +427,14 @@ fn kind(op: u8) -> u32 {
         112..=117 => 15,
         118..=120 => 16,
         121..=123 => 17,
-        _ => 18,
+        124..=126 => 18,
+        127..=133 => 19,
+        _ => 20,
     }
 }
 
 /// Operation bytes are below this.
-const OPS: u8 = 127;
+const OPS: u8 = 140;
 
 fn program() -> impl Strategy<Value = Program> {
     let step = (
@@ -414,21 +446,24 @@ fn program() -> impl Strategy<Value = Program> {
     )
         .prop_map(|(slot, op, a, b, c)| Step { slot, op, a, b, c });
     (
-        2usize..=5,
+        (2usize..=5, prop_oneof![Just(1usize), 1usize..=3]),
         2usize..=SLOTS,
         1usize..=BUFS,
         prop_oneof![Just(u32::MAX), any::<u32>()],
         prop_oneof![Just(248u8), 224u8..=255],
         prop::collection::vec(step, 1..=MAX_STEPS),
     )
-        .prop_map(|(streams, tasks, bufs, kinds, cross, steps)| Program {
-            streams,
-            tasks,
-            bufs,
-            kinds,
-            cross,
-            steps,
-        })
+        .prop_map(
+            |((streams, devs), tasks, bufs, kinds, cross, steps)| Program {
+                streams,
+                devs,
+                tasks,
+                bufs,
+                kinds,
+                cross,
+                steps,
+            },
+        )
 }
 
 // ---------------------------------------------------------------------------
@@ -446,8 +481,13 @@ enum Pending {
     Launch {
         s: usize,
         touches: Vec<(usize, bool)>,
+        /// Host staging memory the operation reads or writes (a copy).
+        host: Vec<(usize, bool)>,
         captured: bool,
     },
+    /// A collective: its parts' hand-offs and stamps, rank by rank (`phase`),
+    /// then every part queued at once.
+    Collective { phase: usize, parts: Vec<Part> },
     Record {
         e: usize,
         s: usize,
@@ -484,7 +524,7 @@ impl Pending {
                 kind: WaitKind::Stream(s),
                 ..
             } => Some(s),
-            Pending::Wait { .. } => None,
+            Pending::Wait { .. } | Pending::Collective { .. } => None,
         }
     }
 
@@ -492,6 +532,9 @@ impl Pending {
     fn touches(&self) -> Vec<(usize, bool)> {
         match self {
             Pending::Launch { touches, .. } => touches.clone(),
+            Pending::Collective { parts, .. } => {
+                parts.iter().flat_map(|p| p.touches.clone()).collect()
+            }
             Pending::StreamSync { hold: Some(b), .. } => vec![(*b, true)],
             _ => Vec::new(),
         }
@@ -512,6 +555,10 @@ struct Slot {
     pending: Option<Pending>,
     /// Bound its own stream (the runtime's `submitted`): closes it at the end.
     submitted: bool,
+    /// The rest of the runtime call in progress (a staging call's steps).
+    next: VecDeque<Next>,
+    /// The staging buffer that call holds (`&mut Staging`), and its stream.
+    holds: Option<(usize, usize)>,
 }
 
 /// A captured or graph operation's object: (object, written, the buffer's
@@ -563,6 +610,12 @@ struct Stats {
     vacant_skips: u64,
     /// Waits of frees' hand-offs: needed, unnecessary.
     free_waits: [u64; 2],
+    /// Allocations refused in a capture; of them, captures then abandoned.
+    refused_allocs: [u64; 2],
+    /// Frees while a stream is capturing; of them, of a buffer the capture
+    /// used.
+    frees_in_capture: [u64; 2],
+    pub(crate) dev: devices::DevStats,
 }
 
 impl Stats {
@@ -597,21 +650,38 @@ impl Stats {
         self.vacant_skips += s.vacant_skips;
         self.free_waits[0] += s.free_waits[0];
         self.free_waits[1] += s.free_waits[1];
+        for i in 0..2 {
+            self.refused_allocs[i] += s.refused_allocs[i];
+            self.frees_in_capture[i] += s.frees_in_capture[i];
+        }
+        self.dev.add(&s.dev);
     }
 }
 
 struct Sim {
-    /// Task streams are `0..n`; stream `n` is the reclaim stream.
+    /// Task streams are `0..n`; streams `n..n + devs` are the devices'
+    /// reclaim streams.
     n: usize,
+    devs: usize,
     tasks: usize,
     nbufs: usize,
     kinds: u32,
     cross: u8,
     ledger: Ledger,
     ids: Vec<StreamId>,
-    /// The reclaim stream and the task that owns it for good.
-    reclaim: usize,
-    reclaimer: Task,
+    /// Each device's reclaim stream and the task that owns it for good.
+    reclaim: Vec<usize>,
+    reclaimer: Vec<Task>,
+    /// Each buffer's device.
+    bdev: Vec<usize>,
+    /// Each staging buffer's fence in flight (`Staging::in_flight`): a
+    /// pooled event recorded after its last copy.
+    fence: [Option<usize>; STAGING],
+    /// The communicator, if any: a task and an unshared stream per rank.
+    comm: Option<Comm>,
+    /// Streams a communicator's task holds: never shared, never given to
+    /// another task.
+    reserved: Vec<bool>,
     /// Stamps of every object (buffers, then views).
     bufs: Vec<BufferStamps>,
     state: Vec<BufState>,
@@ -636,7 +706,7 @@ struct Sim {
     // A raw pointer taken on (stream, by task) that is still valid.
     raw: Vec<Option<(usize, u64)>>,
     /// The oracle's stream behind each slot: the slot's own index until the
-    /// slot is retired and reused, then a new one from `n + 1` on.
+    /// slot is retired and reused, then a new one from `n + devs` on.
     ost: Vec<usize>,
     /// The next new oracle stream.
     next_ost: usize,
@@ -653,25 +723,36 @@ fn bit(x: u8, i: usize) -> bool {
 
 impl Sim {
     fn new(prog: &Program) -> Self {
-        let n = prog.streams;
-        let ledger = Ledger::new(n + 1);
-        let ids: Vec<StreamId> = (0..=n).map(|_| ledger.add_stream().unwrap()).collect();
-        let reclaimer = ledger.begin_task();
-        assert_eq!(ledger.bind(&reclaimer, ids[n]), Binding::TookOver);
-        let mut owner = vec![None; n + 1];
-        owner[n] = Some(reclaimer.clone());
-        let mut bound = vec![Vec::new(); n + 1];
-        bound[n].push(reclaimer.clone());
+        let (n, devs) = (prog.streams, prog.devs);
+        // Task streams, reclaim streams, streams made for communicators.
+        let all = n + devs + COMM_STREAMS;
+        let ledger = Ledger::new(all);
+        let ids: Vec<StreamId> = (0..all).map(|_| ledger.add_stream().unwrap()).collect();
+        let mut owner = vec![None; all];
+        let mut bound = vec![Vec::new(); all];
+        let mut reclaimer = Vec::new();
+        for r in n..n + devs {
+            let t = ledger.begin_task();
+            assert_eq!(ledger.bind(&t, ids[r]), Binding::TookOver);
+            owner[r] = Some(t.clone());
+            bound[r].push(t.clone());
+            reclaimer.push(t);
+        }
         Sim {
             n,
+            devs,
             tasks: prog.tasks,
             nbufs: prog.bufs,
             kinds: prog.kinds,
             cross: prog.cross,
             ledger,
             ids,
-            reclaim: n,
+            reclaim: (n..n + devs).collect(),
             reclaimer,
+            bdev: (0..BUFS).map(|b| b % devs).collect(),
+            fence: [None; STAGING],
+            comm: None,
+            reserved: vec![false; all],
             bufs: (0..OBJS).map(|_| BufferStamps::new()).collect(),
             state: vec![BufState::Live; BUFS],
             gen: vec![0; BUFS],
@@ -683,15 +764,18 @@ impl Sim {
             user: [None; HANDLES],
             slots: (0..SLOTS).map(|_| None).collect(),
             owner,
-            shared: vec![false; n + 1],
+            shared: vec![false; all],
             bound,
             capture: None,
             graphs: Vec::new(),
             raw: vec![None; BUFS],
-            oracle: Oracle::new(n + 1 + NEW_STREAMS),
-            ost: (0..=n).collect(),
-            next_ost: n + 1,
-            vacant: vec![false; n + 1],
+            // New streams in reused slots come before the communicators'.
+            oracle: Oracle::new(all + NEW_STREAMS),
+            ost: (0..n + devs)
+                .chain((0..COMM_STREAMS).map(|j| n + devs + NEW_STREAMS + j))
+                .collect(),
+            next_ost: n + devs,
+            vacant: vec![false; all],
             stats: Stats::default(),
             log: Vec::new(),
         }
@@ -786,17 +870,30 @@ impl Sim {
         if x < self.cross {
             self.slots[slot].as_ref().unwrap().home
         } else {
-            // A retired slot has no stream: the next one that has.
+            // A retired slot has no stream: the next one that has (and not
+            // a communicator's).
             (0..self.n)
                 .map(|i| (x as usize + i) % self.n)
-                .find(|&s| !self.vacant[s])
-                .expect("a task's home is never retired")
+                .find(|&s| !self.vacant[s] && !self.reserved[s])
+                .expect("a task's home is neither retired nor reserved")
         }
     }
 
     /// R3, checked against a model of ownership.
-    fn bind(&mut self, slot: usize, s: usize) -> Result<(), String> {
+    fn bind(&mut self, slot: usize, s: usize) -> Result<Binding, String> {
         let task = self.task(slot);
+        let got = self.bind_as(&task, s)?;
+        let sl = self.slots[slot].as_mut().unwrap();
+        if sl.home == s {
+            sl.submitted = true;
+        }
+        Ok(got)
+    }
+
+    /// R3 for `task` (a slot's, or a communicator's), checked against the
+    /// model.
+    fn bind_as(&mut self, task: &Task, s: usize) -> Result<Binding, String> {
+        let task = task.clone();
         let got = self.ledger.bind(&task, self.ids[s]);
         let want = if self.shared[s] {
             Binding::Shared
@@ -822,11 +919,7 @@ impl Sim {
         if !self.bound[s].iter().any(|t| t.id() == task.id()) {
             self.bound[s].push(task);
         }
-        let sl = self.slots[slot].as_mut().unwrap();
-        if sl.home == s {
-            sl.submitted = true;
-        }
-        Ok(())
+        Ok(got)
     }
 
     /// Ends raw pointers of buffers now used on a stream other than theirs.
@@ -993,7 +1086,7 @@ impl Sim {
                 None => self.stats.needed += 1,
                 Some(c) => *self.stats.unneeded.entry(c).or_default() += 1,
             }
-            if s2 == self.reclaim {
+            if self.reclaim.contains(&s2) {
                 self.stats.free_waits[usize::from(why.is_some())] += 1;
             }
         }
@@ -1056,11 +1149,30 @@ impl Sim {
 
     /// First half of a launch or a graph launch: bind, hand-offs, stamps.
     fn launch(&mut self, slot: usize, s: usize, touches: Vec<(usize, bool)>) -> Result<(), String> {
+        self.launch_host(slot, s, touches, Vec::new())
+    }
+
+    /// [`Sim::launch`] of an operation that also reads or writes host
+    /// staging memory (`host`: staging buffer, written).
+    fn launch_host(
+        &mut self,
+        slot: usize,
+        s: usize,
+        touches: Vec<(usize, bool)>,
+        host: Vec<(usize, bool)>,
+    ) -> Result<(), String> {
         if !self.borrow_ok(&touches) {
             return Ok(());
         }
-        self.log
-            .push(format!("T{slot} launch on s{s} {:?}", Objs(&touches)));
+        self.log.push(format!(
+            "T{slot} launch on s{s} {:?}{}",
+            Objs(&touches),
+            if host.is_empty() {
+                String::new()
+            } else {
+                format!(" staging {host:?}")
+            }
+        ));
         self.bind(slot, s)?;
         self.moved(&touches, s);
         let task = self.task(slot);
@@ -1072,6 +1184,7 @@ impl Sim {
         self.slots[slot].as_mut().unwrap().pending = Some(Pending::Launch {
             s,
             touches,
+            host,
             captured,
         });
         Ok(())
@@ -1121,9 +1234,11 @@ impl Sim {
         let mut p = self.slots[slot].as_mut().unwrap().pending.take().unwrap();
         let task = self.task(slot);
         match &mut p {
+            Pending::Collective { .. } => return self.collective_step(slot, p),
             Pending::Launch {
                 s,
                 touches,
+                host,
                 captured,
             } => {
                 let (s, captured) = (*s, *captured);
@@ -1131,6 +1246,9 @@ impl Sim {
                     "T{slot} submit on s{s} {:?} captured={captured}",
                     Objs(touches)
                 ));
+                if captured && !host.is_empty() {
+                    return Err("a copy of host memory was captured".into());
+                }
                 if captured {
                     let gens: Vec<u32> = touches
                         .iter()
@@ -1147,7 +1265,8 @@ impl Sim {
                         }
                     }
                 } else {
-                    let mem = self.mem_touches(touches);
+                    let mut mem = self.mem_touches(touches);
+                    mem.extend(host.iter().map(|&(h, w)| (BUFS + h, 0b11, w)));
                     self.oracle.submit(self.ost[s], &mem)?;
                     self.stats.ops += 1;
                 }
@@ -1332,6 +1451,15 @@ impl Sim {
         if kind(st.op) == 16 && self.slots[slot].is_none() {
             return self.share_start(slot, st.a as usize);
         }
+        if kind(st.op) == 20
+            && self.slots[slot]
+                .as_ref()
+                .map_or(true, |sl| sl.pending.is_none() && sl.next.is_empty())
+        {
+            // A communicator's call, made from any thread (this slot's, which
+            // drives a collective's phases).
+            return self.collective_op(slot, st);
+        }
         let Some(sl) = &self.slots[slot] else {
             // The pool hands out a stream with no live owner, if any (then
             // the task takes it over); else one a live task owns (shared).
@@ -1342,16 +1470,20 @@ impl Sim {
                     !self.owner[s].as_ref().is_some_and(Task::is_live)
                         && !self.shared[s]
                         && !self.vacant[s]
+                        && !self.reserved[s]
                 });
             if free.is_none() && st.b % 4 != 0 {
                 return Ok(());
             }
-            let home = free.unwrap_or_else(|| {
+            // Never a communicator's stream: the runtime gives a
+            // collective's task an unshared stream.
+            let Some(home) = free.or_else(|| {
                 (0..self.n)
                     .map(|i| (st.a as usize + i) % self.n)
-                    .find(|&s| !self.vacant[s])
-                    .expect("a slot is never retired alone")
-            });
+                    .find(|&s| !self.vacant[s] && !self.reserved[s])
+            }) else {
+                return Ok(());
+            };
             let task = self.ledger.begin_task();
             self.log
                 .push(format!("T{slot} begins ({:?}), home s{home}", task.id()));
@@ -1360,11 +1492,19 @@ impl Sim {
                 home,
                 pending: None,
                 submitted: false,
+                next: VecDeque::new(),
+                holds: None,
             });
             return Ok(());
         };
         if sl.pending.is_some() {
             return self.advance(slot);
+        }
+        if !sl.next.is_empty() {
+            return self.next_step(slot);
+        }
+        if kind(st.op) == 19 {
+            return self.staging_op(slot, st);
         }
         if kind(st.op) == 16 {
             st.op %= 24; // a task that began already: a launch
@@ -1525,7 +1665,10 @@ impl Sim {
                 self.stats.ops += 1;
             }
             77..=79 => {
-                if self.capture.is_some() || self.pending_on(home) {
+                // Not while a staging call holds the stream (between its
+                // copy and its host wait: the runtime's capture refuses a
+                // stream with two holders).
+                if self.capture.is_some() || self.pending_on(home) || self.held_by_call(home) {
                     return Ok(());
                 }
                 self.log.push(format!("T{slot} begins capture on s{home}"));
@@ -1677,9 +1820,19 @@ impl Sim {
                 if self.state[b] != BufState::Live || !self.borrow_ok(&[(b, true)]) {
                     return Ok(());
                 }
-                let r = self.reclaim;
+                // On the reclaim stream of the buffer's device.
+                let (r, d) = (self.reclaim[self.bdev[b]], self.bdev[b]);
                 self.log.push(format!("b{b} dropped: freed on s{r}"));
-                let reclaimer = self.reclaimer.clone();
+                if let Some(cap) = &self.capture {
+                    // Captured uses are not stamped: the free waits only
+                    // for what ran or was queued (the pre event covers
+                    // the capturing stream's), and the graph cannot be
+                    // launched on the freed buffer.
+                    let used = cap.graph.iter().any(|t| self.mem(t.0).0 == b);
+                    self.stats.frees_in_capture[0] += 1;
+                    self.stats.frees_in_capture[1] += u64::from(used);
+                }
+                let reclaimer = self.reclaimer[d].clone();
                 self.hand_off(&reclaimer, b, r, true)?;
                 self.oracle.submit(self.ost[r], &[(b, 0b11, true)])?;
                 self.stats.ops += 1;
@@ -1698,11 +1851,42 @@ impl Sim {
                     return Ok(());
                 };
                 let s = self.pick(slot, st.a);
-                if self.capturing(s) {
+                // The runtime binds, then refuses an allocation on a
+                // capturing stream (`Error::Capturing`): nothing stamped, no
+                // buffer; the ledger is as it was.
+                let before = self.ledger_state();
+                let was = self.bind(slot, s)? == Binding::Owned;
+                let refused = self.ledger.is_capturing(self.ids[s]);
+                if refused != self.capturing(s) {
+                    return Err(format!("capture state of s{s} differs at an allocation"));
+                }
+                if refused {
+                    self.log.push(format!(
+                        "T{slot} allocation of b{b} on capturing s{s} refused"
+                    ));
+                    if was && self.ledger_state() != before {
+                        return Err(format!(
+                            "a refused allocation changed the ledger:\n{before}\n{}",
+                            self.ledger_state()
+                        ));
+                    }
+                    self.stats.refused_allocs[0] += 1;
+                    // The capture's body returns the error (one in two):
+                    // the capture ends without its graph.
+                    if self
+                        .capture
+                        .as_ref()
+                        .is_some_and(|c| c.task == task.id().get() && c.stream == s)
+                        && bit(st.c, 0)
+                        && !self.pending_on(s)
+                    {
+                        self.end_capture(false);
+                        self.stats.refused_allocs[1] += 1;
+                    }
                     return Ok(());
                 }
                 self.log.push(format!("T{slot} allocates b{b} on s{s}"));
-                self.bind(slot, s)?;
+                self.bdev[b] = self.sdev(s);
                 self.bufs[b] = BufferStamps::new();
                 self.oracle.uses[b].clear();
                 self.stamp(b, s, true)?;
@@ -1720,6 +1904,7 @@ impl Sim {
     /// if every task that bound it finished.
     fn recycle(&mut self, s: usize) -> Result<(), String> {
         if self.vacant[s]
+            || self.held_by_call(s)
             || self.capturing(s)
             || self.pending_on(s)
             || self.bound[s].iter().any(Task::is_live)
@@ -1761,6 +1946,8 @@ impl Sim {
             home,
             pending: None,
             submitted: false,
+            next: VecDeque::new(),
+            holds: None,
         });
         self.stats.shares += 1;
         Ok(())
@@ -1772,6 +1959,7 @@ impl Sim {
     /// at least is kept.
     fn retire(&mut self, s: usize) -> Result<(), String> {
         if self.vacant[s]
+            || self.held_by_call(s)
             || self.capturing(s)
             || self.pending_on(s)
             || self.bound[s].iter().any(Task::is_live)
@@ -1807,7 +1995,7 @@ impl Sim {
                 Err(_) => Ok(()),
             };
         }
-        if self.next_ost == self.oracle.host.0.len() {
+        if self.next_ost == self.n + self.devs + NEW_STREAMS {
             return Ok(()); // no oracle stream left: the slot stays vacant
         }
         let id = self.ledger.add_stream().map_err(|e| e.to_string())?;
@@ -1832,13 +2020,26 @@ impl Sim {
         for &st in &prog.steps {
             self.step(st)?;
         }
-        // Finish what is in flight, so its submissions are checked too.
+        // Finish what is in flight, so its submissions are checked too (and
+        // the rest of each runtime call in progress, its host accesses).
         for slot in 0..SLOTS {
             if self.slots[slot]
                 .as_ref()
                 .is_some_and(|s| s.pending.is_some())
             {
                 self.advance(slot)?;
+            }
+        }
+        for slot in 0..SLOTS {
+            while let Some(sl) = &self.slots[slot] {
+                let in_call =
+                    sl.holds.is_some() || matches!(sl.pending, Some(Pending::Collective { .. }));
+                let (pending, next) = (sl.pending.is_some(), !sl.next.is_empty());
+                match (pending, next) {
+                    (true, _) if in_call => self.advance(slot)?,
+                    (false, true) => self.next_step(slot)?,
+                    _ => break,
+                }
             }
         }
         let c = self.ledger.counters();
@@ -1883,6 +2084,12 @@ fn report(st: &Stats) {
          waits on a vacant slot skipped {}",
         st.shares, st.retires, st.creates, st.vacant_skips
     );
+    eprintln!(
+        "  captures: allocations refused {} (the capture then abandoned {}); frees while \
+         capturing {} (of a buffer the capture used {})",
+        st.refused_allocs[0], st.refused_allocs[1], st.frees_in_capture[0], st.frees_in_capture[1]
+    );
+    st.dev.report();
     eprintln!(
         "  frees' waits (included below): needed {}, unnecessary {}",
         st.free_waits[0], st.free_waits[1]
@@ -1981,11 +2188,13 @@ fn ledger_never_skips_a_wait_the_oracle_needs() {
 // if `c % 4 == 0`), 91 recycle (stream `a`), 100 event handle `b` dropped,
 // 104 split of buffer `b` (one view if `c % 4 == 0`, else two), 108 rejoin
 // (bit 0 of `c` clear) or views dropped (split buffer `b`), 112 free
-// (buffer `b`), 115 allocation (freed buffer `b`), 121 retire (stream
-// `a`), 124 stream creation (a vacant slot reused). A task's first step with
-// op 118 begins it sharing the first stream from `a` a live task holds
+// (buffer `b`), 115 allocation (freed buffer `b`; refused on a capturing
+// stream, the capture then abandoned if bit 0 of `c`), 121 retire (stream
+// `a`), 124 stream creation (a vacant slot reused), 127 a staging call, 134
+// a communicator's call (`devices`' replays say how). A task's first step
+// with op 118 begins it sharing the first stream from `a` a live task holds
 // (`share`). `a` below 200 is the task's own stream, else stream `a % n`
-// (the next one not vacant).
+// (the next one neither vacant nor a communicator's).
 // Event handles get events from the pool (a stack, 0 first) on first use.
 
 /// A step as `(task, op, a, b, c)`.
@@ -1994,8 +2203,14 @@ type Raw = (u8, u8, u8, u8, u8);
 const N: Raw = (0, 0, 0, 0, 0);
 
 fn replay(streams: usize, v: &[Raw]) -> Sim {
+    replay_on(streams, 1, v)
+}
+
+/// [`replay`] with `devs` devices.
+fn replay_on(streams: usize, devs: usize, v: &[Raw]) -> Sim {
     let prog = Program {
         streams,
+        devs,
         tasks: SLOTS,
         bufs: BUFS,
         kinds: u32::MAX,
@@ -2413,4 +2628,64 @@ fn replay_retire_reuse_then_a_hand_off_from_an_old_stamp() {
         .log
         .iter()
         .any(|l| l.contains("hand-off b1 -> s1 Read: DeviceWait({S0})")));
+}
+
+#[test]
+fn replay_allocation_refused_in_a_capture() {
+    // Issue 23, defect 1: an allocation in a capture is refused (nothing
+    // stamped, no buffer), the ledger as it was; the body carries on here,
+    // and the graph it ends with holds only what it launched. Then another
+    // attempt whose error ends the capture without its graph.
+    let mut sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0)],
+            vec![(0, 112, 0, 0, 0)], // b0 dropped: freed
+            vec![(0, 77, 0, 0, 0)],  // T0 begins capturing s0
+            vec![(0, 115, 0, 0, 0)], // T0 allocates b0: refused, carries on
+            vec![(0, 0, 0, 1, 2)],   // T0 writes b1: captured
+            halves(0, 1).collect(),
+            vec![(0, 80, 0, 0, 1)],  // the capture ends: a graph
+            vec![(0, 77, 0, 0, 0)],  // a second capture
+            vec![(0, 115, 0, 0, 1)], // refused, and the body returns the error
+        ]),
+    );
+    assert_eq!(sim.stats.refused_allocs, [2, 1]);
+    assert_eq!(sim.stats.abandoned, 1);
+    assert_eq!(sim.state[0], BufState::Freed);
+    assert_eq!(sim.stats.allocs, 0);
+    assert_eq!(sim.graphs.len(), 1);
+    assert!(sim.graphs[0].iter().all(|t| t.0 == 1), "{:?}", sim.graphs);
+    assert!(sim.bufs[0].get_mut().writer().is_none());
+}
+
+#[test]
+fn replay_free_while_its_stream_is_capturing() {
+    // X4 in a capture: b0, written before the capture and read in it, is
+    // freed while its stream captures: the reclaim stream waits for what ran
+    // before the capture (the pre event), not for the captured read, which
+    // never runs: the graph cannot be launched on the freed buffer.
+    let sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0)],
+            vec![(0, 0, 0, 0, 1)], // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 77, 0, 0, 0)], // T0 begins capturing s0
+            vec![(0, 0, 0, 0, 0)],  // T0 reads b0: captured
+            halves(0, 1).collect(),
+            vec![(1, 99, 1, 0, 0)],
+            vec![(1, 112, 0, 0, 0)], // b0 dropped: freed on s3
+            vec![(0, 80, 0, 0, 1)],  // the capture ends: a graph of b0
+            vec![(1, 83, 0, 0, 0)],  // T1 launches it: b0 is gone, refused
+        ]),
+    );
+    assert_eq!(sim.stats.frees_in_capture, [1, 1]);
+    assert_eq!(sim.stats.frees, 1);
+    assert_eq!((sim.gen[0], sim.graphs.len()), (1, 1));
+    assert!(!sim.log.iter().any(|l| l.contains("graph launch")));
+    assert!(sim
+        .log
+        .iter()
+        .any(|l| l.contains("hand-off b0 -> s3 Write: DeviceWait({S0})")));
 }
