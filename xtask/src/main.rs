@@ -101,7 +101,8 @@ const COMMANDS: &[Command] = &[
     },
     Command {
         name: "stress",
-        args: "[--tasks N] [--seed S]",
+        args: "[--tasks N] [--seed S] [--devices N] [--comms C] [--max-streams M] \
+               [--warm-streams W] [--stall SECONDS] [--multi]",
         about: "run the random task-DAG stress (release, 100 000 tasks by default, the GPU \
                 when there is one); fail on any wrong value or race",
         run: stress::run,

@@ -2,7 +2,11 @@
 //! at least 100 000 tasks by default), built in release and run on the
 //! global runtime: the GPU when there is one, the host backend otherwise.
 //! It prints the tasks run, the wrong values and races (both must be 0)
-//! and the time, and fails if either is not 0.
+//! and the time, and fails if either is not 0. The example's other modes
+//! pass through: `--devices N`, `--comms C`, `--max-streams M`,
+//! `--warm-streams W`, `--stall SECONDS` and `--multi` (the runs over two
+//! devices after the first; on the host backend where the machine has
+//! fewer GPUs).
 //!
 //! On a GPU machine without cargo it runs the bundle's binary
 //! (`bundle/bin/example.90-stress`, see `cargo xtask bundle`).
@@ -16,7 +20,8 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--tasks" | "--seed" => {
+            "--tasks" | "--seed" | "--devices" | "--comms" | "--max-streams" | "--warm-streams"
+            | "--stall" => {
                 let v = it
                     .next()
                     .ok_or_else(|| Error::Usage(format!("{a} needs a value")))?;
@@ -25,6 +30,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
                 }
                 forward.extend([a.clone(), v.clone()]);
             }
+            "--multi" => forward.push(a.clone()),
             other => return Err(Error::Usage(format!("unknown argument `{other}`"))),
         }
     }

@@ -4,9 +4,13 @@
 //! use; pooled events used before a record and dropped at random, splits
 //! rejoined, dropped or leaked with their parent used at once, temporaries
 //! handed to several streams and freed with their work queued, captures
-//! that end in an error, a panic or a refused host copy (see
-//! `common/dag.rs`). Every value is checked against a host model after
-//! every top-level scope, and the race detector must stay empty.
+//! that end in an error, a panic, a refused host copy or a refused
+//! allocation (see `common/dag.rs`). Every value is checked against a host
+//! model after every top-level scope, and the race detector must stay
+//! empty. On two simulated devices besides: tasks placed with `spawn_on`,
+//! peer copies, copies from `Staging` memory of either device, and
+//! collectives from several threads (`common/dag_multi.rs`), each run under a watchdog that fails, naming
+//! the seed and scope, if no scope ends for a while.
 //!
 //! The large run is `cargo xtask stress` (the same generator, on the GPU
 //! when there is one).
@@ -15,6 +19,11 @@ mod common;
 
 use common::{assert_no_races, assert_nothing_held, dag, host};
 use gpu::{BackendChoice, Runtime, RuntimeOptions};
+use std::time::Duration;
+
+/// How long a run may go without finishing a top-level scope before the
+/// watchdog calls it a hang (a scope takes milliseconds).
+const STALL: Duration = Duration::from_secs(60);
 
 /// A runtime on `backend`, the stream pool's end-of-work flags on or off;
 /// panics if it does not start (CUDA without a GPU never passes on a CPU).
@@ -39,6 +48,25 @@ fn stress(rt: &Runtime, cfg: &dag::Config) -> dag::Report {
     assert_eq!(report.wrong, 0, "seed {}: {report}", cfg.seed);
     assert_eq!(report.races, 0, "seed {}: {report}", cfg.seed);
     report
+}
+
+/// [`stress`] under the watchdog: a hang fails, naming the seed and scope.
+#[track_caller]
+fn stress_watched(rt: &Runtime, cfg: &dag::Config) -> dag::Report {
+    let report = dag::run_watched(rt, cfg, STALL, |_| true).unwrap_or_else(|e| panic!("{e}"));
+    println!("seed {}: {report}", cfg.seed);
+    assert!(report.tasks >= cfg.tasks, "{report}");
+    assert_eq!(report.wrong, 0, "seed {}: {report}", cfg.seed);
+    assert_eq!(report.races, 0, "seed {}: {report}", cfg.seed);
+    report
+}
+
+/// `kinds` all ran in `r`.
+#[track_caller]
+fn assert_reached(r: &dag::Report, kinds: &[&str]) {
+    for k in kinds {
+        assert!(r.count(k) > 0, "no `{k}`: {:?}", r.census);
+    }
 }
 
 #[test]
@@ -178,6 +206,14 @@ fn generator_makes_every_kind_of_operation() {
         "to_vec in a capture",
         "copy_to_host in a capture",
         "copy_from_host in a capture",
+        "alloc in a capture",
+        "zeros in a capture",
+        "from_host in a capture",
+        "inclusive_scan in a capture",
+        "reduce::sum in a capture",
+        "scope capture returns an error",
+        "allocation in a scope capture",
+        "allocation in a task of a scope capture",
         "operations captured and discarded",
         "top-level split rejoined",
         "top-level split dropped",
@@ -191,6 +227,36 @@ fn generator_makes_every_kind_of_operation() {
         );
     }
     assert!(deepest >= 3, "tasks nest only {deepest} deep");
+}
+
+/// With two devices and a communicator, the generator makes every
+/// operation across devices; with one device, none of them.
+#[test]
+fn generator_over_two_devices_makes_every_kind_of_operation() {
+    let cfg = dag::Config {
+        devices: 2,
+        comms: 1,
+        ..dag::Config::new(3, 0)
+    };
+    let mut gen = dag::Generator::new(&cfg);
+    let mut kinds = dag::Report::default();
+    for _ in 0..60 {
+        gen.next_scope().census(&mut kinds.census);
+    }
+    assert_reached(&kinds, dag::multi::MULTI_KINDS);
+    assert_reached(&kinds, dag::multi::COLLECTIVE_KINDS);
+    // One device: none of them, the same programs as before.
+    let mut one = dag::Generator::new(&dag::Config::new(3, 0));
+    let mut kinds = dag::Report::default();
+    for _ in 0..60 {
+        one.next_scope().census(&mut kinds.census);
+    }
+    for k in dag::multi::MULTI_KINDS
+        .iter()
+        .chain(dag::multi::COLLECTIVE_KINDS)
+    {
+        assert_eq!(kinds.count(k), 0, "`{k}` on one device");
+    }
 }
 
 /// Found by the stress run (seed 5): a task hands a buffer off from a
@@ -256,4 +322,108 @@ fn hand_off_from_a_capturing_stream_host() {
 fn hand_off_from_a_capturing_stream_cuda() {
     hand_off_from_a_capturing_stream(&cuda(), false);
     hand_off_from_a_capturing_stream(&cuda(), true);
+}
+
+/// Two devices of one group: tasks on device 1 (placed with `spawn_on`,
+/// and top-level scopes of `rt.device(1)`), buffers of both, peer copies
+/// between them, copies from `Staging` memory of either device into
+/// buffers of the other (`copy_from_host` from page-locked memory waits
+/// for its copy: the host overwrites the memory right after), `send`,
+/// `upload`, `receive` and `download` through staging memory; every value
+/// checked, no race across the devices.
+#[test]
+fn random_dags_over_two_devices_with_staging_and_peer_copies() {
+    let rt = common::two_devices(BackendChoice::Host);
+    let cfg = dag::Config {
+        devices: 2,
+        ..dag::Config::new(21, 3000)
+    };
+    let r = stress_watched(&rt, &cfg);
+    println!("{:?}", r.census);
+    assert_reached(&r, dag::multi::MULTI_KINDS);
+    assert_nothing_held(&rt);
+}
+
+/// A runtime of two simulated devices whose stream pools hold at most
+/// `max_streams` streams (streams shared once they run out), `warm` made
+/// up front.
+fn two_devices_with_pool(max_streams: usize, warm: usize) -> Runtime {
+    Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        host_devices: 2,
+        max_streams,
+        warm_streams: warm,
+        ..RuntimeOptions::default()
+    })
+    .expect("the host backend starts")
+}
+
+/// `tasks` tasks from `seed` on two devices with `comms` communicators.
+#[track_caller]
+fn collectives(rt: &Runtime, comms: usize, seed: u64, tasks: usize) -> dag::Report {
+    let cfg = dag::Config {
+        devices: 2,
+        comms,
+        ..dag::Config::new(seed, tasks)
+    };
+    let r = stress_watched(rt, &cfg);
+    assert_reached(&r, dag::multi::COLLECTIVE_KINDS);
+    assert_no_races(rt);
+    r
+}
+
+/// Collectives (`all_reduce`, `broadcast`, `send`/`recv` groups) from tasks
+/// on several threads among the rest of the DAGs on two devices, streams
+/// made on demand (one warm): every value checked, and no hang (the
+/// watchdog).
+#[test]
+fn collectives_among_random_dags() {
+    collectives(&two_devices_with_pool(256, 1), 1, 31, 2000);
+}
+
+/// Two communicators over the same two devices, called from tasks on
+/// several threads at once (streams not shared).
+#[test]
+fn collectives_through_two_communicators_from_several_threads() {
+    collectives(&two_devices_with_pool(256, 8), 2, 32, 2000);
+}
+
+/// On a small stream pool (streams shared once it runs out, §9) the runs
+/// hang now and then, with no collective too: one device, 6 to 10
+/// streams, seed 31 (`90-stress --seed 31 --tasks 2000 --max-streams 8
+/// --warm-streams 1` hung 2 times in 4, at scopes 6 and 21; with 6
+/// streams 7 in 8, some failing instead with "the ledger tracks at most 6
+/// streams", an error that the pool should have avoided by sharing).
+#[test]
+#[ignore = "hangs now and then until stream sharing on a small pool is fixed (seed 31)"]
+fn random_dags_on_a_small_stream_pool() {
+    let rt = Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        max_streams: 8,
+        warm_streams: 1,
+        ..RuntimeOptions::default()
+    })
+    .expect("the host backend starts");
+    for _ in 0..4 {
+        stress_watched(&rt, &dag::Config::new(31, 2000));
+    }
+}
+
+/// Collectives on two devices whose stream pool is small: as above (one
+/// communicator: a hang 1 time in 6 at 6 streams, seed 31, scopes 5 and
+/// 24), and with two communicators a hang at seed 32 scope 24 and seed 33
+/// scope 9 every time: their parts queued in opposite orders on shared
+/// streams.
+#[test]
+#[ignore = "hangs until stream sharing and two communicators over shared streams are fixed"]
+fn collectives_on_a_small_stream_pool() {
+    let rt = two_devices_with_pool(6, 1);
+    let r = collectives(&rt, 1, 31, 2000);
+    assert!(
+        r.count(dag::harness_kinds::CAPTURE_ON_SHARED_STREAM) > 0,
+        "the pool never ran out: {r}"
+    );
+    for seed in [32, 33] {
+        collectives(&two_devices_with_pool(6, 1), 2, seed, 2000);
+    }
 }

@@ -37,19 +37,42 @@
 //!   queued; buffers dropped and reallocated between top-level scopes, some
 //!   right after a split that was not rejoined;
 //! - captures that end badly: a body that submits work and then returns an
-//!   error, panics, or tries a host copy (which must fail with
-//!   `Error::Capturing`); the captured work never runs, and the task goes on
-//!   on its stream.
+//!   error, panics, tries a host copy, or tries to allocate (`alloc`,
+//!   `zeros`, `from_host`, or a kernel that needs a temporary:
+//!   `inclusive_scan`, `reduce::sum`), which must fail with
+//!   `Error::Capturing`; the captured work never runs, and the task goes on
+//!   on its stream. Besides `TaskContext::capture`, scope captures
+//!   (`gpu::capture_on`) whose body, or a task spawned in it, allocates.
+//!
+//! With [`Config::devices`] above 1 (a runtime of several devices, the
+//! host backend's `host_devices`), the buffers are spread over the devices
+//! and the programs also place tasks (`spawn_on`, top-level scopes of
+//! another device's runtime), copy between devices (`copy_peer`), copy
+//! from `Staging` memory of one device into buffers of another (each
+//! `copy_from_host` from page-locked memory must wait for its copy: the
+//! host writes the staging memory right after), and, with
+//! [`Config::comms`] communicators, run collectives (`all_reduce`,
+//! `broadcast`, `send`/`recv` groups) from tasks on several threads. That
+//! part is in [`multi`] (`dag_multi.rs`); with one device the programs are
+//! as before.
 //!
 //! Same seed, same programs: a failure names its seed and scope.
+//! [`run_watched`] runs [`run`] on a thread of its own and fails, naming
+//! the seed and scope, when no top-level scope ends for a while (a hang).
 
 #![allow(dead_code)] // each user takes the part it needs
+
+#[path = "dag_multi.rs"]
+pub(crate) mod multi;
 
 use gpu::{
     BackendKind, Buffer, DeviceSliceMut, Error, Event, LaunchConfig, Result, Runtime, Scope, Split,
     TaskContext, ViewMut,
 };
 use gpu_kernels as k;
+#[allow(unused_imports)] // each user takes the part it needs
+pub(crate) use multi::run_watched;
+use multi::{MultiEnv, MultiOp};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -118,6 +141,12 @@ pub(crate) struct Config {
     pub(crate) max_depth: usize,
     /// About how many tasks one top-level scope has.
     pub(crate) scope_tasks: usize,
+    /// Devices the buffers and tasks are spread over (the runtime's group
+    /// must have as many); 1: one device, none of [`multi`]'s operations.
+    pub(crate) devices: usize,
+    /// Communicators over all devices that tasks run collectives through
+    /// (with `devices` above 1); 0: no collectives.
+    pub(crate) comms: usize,
 }
 
 impl Config {
@@ -131,6 +160,8 @@ impl Config {
             events: 6,
             max_depth: 4,
             scope_tasks: 40,
+            devices: 1,
+            comms: 0,
         }
     }
 }
@@ -199,6 +230,46 @@ pub(crate) enum CaptureEnd {
     CopyToHost(usize),
     /// The body tries `copy_from_host(&mut y, ..)`: likewise.
     CopyFromHost(usize),
+    /// The body tries `alloc`: it must fail with `Error::Capturing` (an
+    /// allocation in a capture would be the graph's, freed with it).
+    Alloc,
+    /// The body tries `zeros`: likewise.
+    Zeros,
+    /// The body tries `from_host`: likewise.
+    FromHost,
+    /// The body tries `inclusive_scan(&x, &mut y)`, which allocates its
+    /// tiles' sums: likewise, and nothing of it queued.
+    Scan { x: usize, y: usize },
+    /// The body tries `reduce::sum(&x)`, which allocates its result (and,
+    /// past one part, its partials): likewise.
+    Reduce(usize),
+}
+
+impl CaptureEnd {
+    /// Whether the ending is an allocation that must be refused.
+    pub(crate) fn allocates(self) -> bool {
+        matches!(
+            self,
+            CaptureEnd::Alloc
+                | CaptureEnd::Zeros
+                | CaptureEnd::FromHost
+                | CaptureEnd::Scan { .. }
+                | CaptureEnd::Reduce(_)
+        )
+    }
+}
+
+/// What captures a [`Op::BadCapture`]'s work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CaptureHow {
+    /// `TaskContext::capture` of the task's stream.
+    Task,
+    /// A scope capture (`gpu::capture_on` the task's runtime): its body
+    /// submits the work and ends as the capture's end says.
+    Scope,
+    /// A scope capture whose body submits the work and spawns a task that
+    /// ends as the capture's end says (an allocating ending only).
+    ScopeTask,
 }
 
 /// One operation of a task. Buffers are named by their key in the task's
@@ -247,10 +318,12 @@ pub(crate) enum Op {
     Sync,
     /// An event of the task's own, in slot `e` (< [`LOCAL_EVENTS`]).
     Ev { e: usize, act: EvAct },
-    /// `spawn`: the child gets `writes` (moved to it), `reads` (shared;
-    /// read-only for everyone until the scope ends) and the task's own
-    /// events in slots `events` (moved to it, same slots).
+    /// `spawn` (`spawn_on(d)` if `device` is `Some(d)`): the child gets
+    /// `writes` (moved to it), `reads` (shared; read-only for everyone
+    /// until the scope ends) and the task's own events in slots `events`
+    /// (moved to it, same slots).
     Spawn {
+        device: Option<usize>,
         writes: Vec<usize>,
         reads: Vec<usize>,
         events: Vec<usize>,
@@ -296,14 +369,17 @@ pub(crate) enum Op {
         body: Vec<Op>,
         after: Option<TempAfter>,
     },
-    /// A capture whose body submits `ops` and then ends as `end` says: no
-    /// graph, and none of `ops` ever runs. Then, if `check` says so,
-    /// `to_vec` of that buffer, compared.
+    /// A capture (`how`) whose body submits `ops` and then ends as `end`
+    /// says: no graph, and none of `ops` ever runs. Then, if `check` says
+    /// so, `to_vec` of that buffer, compared.
     BadCapture {
+        how: CaptureHow,
         ops: Vec<Op>,
         end: CaptureEnd,
         check: Option<(usize, Vec<f32>)>,
     },
+    /// An operation across devices ([`multi`]).
+    Multi(MultiOp),
 }
 
 impl Op {
@@ -338,7 +414,10 @@ impl Op {
                 EvAct::Query { fresh: false } => "own event query",
                 EvAct::Drop => "own event dropped",
             },
-            Op::Spawn { .. } => "spawn",
+            Op::Spawn { device: None, .. } => "spawn",
+            Op::Spawn {
+                device: Some(_), ..
+            } => "spawn_on",
             Op::Scope(_) => "nested scope",
             Op::Join { .. } => "join",
             Op::Chunks { .. } => "par_chunks_mut",
@@ -348,13 +427,35 @@ impl Op {
                 SplitEnd::Forget => "split forgotten",
             },
             Op::TempScope { .. } => "temporary handed to tasks",
-            Op::BadCapture { end, .. } => match end {
+            Op::BadCapture {
+                how: CaptureHow::Task,
+                end,
+                ..
+            } => match end {
                 CaptureEnd::Error => "capture returns an error",
                 CaptureEnd::Panic => "capture panics",
                 CaptureEnd::ToVec(_) => "to_vec in a capture",
                 CaptureEnd::CopyToHost(_) => "copy_to_host in a capture",
                 CaptureEnd::CopyFromHost(_) => "copy_from_host in a capture",
+                CaptureEnd::Alloc => "alloc in a capture",
+                CaptureEnd::Zeros => "zeros in a capture",
+                CaptureEnd::FromHost => "from_host in a capture",
+                CaptureEnd::Scan { .. } => "inclusive_scan in a capture",
+                CaptureEnd::Reduce(_) => "reduce::sum in a capture",
             },
+            Op::BadCapture {
+                how: CaptureHow::Scope,
+                end,
+                ..
+            } => match end {
+                CaptureEnd::Error => "scope capture returns an error",
+                _ => "allocation in a scope capture",
+            },
+            Op::BadCapture {
+                how: CaptureHow::ScopeTask,
+                ..
+            } => "allocation in a task of a scope capture",
+            Op::Multi(m) => m.kind(),
         }
     }
 }
@@ -429,16 +530,23 @@ pub(crate) struct OuterSplit {
     pub(crate) realloc: bool,
 }
 
-/// One top-level scope: the splits around it and its body.
+/// One top-level scope: the splits around it, the device whose runtime it
+/// runs on, and its body.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Plan {
     pub(crate) splits: Vec<OuterSplit>,
+    pub(crate) device: usize,
     pub(crate) ops: Vec<Op>,
 }
 
 impl Plan {
     /// Counts the scope's operations (see [`census`]) and its splits.
     pub(crate) fn census(&self, into: &mut BTreeMap<&'static str, usize>) {
+        if self.device != 0 {
+            *into
+                .entry(multi::kinds::SCOPE_ON_ANOTHER_DEVICE)
+                .or_default() += 1;
+        }
         for s in &self.splits {
             let kind = match s.end {
                 SplitEnd::Rejoin => "top-level split rejoined",
@@ -467,6 +575,8 @@ struct Slot {
     len: usize,
     write: bool,
     whole: bool,
+    /// The device whose memory it is.
+    dev: usize,
 }
 
 /// A task's own event slot, as the generator plans it.
@@ -493,6 +603,8 @@ pub(crate) struct Generator {
     next_view: usize,
     /// The own events of the task bodies being planned, innermost last.
     ev: Vec<EvSlots>,
+    /// The device of the task being planned.
+    cur_dev: usize,
 }
 
 impl Generator {
@@ -512,6 +624,7 @@ impl Generator {
             scopes: 0,
             next_view: VIEW_KEYS,
             ev: Vec::new(),
+            cur_dev: 0,
         }
     }
 
@@ -539,8 +652,16 @@ impl Generator {
                 len: self.cfg.len,
                 write: true,
                 whole: true,
+                dev: id % self.cfg.devices.max(1),
             })
             .collect();
+        // With several devices, some scopes run on another device's runtime.
+        let device = if self.cfg.devices > 1 && self.rng.chance(35) {
+            self.rng.below(self.cfg.devices)
+        } else {
+            0
+        };
+        self.cur_dev = device;
         let mut budget = self.cfg.scope_tasks / 2 + self.rng.below(self.cfg.scope_tasks + 1);
         let mut splits = Vec::new();
         let mut ops = Vec::new();
@@ -577,7 +698,11 @@ impl Generator {
             }
         }
         ops.extend(self.body(&mut held, 0, budget, NO_EVENTS));
-        Plan { splits, ops }
+        Plan {
+            splits,
+            device,
+            ops,
+        }
     }
 
     fn values(&self, s: &Slot) -> &[f32] {
@@ -642,6 +767,7 @@ impl Generator {
                     len: chunk.min(target.len - c * chunk),
                     write: true,
                     whole: false,
+                    dev: target.dev,
                 }
             })
             .collect()
@@ -674,6 +800,26 @@ impl Generator {
     ) -> Op {
         *budget = budget.saturating_sub(1);
         let sub = self.sub_budget(budget);
+        // The child's device: the one of the slot it must use, or now and
+        // then another (`spawn_on`), with several devices.
+        let parent_dev = self.cur_dev;
+        let device = if self.cfg.devices <= 1 {
+            None
+        } else if let Some((key, _)) = must {
+            let d = held
+                .iter()
+                .find(|s| s.key == key)
+                .expect("the slot it must get")
+                .dev;
+            (d != parent_dev || self.rng.chance(20)).then_some(d)
+        } else if self.rng.chance(30) {
+            Some(self.rng.below(self.cfg.devices))
+        } else {
+            None
+        };
+        let child_dev = device.unwrap_or(parent_dev);
+        // A task's own events are of its device: recorded only there.
+        let events = events && child_dev == parent_dev;
         let mut child = Vec::new();
         let mut writes = Vec::new();
         let mut reads = Vec::new();
@@ -710,6 +856,7 @@ impl Generator {
             *self.ev.last_mut().expect("inside a body") = mine;
         }
         let mut ops = Vec::new();
+        self.cur_dev = child_dev;
         if let Some((key, write)) = must {
             let s = *child
                 .iter()
@@ -718,7 +865,9 @@ impl Generator {
             ops.push(self.touch(&child, &s, write));
         }
         ops.extend(self.body(&mut child, depth + 1, sub, ev));
+        self.cur_dev = parent_dev;
         Op::Spawn {
+            device,
             writes,
             reads,
             events: moved,
@@ -733,7 +882,7 @@ impl Generator {
         }
         let ys: Vec<Slot> = held
             .iter()
-            .filter(|y| y.write && y.key != s.key && y.len == s.len)
+            .filter(|y| y.write && y.key != s.key && y.len == s.len && y.dev == s.dev)
             .copied()
             .collect();
         match self.rng.below(3) {
@@ -824,7 +973,7 @@ impl Generator {
     fn chunks(&mut self, held: &mut [Slot], depth: usize, budget: &mut usize) -> Option<Op> {
         let whole: Vec<usize> = Self::writable(held)
             .into_iter()
-            .filter(|&i| held[i].whole)
+            .filter(|&i| held[i].whole && held[i].dev == self.cur_dev)
             .collect();
         if whole.is_empty() {
             return None;
@@ -850,6 +999,7 @@ impl Generator {
                 len: chunk.min(target.len - start),
                 write: true,
                 whole: false,
+                dev: target.dev,
             }];
             h.extend(readers.iter().copied());
             let sub = if *budget > 0 {
@@ -873,7 +1023,7 @@ impl Generator {
     fn split(&mut self, held: &mut Vec<Slot>, depth: usize, budget: &mut usize, out: &mut Vec<Op>) {
         let whole: Vec<usize> = Self::writable(held)
             .into_iter()
-            .filter(|&i| held[i].whole)
+            .filter(|&i| held[i].whole && held[i].dev == self.cur_dev)
             .collect();
         if whole.is_empty() {
             return;
@@ -959,6 +1109,7 @@ impl Generator {
             len,
             write: true,
             whole: true,
+            dev: self.cur_dev,
         };
         let mut inner = held.to_vec();
         inner.push(tmp);
@@ -985,7 +1136,7 @@ impl Generator {
         body.extend(self.body(&mut inner, depth + 1, sub, NO_EVENTS));
         let ys: Vec<Slot> = held
             .iter()
-            .filter(|s| s.write && s.len == len)
+            .filter(|s| s.write && s.len == len && s.dev == self.cur_dev)
             .copied()
             .collect();
         let after = if !ys.is_empty() && self.rng.chance(70) {
@@ -1050,12 +1201,41 @@ impl Generator {
             self.values_mut(s).copy_from_slice(&v);
         }
         let any = held[self.rng.below(held.len())].key;
-        let end = match self.rng.below(10) {
+        let how = match self.rng.below(10) {
+            0..=6 => CaptureHow::Task,
+            7 | 8 => CaptureHow::Scope,
+            _ => CaptureHow::ScopeTask,
+        };
+        let roll = match how {
+            CaptureHow::Task => self.rng.below(16),
+            CaptureHow::Scope => [0, 9, 10, 11, 12, 14][self.rng.below(6)],
+            CaptureHow::ScopeTask => 9 + self.rng.below(3),
+        };
+        let end = match roll {
             0..=3 => CaptureEnd::Error,
-            4..=6 => CaptureEnd::Panic,
-            7 => CaptureEnd::ToVec(any),
-            8 => CaptureEnd::CopyToHost(any),
-            _ => CaptureEnd::CopyFromHost(y.key),
+            4 | 5 => CaptureEnd::Panic,
+            6 => CaptureEnd::ToVec(any),
+            7 => CaptureEnd::CopyToHost(any),
+            8 => CaptureEnd::CopyFromHost(y.key),
+            9 => CaptureEnd::Alloc,
+            10 => CaptureEnd::Zeros,
+            11 => CaptureEnd::FromHost,
+            12 | 13 => {
+                let xs: Vec<usize> = held
+                    .iter()
+                    .filter(|s| s.key != y.key && s.len == y.len)
+                    .map(|s| s.key)
+                    .collect();
+                if xs.is_empty() {
+                    CaptureEnd::Alloc
+                } else {
+                    CaptureEnd::Scan {
+                        x: xs[self.rng.below(xs.len())],
+                        y: y.key,
+                    }
+                }
+            }
+            _ => CaptureEnd::Reduce(any),
         };
         let check = if self.rng.chance(30) {
             let s = held[self.rng.below(held.len())];
@@ -1063,11 +1243,36 @@ impl Generator {
         } else {
             None
         };
-        Op::BadCapture { ops, end, check }
+        Op::BadCapture {
+            how,
+            ops,
+            end,
+            check,
+        }
     }
 
-    /// An operation on buffers or events, applied to the model.
+    /// An operation on buffers or events, applied to the model: on the
+    /// buffers of the task's device, or, with several devices, now and then
+    /// one across devices ([`multi`]).
     fn plain(&mut self, held: &[Slot]) -> Option<Op> {
+        if self.cfg.devices > 1 {
+            if self.rng.chance(if self.cfg.comms > 0 { 20 } else { 12 }) {
+                if let Some(op) = self.multi_op(held) {
+                    return Some(Op::Multi(op));
+                }
+            }
+            let here: Vec<Slot> = held
+                .iter()
+                .filter(|s| s.dev == self.cur_dev)
+                .copied()
+                .collect();
+            return self.plain_here(&here);
+        }
+        self.plain_here(held)
+    }
+
+    /// [`Generator::plain`] over `held`, all of the task's device.
+    fn plain_here(&mut self, held: &[Slot]) -> Option<Op> {
         let w = Self::writable(held);
         let roll = self.rng.below(100);
         if w.is_empty() || roll >= 88 {
@@ -1163,6 +1368,8 @@ impl Generator {
             return Some(Op::Sync);
         }
         Some(match self.rng.below(10) {
+            // The shared events are device 0's: recorded only there.
+            0..=3 if self.cur_dev != 0 => Op::Wait(self.rng.below(e)),
             0..=3 => Op::Record(self.rng.below(e)),
             4..=6 => Op::Wait(self.rng.below(e)),
             7 => Op::EventSync(self.rng.below(e)),
@@ -1358,6 +1565,9 @@ struct Stats {
     ops: AtomicUsize,
     wrong: AtomicUsize,
     first_wrong: Mutex<Option<String>>,
+    /// Captures refused because the task's stream was shared (§9: the
+    /// pool ran out).
+    shared_captures: AtomicUsize,
 }
 
 impl Stats {
@@ -1396,6 +1606,16 @@ struct Env<'e> {
     backend: BackendKind,
     stats: &'e Stats,
     scope: usize,
+    /// The devices' runtimes, staging memory and communicators, with
+    /// several devices.
+    multi: Option<&'e MultiEnv>,
+}
+
+/// Whether `e` is the refusal of a capture on a stream that another live
+/// task shares (§9: more tasks than streams), a typed error the programs
+/// expect on a small stream pool.
+fn shared_stream(e: &Error) -> bool {
+    matches!(e, Error::Unsupported(m) if m.contains("stream shared"))
 }
 
 /// The error a capture body returns on purpose.
@@ -1470,6 +1690,51 @@ fn refused(r: Result<()>, env: &Env<'_>, what: &str) -> Result<()> {
             ));
             Err(Error::Unsupported(CAPTURE_ERROR))
         }
+    }
+}
+
+/// An allocation tried inside a capture: it must fail with
+/// `Error::Capturing` for the allocation, which the body then returns.
+fn refused_alloc<T>(r: Result<T>, env: &Env<'_>, what: &str) -> Result<()> {
+    match r {
+        Err(e @ Error::Capturing { what: m }) if m.contains("allocat") => Err(e),
+        Err(Error::Capturing { what: m }) => {
+            env.stats.fail(format!(
+                "scope {}: {what} inside a capture was refused, but not for its \
+                 allocation: {m}",
+                env.scope
+            ));
+            Err(Error::Unsupported(CAPTURE_ERROR))
+        }
+        r => refused(r.map(drop), env, what),
+    }
+}
+
+/// How a capture body (or, for [`CaptureHow::ScopeTask`], the task it
+/// spawns) ends: `end` on `c`, holding `held`.
+fn capture_end(c: &TaskContext, end: CaptureEnd, held: &mut Held<'_>, env: &Env<'_>) -> Result<()> {
+    match end {
+        CaptureEnd::Error => Err(Error::Unsupported(CAPTURE_ERROR)),
+        CaptureEnd::Panic => std::panic::panic_any(IntendedPanic),
+        CaptureEnd::ToVec(x) => refused(c.to_vec(held.r(x)).map(drop), env, "to_vec"),
+        CaptureEnd::CopyToHost(x) => {
+            let src = held.r(x);
+            let mut v = vec![0.0; src.len()];
+            refused(c.copy_to_host(src, &mut v), env, "copy_to_host")
+        }
+        CaptureEnd::CopyFromHost(y) => {
+            let dst = held.w(y);
+            let v = vec![1.0; dst.len()];
+            refused(c.copy_from_host(dst, &v), env, "copy_from_host")
+        }
+        CaptureEnd::Alloc => refused_alloc(c.alloc::<f32>(64), env, "alloc"),
+        CaptureEnd::Zeros => refused_alloc(c.zeros::<f32>(64), env, "zeros"),
+        CaptureEnd::FromHost => refused_alloc(c.from_host(&[1.0f32; 64]), env, "from_host"),
+        CaptureEnd::Scan { x, y } => {
+            let (x, y) = held.pair(x, y);
+            refused_alloc(k::inclusive_scan(c, x, y), env, "inclusive_scan")
+        }
+        CaptureEnd::Reduce(x) => refused_alloc(k::reduce::sum(c, held.r(x)), env, "reduce::sum"),
     }
 }
 
@@ -1588,8 +1853,15 @@ fn run_body<'sc>(
             }
             Op::Graph { b, v } => {
                 let y = held.w(*b);
-                let g = s.capture(|c| k::add_scalar(c, &mut *y, *v))?;
-                s.launch_graph(&g).write(y).submit()?;
+                match s.capture(|c| k::add_scalar(c, &mut *y, *v)) {
+                    Ok(g) => s.launch_graph(&g).write(y).submit()?,
+                    // Nothing captured: the same work, uncaptured.
+                    Err(e) if shared_stream(&e) => {
+                        env.stats.shared_captures.fetch_add(1, Relaxed);
+                        k::add_scalar(s, y, *v)?
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Op::Record(e) => s.record(&env.events[*e])?,
             Op::Wait(e) => s.wait(&env.events[*e])?,
@@ -1610,6 +1882,7 @@ fn run_body<'sc>(
                 EvAct::Drop => locals[*e] = None,
             },
             Op::Spawn {
+                device,
                 writes,
                 reads,
                 events,
@@ -1626,10 +1899,14 @@ fn run_body<'sc>(
                 for &e in events {
                     theirs[e] = locals[e].take();
                 }
-                s.spawn(move |t| {
+                let body = move |t: &Scope<'_, 'sc>| {
                     env.stats.tasks.fetch_add(1, Relaxed);
                     run_body(t, ops, &mut child, env, theirs)
-                });
+                };
+                match device {
+                    Some(d) => s.spawn_on(*d, body),
+                    None => s.spawn(body),
+                }
             }
             Op::Scope(body) => s.scope(|inner| {
                 let mut h = held.reborrow();
@@ -1752,34 +2029,40 @@ fn run_body<'sc>(
                 // streams and this task's work, which may all be queued (X4).
                 drop(tmp);
             }
-            Op::BadCapture { ops, end, check } => {
-                let r = catch_unwind(AssertUnwindSafe(|| {
-                    s.capture(|c| {
-                        for op in ops {
-                            kernel_op(c, op, held).expect("generator bug: not a kernel")?;
-                        }
-                        match *end {
-                            CaptureEnd::Error => Err(Error::Unsupported(CAPTURE_ERROR)),
-                            CaptureEnd::Panic => std::panic::panic_any(IntendedPanic),
-                            CaptureEnd::ToVec(x) => {
-                                refused(c.to_vec(held.r(x)).map(drop), env, "to_vec")
-                            }
-                            CaptureEnd::CopyToHost(x) => {
-                                let src = held.r(x);
-                                let mut v = vec![0.0; src.len()];
-                                refused(c.copy_to_host(src, &mut v), env, "copy_to_host")
-                            }
-                            CaptureEnd::CopyFromHost(y) => {
-                                let dst = held.w(y);
-                                let v = vec![1.0; dst.len()];
-                                refused(c.copy_from_host(dst, &v), env, "copy_from_host")
-                            }
-                        }
-                    })
+            Op::BadCapture {
+                how,
+                ops,
+                end,
+                check,
+            } => {
+                let submit = |c: &TaskContext, held: &mut Held<'sc>| -> Result<()> {
+                    for op in ops {
+                        kernel_op(c, op, held).expect("generator bug: not a kernel")?;
+                    }
+                    Ok(())
+                };
+                let r = catch_unwind(AssertUnwindSafe(|| match how {
+                    CaptureHow::Task => s.capture(|c| {
+                        submit(c, held)?;
+                        capture_end(c, *end, held, env)
+                    }),
+                    CaptureHow::Scope => gpu::capture_on(s.runtime(), |cs| {
+                        submit(cs, held)?;
+                        capture_end(cs, *end, held, env)
+                    }),
+                    CaptureHow::ScopeTask => gpu::capture_on(s.runtime(), |cs| {
+                        submit(cs, held)?;
+                        let end = *end;
+                        cs.spawn(move |t| capture_end(t, end, &mut Held(Vec::new()), env));
+                        Ok(())
+                    }),
                 }));
-                let what = format!("scope {}: a capture ending as {end:?}", env.scope);
+                let what = format!("scope {}: a capture ({how:?}) ending as {end:?}", env.scope);
                 match r {
                     Ok(Ok(_graph)) => env.stats.fail(format!("{what} returned a graph")),
+                    Ok(Err(e)) if shared_stream(&e) => {
+                        env.stats.shared_captures.fetch_add(1, Relaxed);
+                    }
                     Ok(Err(e)) => match (end, &e) {
                         (CaptureEnd::Error, Error::Unsupported(m)) if *m == CAPTURE_ERROR => {}
                         (
@@ -1788,6 +2071,10 @@ fn run_body<'sc>(
                             | CaptureEnd::CopyFromHost(_),
                             Error::Capturing { .. } | Error::Unsupported(CAPTURE_ERROR),
                         ) => {}
+                        (_, Error::Capturing { what: m })
+                            if end.allocates() && m.contains("allocat") => {}
+                        // Counted already, by `refused_alloc`.
+                        (_, Error::Unsupported(CAPTURE_ERROR)) if end.allocates() => {}
                         _ => env.stats.fail(format!("{what} failed with {e}")),
                     },
                     Err(p) if *end == CaptureEnd::Panic && p.is::<IntendedPanic>() => {}
@@ -1802,6 +2089,7 @@ fn run_body<'sc>(
                     );
                 }
             }
+            Op::Multi(m) => multi::run_op(s, m, held, env)?,
         }
     }
     Ok(())
@@ -1861,6 +2149,9 @@ pub(crate) mod harness_kinds {
     pub(crate) const REALLOC: &str = "buffer dropped and reallocated";
     /// A shared event dropped (back to the pool) and a new one taken.
     pub(crate) const EVENT_REPLACED: &str = "shared event replaced";
+    /// A capture refused because its task's stream was shared (the pool
+    /// ran out, §9); a graph's work then ran uncaptured.
+    pub(crate) const CAPTURE_ON_SHARED_STREAM: &str = "capture refused on a shared stream";
 }
 
 /// The operations that exercise the runtime's soundness rules (pooled
@@ -1894,6 +2185,14 @@ pub(crate) const SOUNDNESS_KINDS: &[&str] = &[
     "to_vec in a capture",
     "copy_to_host in a capture",
     "copy_from_host in a capture",
+    "alloc in a capture",
+    "zeros in a capture",
+    "from_host in a capture",
+    "inclusive_scan in a capture",
+    "reduce::sum in a capture",
+    "scope capture returns an error",
+    "allocation in a scope capture",
+    "allocation in a task of a scope capture",
     "operations captured and discarded",
 ];
 
@@ -1956,17 +2255,29 @@ pub(crate) fn run(
     let ctx = |what: &str, scope: usize, e: gpu::Error| {
         format!("seed {} scope {scope}: {what}: {e}", cfg.seed)
     };
+    let multi = if cfg.devices > 1 {
+        Some(MultiEnv::new(rt, cfg).map_err(|e| ctx("opening the devices", 0, e))?)
+    } else {
+        None
+    };
+    let devs: Vec<Runtime> = match &multi {
+        Some(m) => m.devices.clone(),
+        None => vec![rt.clone()],
+    };
+    // Buffer `i` is device `i % devices`'s (as the generator's model).
+    let dev_of = |i: usize| &devs[i % devs.len()];
     // Load the kernels now, not in a first launch inside a graph capture.
-    rt.cu_function(k::GATE)
-        .map_err(|e| ctx("loading the kernels", 0, e))?;
-    let setup = rt.begin_task().map_err(|e| ctx("begin_task", 0, e))?;
+    for d in &devs {
+        d.cu_function(k::GATE)
+            .map_err(|e| ctx("loading the kernels", 0, e))?;
+    }
     let mut bufs = gen
         .model()
         .iter()
-        .map(|m| setup.from_host(m))
+        .enumerate()
+        .map(|(i, m)| dev_of(i).begin_task()?.from_host(m))
         .collect::<Result<Vec<_>>>()
         .map_err(|e| ctx("allocating", 0, e))?;
-    drop(setup);
     let mut events = (0..cfg.events)
         .map(|_| rt.event())
         .collect::<Result<Vec<_>>>()
@@ -1982,6 +2293,7 @@ pub(crate) fn run(
             backend: rt.backend(),
             stats: &stats,
             scope,
+            multi: multi.as_ref(),
         };
         // The buffers split around the scope, and the others.
         let mut outer = Vec::new();
@@ -2007,7 +2319,7 @@ pub(crate) fn run(
             }
         }
         stats.tasks.fetch_add(1, Relaxed);
-        gpu::scope_on(rt, |s| {
+        gpu::scope_on(&devs[plan.device], |s| {
             let mut h = held.reborrow();
             run_body(s, &plan.ops, &mut h, &env, Locals::default())
         })
@@ -2025,7 +2337,9 @@ pub(crate) fn run(
         drop(views);
         for (s, split) in outer.iter().zip(splits) {
             if s.end == SplitEnd::Rejoin {
-                let t = rt.begin_task().map_err(|e| ctx("begin_task", scope, e))?;
+                let t = dev_of(s.b)
+                    .begin_task()
+                    .map_err(|e| ctx("begin_task", scope, e))?;
                 t.rejoin(split).map_err(|e| ctx("rejoin", scope, e))?;
             } else {
                 abandon(split, s.end);
@@ -2056,7 +2370,9 @@ pub(crate) fn run(
             realloc.push(gen.rng().below(bufs.len()));
         }
         for i in realloc {
-            let t = rt.begin_task().map_err(|e| ctx("begin_task", scope, e))?;
+            let t = dev_of(i)
+                .begin_task()
+                .map_err(|e| ctx("begin_task", scope, e))?;
             bufs[i] = t
                 .from_host(&gen.model()[i])
                 .map_err(|e| ctx("reallocating", scope, e))?;
@@ -2082,6 +2398,12 @@ pub(crate) fn run(
             );
         }
         report.scopes = scope;
+        let shared = stats.shared_captures.load(Relaxed);
+        if shared > 0 {
+            report
+                .census
+                .insert(harness_kinds::CAPTURE_ON_SHARED_STREAM, shared);
+        }
         report.tasks = stats.tasks.load(Relaxed);
         report.ops = stats.ops.load(Relaxed);
         report.wrong = stats.wrong.load(Relaxed);
@@ -2093,6 +2415,7 @@ pub(crate) fn run(
     }
     drop(bufs);
     drop(events);
+    drop(multi);
     let d = rt.counters().since(&counters);
     report.device_waits = d.device_waits;
     report.host_syncs = d.host_syncs;
