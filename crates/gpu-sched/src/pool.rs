@@ -6,7 +6,7 @@ use crate::error::Result;
 use gpu_epoch::{EventCoverage, Ledger, StreamId};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
 
@@ -48,6 +48,42 @@ pub(crate) struct StreamPool {
     /// Held (shared) by whoever uses every stream's handle at once (a
     /// device-wide synchronize): no stream is destroyed meanwhile.
     all: parking_lot::RwLock<()>,
+    /// Streams out of sight for a moment: neither in the free list nor
+    /// held (a stream being asked about by `acquire` or `trim`, let go by
+    /// its last holder, being created or retired; one taken from the list
+    /// is held before the list's lock goes). See [`Transit`].
+    transit: AtomicUsize,
+    /// How many times a stream came back in sight (or a ledger slot was
+    /// freed): an `acquire` that found nothing retries if it moved.
+    settled: AtomicUsize,
+}
+
+/// A stream out of the pool's sight while this lives ([`StreamPool::transit`]).
+struct Transit<'a>(&'a StreamPool);
+
+impl<'a> Transit<'a> {
+    fn new(pool: &'a StreamPool) -> Self {
+        pool.transit.fetch_add(1, SeqCst);
+        Transit(pool)
+    }
+}
+
+impl Transit<'_> {
+    /// Nothing came back in sight (the stream was never out of it, or the
+    /// look found nothing): the count drops, with no move to look again for.
+    fn cancel(self) {
+        self.0.transit.fetch_sub(1, SeqCst);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Transit<'_> {
+    fn drop(&mut self) {
+        // Settled first: an `acquire` that sees the count drop sees the
+        // move too.
+        self.0.settled.fetch_add(1, SeqCst);
+        self.0.transit.fetch_sub(1, SeqCst);
+    }
 }
 
 /// The bit of a stream's holder count that marks it as its holder's own
@@ -78,6 +114,8 @@ impl StreamPool {
             holders: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
             reserved: AtomicUsize::new(usize::MAX),
             share_next: AtomicUsize::new(0),
+            transit: AtomicUsize::new(0),
+            settled: AtomicUsize::new(0),
         }
     }
 
@@ -137,6 +175,28 @@ impl StreamPool {
             return Some(id);
         }
         None
+    }
+
+    /// §9, when [`StreamPool::share`] finds nothing: the reclaim stream,
+    /// shared with a task (while it is there: a runtime holds it). Its
+    /// frees wait on the device only for records queued before them, so
+    /// the task's synchronizes of it end; a capture on it is refused (two
+    /// holders), as on any shared stream.
+    fn share_reclaim(&self, ledger: &Ledger) -> Option<StreamId> {
+        let i = self.reserved.load(Relaxed);
+        if i >= self.raw.len() || self.raw[i].load(Acquire) == 0 {
+            return None;
+        }
+        let id = StreamId::from_index(i);
+        // Held by its runtime (a compare-and-swap: one that went away
+        // meanwhile let it go).
+        self.holders[i]
+            .fetch_update(AcqRel, Acquire, |h| {
+                (h > 0 && h & OWN == 0).then_some(h + 1)
+            })
+            .ok()?;
+        ledger.share(id);
+        Some(id)
     }
 
     /// Allocates the end-of-work flags. Without them (not asked for, or the
@@ -285,6 +345,15 @@ impl StreamPool {
     }
 
     /// [`StreamPool::acquire`], or [`StreamPool::acquire_own`] if `own`.
+    ///
+    /// A stream can be out of sight for a moment, neither free nor held
+    /// (another thread asks the driver about it, hands it to its first
+    /// holder, lets it go, creates or retires it: [`Transit`]); an attempt
+    /// that found nothing while one was, or while one came back, looks
+    /// again: only a pool with nothing free, no room and nothing to share
+    /// is out of streams (§9: never because another thread held one in its
+    /// hands at that moment). Each such moment is short (a driver query at
+    /// most), so this never waits for a task.
     fn acquire_as(
         &self,
         driver: &dyn Driver,
@@ -296,6 +365,55 @@ impl StreamPool {
         // nobody (`share` takes held ones only), so it is marked before any
         // other task could see it held.
         let first = if own { OWN | 1 } else { 1 };
+        loop {
+            if let Some(got) = self.idle(driver, ledger, first) {
+                return Ok(got);
+            }
+            // Moves from now on could hide a stream from the looks below.
+            let settled = self.settled.load(SeqCst);
+            if ledger.live_stream_count() < ledger.capacity() {
+                if let Some(id) = self.create_held(driver, ledger, first) {
+                    return Ok((id, true));
+                }
+            }
+            {
+                let mut free = self.free.lock();
+                if let Some((id, _)) = free.pop_front() {
+                    // Held before the list's lock goes: never out of sight.
+                    self.holders[id.index()].store(first, Release);
+                    return Ok((id, false));
+                }
+            }
+            // §9: more live tasks want streams than the ledger tracks: share
+            // one rather than fail, as Rayon's depth is bounded only by the
+            // stack (but not for a task that needs its own).
+            if let Some(id) = (!own).then(|| self.share(ledger)).flatten() {
+                return Ok((id, false));
+            }
+            if self.transit.load(SeqCst) > 0 || self.settled.load(SeqCst) != settled {
+                std::thread::yield_now();
+                continue;
+            }
+            // Every stream of this device is the reclaim stream, captured,
+            // or its holder's own, and the ledger is full (of other
+            // devices' streams, too): the reclaim stream, shared as a last
+            // resort (a task's capture on it is refused as on any shared
+            // stream).
+            if let Some(id) = (!own).then(|| self.share_reclaim(ledger)).flatten() {
+                return Ok((id, false));
+            }
+            return Err(gpu_epoch::LedgerError::TooManyStreams {
+                capacity: ledger.capacity(),
+            }
+            .into());
+        }
+    }
+
+    /// `acquire`'s first choice: a free stream known idle (recycled), the
+    /// most recently released one with no driver call first, then the
+    /// others asked with a query (each out of sight, [`Transit`], from the
+    /// moment it leaves the list until it is held or back).
+    fn idle(&self, driver: &dyn Driver, ledger: &Ledger, first: u32) -> Option<(StreamId, bool)> {
         let mut unknown = smallvec::SmallVec::<[StreamId; 16]>::new();
         {
             let mut free = self.free.lock();
@@ -306,10 +424,11 @@ impl StreamPool {
             });
             if let Some(i) = found {
                 let (id, _) = free.remove(i).expect("a found index");
-                drop(free);
+                // Held before the list's lock goes: never out of sight.
                 self.holders[id.index()].store(first, Release);
+                drop(free);
                 ledger.recycle(id);
-                return Ok((id, true));
+                return Some((id, true));
             }
             unknown.extend(
                 free.iter()
@@ -320,11 +439,16 @@ impl StreamPool {
         for id in unknown {
             // Out of the list while the driver is asked, so that no other
             // thread takes it (and gives it back busy) meanwhile.
+            let _t = Transit::new(self);
             {
                 let mut free = self.free.lock();
                 match free.iter().position(|&(f, _)| f == id) {
                     Some(i) => drop(free.remove(i)),
-                    None => continue,
+                    None => {
+                        drop(free);
+                        _t.cancel();
+                        continue;
+                    }
                 }
             }
             // A query that fails says nothing about this stream: pass it
@@ -332,29 +456,26 @@ impl StreamPool {
             if let Ok(true) = driver.stream_query(self.raw(id)) {
                 self.holders[id.index()].store(first, Release);
                 ledger.recycle(id);
-                return Ok((id, true));
+                return Some((id, true));
             }
             self.free.lock().push_back((id, Tail::Unknown));
         }
-        if ledger.live_stream_count() < ledger.capacity() {
-            if let Ok(id) = self.create(driver, ledger) {
+        None
+    }
+
+    /// A new stream, held by its first holder (`first`) before any other
+    /// thread can look for it; `None` if the driver or the ledger refuses.
+    fn create_held(&self, driver: &dyn Driver, ledger: &Ledger, first: u32) -> Option<StreamId> {
+        let t = Transit::new(self);
+        match self.create(driver, ledger) {
+            Ok(id) => {
                 self.holders[id.index()].store(first, Release);
-                return Ok((id, true));
+                Some(id)
             }
-        }
-        if let Some((id, _)) = self.free.lock().pop_front() {
-            self.holders[id.index()].store(first, Release);
-            return Ok((id, false));
-        }
-        // §9: more live tasks want streams than the ledger tracks: share
-        // one rather than fail, as Rayon's depth is bounded only by the
-        // stack (but not for a task that needs its own).
-        match (!own).then(|| self.share(ledger)).flatten() {
-            Some(id) => Ok((id, false)),
-            None => Err(gpu_epoch::LedgerError::TooManyStreams {
-                capacity: ledger.capacity(),
+            Err(_) => {
+                t.cancel();
+                None
             }
-            .into()),
         }
     }
 
@@ -363,11 +484,19 @@ impl StreamPool {
     /// A stream that was shared goes back as [`Tail::Unknown`]: another
     /// holder may have left work after the last holder's end-of-work mark.
     pub(crate) fn release(&self, id: StreamId, tail: Tail, driver: &dyn Driver, ledger: &Ledger) {
+        // Out of sight from the moment it has no holder until it is in the
+        // list.
+        let t = Transit::new(self);
         // An owned stream has one holder: it goes back with the mark off.
         let (Ok(was) | Err(was)) = self.holders[id.index()].fetch_update(AcqRel, Acquire, |h| {
             Some(if h & OWN != 0 { 0 } else { h.wrapping_sub(1) })
         });
-        if was & !OWN == 1 {
+        if was & !OWN != 1 {
+            // Still held: in sight all along.
+            t.cancel();
+            return;
+        }
+        {
             let tail = if ledger.is_shared(id) {
                 Tail::Unknown
             } else {
@@ -378,6 +507,7 @@ impl StreamPool {
                 free.push_back((id, tail));
                 free.len() > self.keep
             };
+            drop(t);
             if over {
                 self.trim(driver, ledger);
             }
@@ -403,6 +533,9 @@ impl StreamPool {
         };
         let mut gone = smallvec::SmallVec::<[StreamId; 8]>::new();
         let mut ask = smallvec::SmallVec::<[StreamId; 8]>::new();
+        // The streams taken out are out of sight until they are back or
+        // their ledger slots free (room for `acquire` to create one).
+        let t = Transit::new(self);
         {
             let mut free = self.free.lock();
             let mut k = 0;
@@ -427,6 +560,10 @@ impl StreamPool {
                 }
             }
         }
+        if gone.is_empty() && ask.is_empty() {
+            t.cancel();
+            return;
+        }
         for id in ask {
             if let Ok(true) = driver.stream_query(self.raw(id)) {
                 gone.push(id);
@@ -443,6 +580,7 @@ impl StreamPool {
             self.created.fetch_sub(1, AcqRel);
             let _ = driver.destroy_stream(raw);
         }
+        drop(t);
     }
 
     /// Every stream's ledger id and handle, with the lock that keeps them

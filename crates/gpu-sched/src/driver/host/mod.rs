@@ -753,19 +753,40 @@ impl Driver for HostDriver {
         Ok(())
     }
 
+    /// As `cuEventRecord`, one step: the event's new record is queued on
+    /// the stream under the queue's lock, and only then can a wait see it.
+    /// A wait that read the event in between (the record set, not yet
+    /// queued) would be queued before the record it waits for, on a stream
+    /// that another thread shares: the stream (or two streams, each
+    /// waiting for a record queued behind the other's wait) would wait for
+    /// good. So every wait is queued after the record it waits for, and no
+    /// waits form a cycle. Under the same lock, a capture cannot begin
+    /// between the check below and the queueing (the record would go into
+    /// the graph, and the event wait for it for good).
     fn record(&self, e: RawEvent, s: RawStream) -> Result<()> {
         // Before the event changes: a record that fails leaves it as it was.
         self.check_sticky()?;
         let ev = self.event(e)?;
         let st = self.stream(s)?;
-        if st.queue.lock().capture.is_some() {
+        let mut q = st.queue.lock();
+        if q.capture.is_some() {
             // Recording on a capturing stream only adds a graph node; the
             // host backend does not replay events inside graphs.
             return Ok(());
         }
         let rs = Arc::new(RecordState::default());
-        *ev.lock() = Some(rs.clone());
-        self.submit(s, OpKind::Record(rs), Vec::new())
+        let op = Op {
+            kind: OpKind::Record(rs.clone()),
+            accesses: Vec::new(),
+            host_clock: self.shared.host_clock.lock().clone(),
+        };
+        // Lock order: the queue's, then the event's (no one takes a queue's
+        // lock while holding an event's).
+        *ev.lock() = Some(rs);
+        q.ops.push_back(op);
+        q.pending += 1;
+        st.work.notify_one();
+        Ok(())
     }
 
     fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()> {

@@ -177,3 +177,52 @@ fn ordered_history_is_pruned_and_races_are_still_found() {
     assert_eq!(races.len(), 1, "{races:?}");
     assert!(races[0].contains(&format!("{:#x}", buf + 28)), "{races:?}");
 }
+
+/// Found by the stress run on a small stream pool (seed 31): two threads
+/// use one stream (shared, §9), one recording an event on it while the
+/// other queues a wait for that event there. `record` made the event's new
+/// record visible before queueing it, so a wait read in between was queued
+/// ahead of the record it waited for, and the stream waited for itself for
+/// good (or two streams each waited for a record queued behind the other's
+/// wait). As `cuEventRecord`, the record must be queued before any wait
+/// can see it. Each round's synchronize runs under a watchdog: a hang fails.
+#[test]
+fn a_wait_is_never_queued_ahead_of_the_record_it_waits_for() {
+    const ROUNDS: usize = 200;
+    const CALLS: usize = 200;
+    let d = Arc::new(HostDriver::new(1 << 20, usize::MAX));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let run = {
+        let d = d.clone();
+        move || {
+            let s = d.create_stream().unwrap();
+            let e = d.create_event(false).unwrap();
+            for round in 0..ROUNDS {
+                let barrier = std::sync::Barrier::new(2);
+                std::thread::scope(|t| {
+                    t.spawn(|| {
+                        barrier.wait();
+                        for _ in 0..CALLS {
+                            d.record(e, s).unwrap();
+                        }
+                    });
+                    barrier.wait();
+                    for _ in 0..CALLS {
+                        d.wait_event(s, e).unwrap();
+                    }
+                });
+                d.stream_sync(s, SyncMode::Blocking).unwrap();
+                tx.send(round).unwrap();
+            }
+        }
+    };
+    std::thread::spawn(run);
+    for round in 0..ROUNDS {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(r) => assert_eq!(r, round),
+            Err(_) => panic!(
+                "round {round}: the stream waits for good for a record queued behind its wait"
+            ),
+        }
+    }
+}
