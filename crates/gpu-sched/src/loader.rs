@@ -30,7 +30,12 @@ impl LoadedModule {
     /// The kernel `name`, with the signature `S` (see [`Kernel`]). The
     /// signature is checked against the PTX entry's parameters: their
     /// count, and each one's size and kind (pointers and 64-bit integers
-    /// are 8-byte integers, `f32` a 4-byte float, ...).
+    /// are 8-byte integers, `f32` a 4-byte float, ...). A parameter of an
+    /// untyped PTX type (`.b8`, `.b16`, `.b32`, `.b64`, or an array of one:
+    /// how NVRTC passes structs by value and `__grid_constant__`
+    /// parameters) is checked by its size only: its bits are passed as
+    /// they are, so any parameter type of that size fits (a `f64`, a `u64`
+    /// or a pointer for an 8-byte one).
     ///
     /// # Errors
     ///
@@ -114,7 +119,10 @@ impl Runtime {
     /// __global__` functions are read, with their parameter lists where
     /// every parameter is a pointer (`T*`, `T name[]`) or a plain number,
     /// which signatures are then checked against
-    /// ([`LoadedModule::is_checked`]); macros are not expanded.
+    /// ([`LoadedModule::is_checked`]); macros are not expanded. A
+    /// `__grid_constant__` parameter counts as untyped bytes of its size
+    /// there, as NVRTC's PTX for it is (see [`LoadedModule::kernel`]): any
+    /// parameter type of its size fits it, on both paths.
     ///
     /// # Errors
     ///
@@ -460,8 +468,15 @@ const QUALIFIERS: &[&str] = &[
 /// template, a typedef this does not know, a reference). A pointer is a
 /// declarator with `*` or an array one (`T name[]`, `T name[N]`: a pointer
 /// in a parameter list); qualifiers (`const`, `volatile`, `__restrict__`,
-/// `restrict`, `__grid_constant__`), attributes and default arguments do
-/// not count; a parameter may be unnamed.
+/// `restrict`), attributes and default arguments do not count; a parameter
+/// may be unnamed. A `__grid_constant__` parameter is untyped bytes of its
+/// size ([`PtxParam::bits`]): NVRTC passes one by value in the parameter
+/// space, as untyped bytes (an H200's NVRTC gave an 8-byte non-float for a
+/// `double`: `.param .align 8 .b8 p[8]` or a `.b64`), which the PTX check
+/// takes by size only.
+/// Were NVRTC to give a typed `.param .f64` instead, size only is still
+/// the lenient verdict: it refuses nothing the compiled module's check
+/// takes, so the two paths never disagree on a launch that CUDA takes.
 fn c_params(list: &str) -> Option<Vec<PtxParam>> {
     let trimmed = list.trim();
     if trimmed.is_empty() || trimmed == "void" {
@@ -522,13 +537,18 @@ fn c_param(p: &str) -> Option<PtxParam> {
     if angle > 0 || square > 0 {
         return None;
     }
+    let grid_constant = words.contains(&"__grid_constant__");
     words.retain(|w| !QUALIFIERS.contains(w));
+    let untyped = |p: PtxParam| {
+        if grid_constant {
+            PtxParam::bits(p.bytes)
+        } else {
+            p
+        }
+    };
     if pointer {
         // A pointer to anything, even an unknown type.
-        return (!words.is_empty()).then_some(PtxParam {
-            bytes: 8,
-            float: false,
-        });
+        return (!words.is_empty()).then_some(untyped(PtxParam::int(8)));
     }
     // The type: every word, or every word but the last (the parameter's
     // name) when the last is not a type word.
@@ -537,7 +557,7 @@ fn c_param(p: &str) -> Option<PtxParam> {
         Some((last, init)) if !init.is_empty() && !is_type_word(last) => init,
         Some(_) => &words[..],
     };
-    scalar_type(ty)
+    scalar_type(ty).map(untyped)
 }
 
 /// `p` without `__attribute__((...))`, `__align__(...)`, `alignas(...)` and
@@ -597,25 +617,10 @@ fn typedef(w: &str) -> Option<usize> {
 /// allows: `long unsigned long`), or `None` (not a scalar type this knows,
 /// or not a type: `short long`, `signed unsigned`, `float int`).
 fn scalar_type(words: &[&str]) -> Option<PtxParam> {
-    let int = |bytes| {
-        Some(PtxParam {
-            bytes,
-            float: false,
-        })
-    };
+    let int = |bytes| Some(PtxParam::int(bytes));
     match words {
-        ["float"] => {
-            return Some(PtxParam {
-                bytes: 4,
-                float: true,
-            })
-        }
-        ["double"] => {
-            return Some(PtxParam {
-                bytes: 8,
-                float: true,
-            })
-        }
+        ["float"] => return Some(PtxParam::float(4)),
+        ["double"] => return Some(PtxParam::float(8)),
         ["bool"] => return int(1),
         [w] if typedef(w).is_some() => return int(typedef(w)?),
         _ => {}
@@ -703,13 +708,12 @@ mod test {
             "extern \"C\" __global__ void k(float* __restrict__ y, const float* x, float a, unsigned long long n, int m) {}",
         )
         .unwrap();
-        let p = |bytes, float| PtxParam { bytes, float };
         let want = vec![
-            p(8, false),
-            p(8, false),
-            p(4, true),
-            p(8, false),
-            p(4, false),
+            PtxParam::int(8),
+            PtxParam::int(8),
+            PtxParam::float(4),
+            PtxParam::int(8),
+            PtxParam::int(4),
         ];
         assert_eq!(e[0].params, Some(want));
         let e = global_functions("extern \"C\" __global__ void k(MyStruct s) {}").unwrap();
@@ -723,22 +727,10 @@ mod test {
         e[0].params.clone()
     }
 
-    const PTR: PtxParam = PtxParam {
-        bytes: 8,
-        float: false,
-    };
-    const F32: PtxParam = PtxParam {
-        bytes: 4,
-        float: true,
-    };
-    const I32: PtxParam = PtxParam {
-        bytes: 4,
-        float: false,
-    };
-    const U64: PtxParam = PtxParam {
-        bytes: 8,
-        float: false,
-    };
+    const PTR: PtxParam = PtxParam::int(8);
+    const F32: PtxParam = PtxParam::float(4);
+    const I32: PtxParam = PtxParam::int(4);
+    const U64: PtxParam = PtxParam::int(8);
 
     #[test]
     fn array_declarators_are_pointers() {
@@ -768,7 +760,10 @@ mod test {
             k("long unsigned long n, std::size_t m"),
             Some(vec![U64, U64])
         );
-        assert_eq!(k("__grid_constant__ const int n = 4"), Some(vec![I32]));
+        assert_eq!(
+            k("__grid_constant__ const int n = 4"),
+            Some(vec![PtxParam::bits(4)])
+        );
         assert_eq!(
             k("__attribute__((unused)) float a, [[maybe_unused]] int b"),
             Some(vec![F32, I32])
@@ -801,11 +796,66 @@ mod test {
         assert_eq!(names, ["a", "b", "c"]);
         assert_eq!(e[0].params, Some(vec![PTR]));
         assert_eq!(e[1].params, Some(vec![I32, PTR]));
-        let f64 = PtxParam {
-            bytes: 8,
-            float: true,
+        assert_eq!(e[2].params, Some(vec![PtxParam::float(8)]));
+    }
+
+    /// `__grid_constant__` parameters are untyped bytes of their size, as
+    /// NVRTC's PTX for them (`.param .align 8 .b8 grid_param_1[8]`): on an
+    /// H200 a `Kernel<(u32, f64)>` of the corpus's `grid` kernel was
+    /// refused under NVRTC, while this reader said `4i,8f`. Both now take
+    /// any type of the size, `f64` included.
+    #[test]
+    fn grid_constant_parameters_are_untyped_bytes() {
+        let src = "extern \"C\" __global__ void grid(__grid_constant__ const int n, \
+                   __grid_constant__ const double d, const double e, \
+                   float* const __grid_constant__ p) {}";
+        let e = global_functions(src).unwrap();
+        let b = PtxParam::bits;
+        assert_eq!(
+            e[0].params,
+            Some(vec![b(4), b(8), PtxParam::float(8), b(8)])
+        );
+        let m = LoadedPtx {
+            handle: 0,
+            entries: e,
+            nvrtc: false,
         };
-        assert_eq!(e[2].params, Some(vec![f64]));
+        use crate::kernel::Param::*;
+        for (n, d, p) in [(U32, F64, PtrRead), (I32, U64, F64), (F32, PtrWrite, U64)] {
+            assert!(m.entry("grid", &[n, d, F64, p]).is_ok());
+            // The parameter without `__grid_constant__` stays a float.
+            let err = m.entry("grid", &[n, d, U64, p]).unwrap_err();
+            assert!(err.contains("parameter 2 is a 8-byte float"), "{err}");
+        }
+        let e =
+            global_functions("extern \"C\" __global__ void c(__grid_constant__ const char c) {}")
+                .unwrap();
+        assert_eq!(e[0].params, Some(vec![b(1)]));
+        // The corpus's kernel, as the H200 compiled it: `(u32, f64)` and,
+        // size only, `(u32, *const f32)` both fit.
+        let e = global_functions(
+            "extern \"C\" __global__ void grid(__grid_constant__ const int n, __grid_constant__ const double d) {}",
+        )
+        .unwrap();
+        let m = LoadedPtx {
+            handle: 0,
+            entries: e,
+            nvrtc: false,
+        };
+        assert!(m.entry("grid", &[U32, F64]).is_ok());
+        assert!(m.entry("grid", &[F32, PtrRead]).is_ok());
+        let err = m.entry("grid", &[U32, F32]).unwrap_err();
+        assert!(
+            err.contains("parameter 1 is a 8-byte untyped value"),
+            "{err}"
+        );
+        // Without `__grid_constant__`: typed, as before.
+        let e = global_functions("extern \"C\" __global__ void t(const int n, const double d) {}")
+            .unwrap();
+        assert_eq!(
+            e[0].params,
+            Some(vec![PtxParam::int(4), PtxParam::float(8)])
+        );
     }
 
     #[test]

@@ -7,13 +7,70 @@
 use crate::kernel::Param;
 
 /// One `.param` of an entry, as far as a launch cares: its size and
-/// whether it is a floating-point register type.
+/// its kind.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct PtxParam {
     /// Bytes (a `.b8 name[N]` array is N).
     pub(crate) bytes: usize,
-    /// `.f32` or `.f64`.
-    pub(crate) float: bool,
+    /// What its type says of its bits.
+    pub(crate) kind: ParamKind,
+}
+
+/// The kind of a PTX parameter's type.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ParamKind {
+    /// `.uN`, `.sN`: an integer (a pointer is a 64-bit one).
+    Int,
+    /// `.f32`, `.f64`.
+    Float,
+    /// `.bN` (scalars and arrays): untyped bits, passed as they are, so
+    /// any parameter of the same size fits. NVRTC passes structs by value
+    /// and `__grid_constant__` parameters so (`.param .align 8 .b8
+    /// p[8]` for a `double`).
+    Bits,
+}
+
+impl PtxParam {
+    /// An integer of `bytes`.
+    pub(crate) const fn int(bytes: usize) -> PtxParam {
+        PtxParam {
+            bytes,
+            kind: ParamKind::Int,
+        }
+    }
+
+    /// A float of `bytes`.
+    pub(crate) const fn float(bytes: usize) -> PtxParam {
+        PtxParam {
+            bytes,
+            kind: ParamKind::Float,
+        }
+    }
+
+    /// `bytes` untyped bytes.
+    pub(crate) const fn bits(bytes: usize) -> PtxParam {
+        PtxParam {
+            bytes,
+            kind: ParamKind::Bits,
+        }
+    }
+
+    /// Whether a typed parameter `w` may stand for this one: the same
+    /// size, and the same kind unless this one is untyped bits.
+    pub(crate) fn fits(self, w: Param) -> bool {
+        let (bytes, float) = match w {
+            Param::PtrRead | Param::PtrWrite | Param::U64 => (8, false),
+            Param::U32 | Param::I32 => (4, false),
+            Param::F32 => (4, true),
+            Param::F64 => (8, true),
+        };
+        self.bytes == bytes
+            && match self.kind {
+                ParamKind::Int => !float,
+                ParamKind::Float => float,
+                ParamKind::Bits => true,
+            }
+    }
 }
 
 /// A kernel entry (`.entry name(...)`) and its parameters; `None` where
@@ -53,15 +110,13 @@ impl LoadedPtx {
                 want.len()
             ));
         }
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            let fits = match w {
-                Param::PtrRead | Param::PtrWrite | Param::U64 => g.bytes == 8 && !g.float,
-                Param::U32 | Param::I32 => g.bytes == 4 && !g.float,
-                Param::F32 => g.bytes == 4 && g.float,
-                Param::F64 => g.bytes == 8 && g.float,
-            };
-            if !fits {
-                let kind = if g.float { "float" } else { "integer" };
+        for (i, (g, &w)) in got.iter().zip(want).enumerate() {
+            if !g.fits(w) {
+                let kind = match g.kind {
+                    ParamKind::Int => "integer",
+                    ParamKind::Float => "float",
+                    ParamKind::Bits => "untyped value (only its size is checked)",
+                };
                 return Err(format!(
                     "parameter {i} is a {}-byte {kind} in the PTX; the signature declares {w:?}",
                     g.bytes
@@ -152,6 +207,8 @@ fn is_identifier(s: &str) -> bool {
 /// .global .align 8 name`, ...: the state space, then the type with an
 /// optional alignment on either side, the pointer attribute (`.ptr`, its
 /// space and alignment), the name, an optional element count; nothing else.
+/// The JIT takes `.ptr` after any type (`.param .f32 .ptr a`), which keeps
+/// its type and size.
 fn param(p: &str) -> Option<PtxParam> {
     let mut words = p.split_whitespace().peekable();
     if words.next()? != ".param" {
@@ -169,20 +226,20 @@ fn param(p: &str) -> Option<PtxParam> {
     align(&mut words)?;
     let ty = words.next()?;
     align(&mut words)?;
-    let (bits, float) = match ty {
-        ".u8" | ".s8" | ".b8" => (8, false),
-        ".u16" | ".s16" | ".b16" => (16, false),
-        ".u32" | ".s32" | ".b32" => (32, false),
-        ".u64" | ".s64" | ".b64" => (64, false),
-        ".f32" => (32, true),
-        ".f64" => (64, true),
+    let (bits, kind) = match ty {
+        ".u8" | ".s8" => (8, ParamKind::Int),
+        ".u16" | ".s16" => (16, ParamKind::Int),
+        ".u32" | ".s32" => (32, ParamKind::Int),
+        ".u64" | ".s64" => (64, ParamKind::Int),
+        ".b8" => (8, ParamKind::Bits),
+        ".b16" => (16, ParamKind::Bits),
+        ".b32" => (32, ParamKind::Bits),
+        ".b64" => (64, ParamKind::Bits),
+        ".f32" => (32, ParamKind::Float),
+        ".f64" => (64, ParamKind::Float),
         _ => return None,
     };
     if words.next_if_eq(&".ptr").is_some() {
-        // Only a 64-bit integer can point (`.ptr` is for kernel pointers).
-        if bits != 64 || float {
-            return None;
-        }
         let _ = words.next_if(|w| matches!(*w, ".global" | ".const" | ".shared" | ".local"));
         align(&mut words)?;
     }
@@ -205,7 +262,7 @@ fn param(p: &str) -> Option<PtxParam> {
     }
     Some(PtxParam {
         bytes: (bits / 8usize).checked_mul(count)?,
-        float,
+        kind,
     })
 }
 
@@ -287,10 +344,13 @@ mod test {
         let e = entries(PTX).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].name, "scale");
-        let p = |bytes, float| PtxParam { bytes, float };
         assert_eq!(
             e[0].params,
-            Some(vec![p(8, false), p(4, true), p(16, false)])
+            Some(vec![
+                PtxParam::int(8),
+                PtxParam::float(4),
+                PtxParam::bits(16)
+            ])
         );
         assert_eq!(e[1].name, "empty");
         assert_eq!(e[1].params, Some(vec![]));
@@ -319,15 +379,19 @@ mod test {
             "{h}.visible/* */.entry k(.param .u64 .ptr .global .align 8 k_0, .param .b8 .align 4 k_1[12])\n{{}}"
         ))
         .unwrap();
-        let p = |bytes, float| PtxParam { bytes, float };
-        assert_eq!(e[0].params, Some(vec![p(8, false), p(12, false)]));
+        assert_eq!(
+            e[0].params,
+            Some(vec![PtxParam::int(8), PtxParam::bits(12)])
+        );
         // 8 * (2^64 - 1) bytes: refused, not an overflow.
         let huge = format!("{h}.entry k(.param .u64 k_0[{}])\n{{}}", usize::MAX);
         assert!(entries(&huge).unwrap_err().contains("cannot read"));
         for bad in [
             ".entry k(.param .u64 a b)\n{}",
             ".entry k(.param .u64 a,)\n{}",
-            ".entry k(.param .f32 .ptr a)\n{}",
+            ".entry k(.param .ptr .u64 a)\n{}",
+            ".entry k(.param .f32 .ptr .align 3 a)\n{}",
+            ".entry k(.param .f32 .ptr .param a)\n{}",
             ".entry k(.param .u64 9a)\n{}",
             ".entry k(.param .u64 a[-1])\n{}",
             ".entry k(.u64 a)\n{}",
@@ -350,6 +414,88 @@ mod test {
         assert!(e.contains("no kernel `missing`"), "{e}");
         let e = m.entry("empty", &[ptr]).unwrap_err();
         assert!(e.contains("takes 0 parameters"), "{e}");
+    }
+
+    /// The JIT takes `.ptr` after any type (the corpus record `a pointer
+    /// attribute on a float`, on an H200): so does the checker, and the
+    /// parameter keeps its type and size.
+    #[test]
+    fn a_pointer_attribute_after_any_type_keeps_the_type() {
+        let e = entries(
+            ".version 8.0\n.target sm_70\n.entry k(.param .f32 .ptr a, \
+             .param .f64 .ptr .global .align 8 b, .param .u32 .ptr .shared c, \
+             .param .b32 .ptr .align 4 d, .param .u64 .ptr .const e)\n{}",
+        )
+        .unwrap();
+        assert_eq!(
+            e[0].params,
+            Some(vec![
+                PtxParam::float(4),
+                PtxParam::float(8),
+                PtxParam::int(4),
+                PtxParam::bits(4),
+                PtxParam::int(8),
+            ])
+        );
+        let m = LoadedPtx {
+            handle: 0,
+            entries: e,
+            nvrtc: false,
+        };
+        use Param::*;
+        assert!(m.entry("k", &[F32, F64, U32, I32, PtrRead]).is_ok());
+        let err = m.entry("k", &[U32, F64, U32, I32, PtrRead]).unwrap_err();
+        assert!(err.contains("parameter 0 is a 4-byte float"), "{err}");
+    }
+
+    /// `.bN` parameters are untyped bits (how NVRTC passes a
+    /// `__grid_constant__ double`: a `Kernel<(u32, f64)>` of it was
+    /// refused): any parameter type of their size fits, a wrong size does
+    /// not; `.uN`/`.sN` stay integers and `.fN` floats.
+    #[test]
+    fn untyped_bits_fit_any_type_of_their_size() {
+        let e = entries(
+            ".version 8.0\n.target sm_70\n.entry k(.param .align 8 .b8 a[8], .param .b64 b, \
+             .param .b32 c, .param .align 4 .b8 d[4], .param .b16 e[4])\n{}\n\
+             .entry wide(.param .b8 f[12])\n{}\n\
+             .entry typed(.param .u64 a, .param .f64 b, .param .s32 c, .param .f32 d)\n{}",
+        )
+        .unwrap();
+        let b = PtxParam::bits;
+        assert_eq!(e[0].params, Some(vec![b(8), b(8), b(4), b(4), b(8)]));
+        assert_eq!(e[1].params, Some(vec![b(12)]));
+        let m = LoadedPtx {
+            handle: 0,
+            entries: e,
+            nvrtc: false,
+        };
+        use Param::*;
+        for eight in [PtrRead, PtrWrite, U64, F64] {
+            for four in [U32, I32, F32] {
+                let sig = [eight, eight, four, four, eight];
+                assert!(m.entry("k", &sig).is_ok(), "{sig:?}");
+                // A wrong size is refused, whatever the kind.
+                let err = m.entry("k", &[eight, four, four, four, eight]).unwrap_err();
+                assert!(
+                    err.contains("parameter 1 is a 8-byte untyped value")
+                        && err.contains(&format!("declares {four:?}")),
+                    "{err}"
+                );
+                let err = m.entry("wide", &[eight]).unwrap_err();
+                assert!(
+                    err.contains("parameter 0 is a 12-byte untyped value"),
+                    "{err}"
+                );
+            }
+        }
+        // Typed parameters keep their kinds.
+        assert!(m.entry("typed", &[U64, F64, I32, F32]).is_ok());
+        let err = m.entry("typed", &[F64, F64, I32, F32]).unwrap_err();
+        assert!(err.contains("parameter 0 is a 8-byte integer"), "{err}");
+        let err = m.entry("typed", &[U64, U64, I32, F32]).unwrap_err();
+        assert!(err.contains("parameter 1 is a 8-byte float"), "{err}");
+        let err = m.entry("typed", &[U64, F64, F32, F32]).unwrap_err();
+        assert!(err.contains("parameter 2 is a 4-byte integer"), "{err}");
     }
 
     #[test]

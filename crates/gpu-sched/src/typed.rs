@@ -240,7 +240,9 @@ signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 
 pub(crate) type ErasedHost = dyn Fn(&[KernelArg], &[usize]) + Send + Sync;
 
 /// A kernel of a loaded module with signature `S`, looked up by name
-/// ([`crate::LoadedModule::kernel`]) and checked against the module's PTX.
+/// ([`crate::LoadedModule::kernel`]) and checked against the module's PTX
+/// (each parameter's size and kind; an untyped `.bN` one, as NVRTC passes
+/// structs by value and `__grid_constant__` parameters, by size only).
 /// Cheap to clone; belongs to one runtime.
 pub struct Kernel<S: Signature> {
     pub(crate) name: &'static str,

@@ -166,33 +166,56 @@ enum K {
 
 const KINDS: [K; 7] = [K::PtrR, K::PtrW, K::U64, K::U32, K::I32, K::F32, K::F64];
 
-/// A parameter as the PTX passes it: its size, and whether it is a float.
+/// A parameter as the PTX passes it: its size, and its kind.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct P {
     bytes: usize,
-    float: bool,
+    kind: T,
+}
+
+/// What a PTX parameter's type says of its bits.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum T {
+    /// `.uN`, `.sN`.
+    Int,
+    /// `.fN`.
+    Float,
+    /// `.bN`: untyped bits, checked by size only.
+    Bits,
 }
 
 const fn int(bytes: usize) -> P {
     P {
         bytes,
-        float: false,
+        kind: T::Int,
     }
 }
 
 const fn float(bytes: usize) -> P {
-    P { bytes, float: true }
+    P {
+        bytes,
+        kind: T::Float,
+    }
+}
+
+const fn bits(bytes: usize) -> P {
+    P {
+        bytes,
+        kind: T::Bits,
+    }
 }
 
 /// The reference: whether `k` may stand for `p` (pointers and 64-bit
-/// integers are 8-byte integers, `u32`/`i32` 4-byte ones, ...).
+/// integers are 8-byte integers, `u32`/`i32` 4-byte ones, ...; untyped
+/// bits take any kind of their size, their bits being passed as they are).
 fn fits(p: P, k: K) -> bool {
-    match k {
-        K::PtrR | K::PtrW | K::U64 => p == int(8),
-        K::U32 | K::I32 => p == int(4),
-        K::F32 => p == float(4),
-        K::F64 => p == float(8),
-    }
+    let typed = match k {
+        K::PtrR | K::PtrW | K::U64 => int(8),
+        K::U32 | K::I32 => int(4),
+        K::F32 => float(4),
+        K::F64 => float(8),
+    };
+    p == typed || (p.kind == T::Bits && p.bytes == typed.bytes)
 }
 
 /// The typed kernels that stand for `p`, if any.
@@ -274,7 +297,11 @@ fn verdict(params: Option<&[P]>, sig: &[K]) -> Result<(), String> {
         None => Ok(()),
         Some(i) => {
             let p = params[i];
-            let kind = if p.float { "float" } else { "integer" };
+            let kind = match p.kind {
+                T::Int => "integer",
+                T::Float => "float",
+                T::Bits => "untyped value",
+            };
             Err(format!("parameter {i} is a {}-byte {kind}", p.bytes))
         }
     }
@@ -465,15 +492,29 @@ fn c_param() -> impl Strategy<Value = CParam> {
                     } else {
                         ""
                     };
+                    // `__grid_constant__`: passed in the parameter space
+                    // as untyped bytes (`.b8 [N]`), checked by size only.
+                    let p = if quals == 4 {
+                        p.map(|p| bits(p.bytes))
+                    } else {
+                        p
+                    };
                     (
                         format!("{grid}{}{ty}{}{named}{default}", s.next(), s.next()),
                         p,
                     )
                 }
                 // `T* p`, `T *p`, `T * const p`, `const T* __restrict__ p`, ...
+                // `__grid_constant__ T* const p`: untyped bytes too.
                 5..=9 => {
-                    let after = ["", "const", "__restrict__", "restrict", "volatile"]
-                        [usize::from(quals) % 5];
+                    let grid = style == 8 && quals == 4;
+                    let (lead, after) = if grid {
+                        ("__grid_constant__", "const")
+                    } else {
+                        let after = ["", "const", "__restrict__", "restrict", "volatile"]
+                            [usize::from(quals) % 5];
+                        (lead, after)
+                    };
                     let stars = if style == 9 { "**" } else { "*" };
                     (
                         format!(
@@ -483,7 +524,7 @@ fn c_param() -> impl Strategy<Value = CParam> {
                             s.maybe(),
                             s.next()
                         ),
-                        Some(int(8)),
+                        Some(if grid { bits(8) } else { int(8) }),
                     )
                 }
                 // `T p[]`, `T p[16]`, `T p[N]`, `T (*p)[4]`: pointers too.
@@ -656,30 +697,38 @@ fn c_source() -> impl Strategy<Value = CSource> {
 // PTX
 // ---------------------------------------------------------------------
 
-/// PTX parameter spellings (`{n}`: the name) and what they pass.
+/// PTX parameter spellings (`{n}`: the name) and what they pass: `.uN`
+/// and `.sN` integers, `.fN` floats, `.bN` untyped bits; `.ptr` (after any
+/// type, as the JIT takes it) keeps the type.
 const PTX_PARAMS: &[(&str, P)] = &[
     (".u64 {n}", int(8)),
     (".s64 {n}", int(8)),
-    (".b64 {n}", int(8)),
+    (".b64 {n}", bits(8)),
     (".u64 .ptr .global .align 8 {n}", int(8)),
     (".u64 .ptr .align 16 {n}", int(8)),
     (".u64 .ptr .const {n}", int(8)),
-    (".align 8 .b8 {n}[8]", int(8)),
-    (".b32 {n}[2]", int(8)),
+    (".b64 .ptr .global {n}", bits(8)),
+    (".align 8 .b8 {n}[8]", bits(8)),
+    (".b32 {n}[2]", bits(8)),
+    (".u32 {n}[2]", int(8)),
     (".u32 {n}", int(4)),
     (".s32 {n}", int(4)),
-    (".b32 {n}", int(4)),
-    (".align 4 .b8 {n}[4]", int(4)),
+    (".b32 {n}", bits(4)),
+    (".align 4 .b8 {n}[4]", bits(4)),
     (".u16 {n}[2]", int(4)),
+    (".b16 {n}[2]", bits(4)),
     (".f32 {n}", float(4)),
+    (".f32 .ptr {n}", float(4)),
+    (".f64 .ptr .global .align 8 {n}", float(8)),
+    (".u32 .ptr .shared {n}", int(4)),
     (".f64 {n}", float(8)),
     (".align 8 .f64 {n}", float(8)),
     (".f32 {n}[2]", float(8)),
     (".u8 {n}", int(1)),
     (".s16 {n}", int(2)),
-    (".b8 {n}[12]", int(12)),
-    (".align 16 .b8 {n}[16]", int(16)),
-    (".b8 {n}[0]", int(0)),
+    (".b8 {n}[12]", bits(12)),
+    (".align 16 .b8 {n}[16]", bits(16)),
+    (".b8 {n}[0]", bits(0)),
 ];
 
 /// Bodies of entries: registers, loads of the parameters, nested blocks,
@@ -1705,10 +1754,13 @@ fn corpus() -> Vec<Record> {
                             .map(|p| {
                                 let (n, k) = p.split_at(p.len() - 1);
                                 let bytes = n.parse().expect("a size");
-                                P {
-                                    bytes,
-                                    float: k == "f",
-                                }
+                                let kind = match k {
+                                    "i" => T::Int,
+                                    "f" => T::Float,
+                                    "b" => T::Bits,
+                                    _ => panic!("{title}: a kind `i`, `f` or `b`: {p}"),
+                                };
+                                P { bytes, kind }
                             })
                             .collect(),
                     ),
