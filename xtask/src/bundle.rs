@@ -369,11 +369,6 @@ while [ $i -lt ${#phases[@]} ]; do
     for t in "$here"/bin/test.*; do
       name=$(basename "$t")
       skip=()
-      case $name in
-      test.stress)
-        # Runs known to hang (a small stream pool): kept ignored until fixed.
-        skip=(--skip small_stream_pool) ;;
-      esac
       if { [ "$name" = test.devices ] || [ "$name" = test.nccl ] || [ "$name" = test.nccl_never_hangs ]; } && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -lt 2 ]; then
         # Their CUDA variants need two GPUs: the two-GPU bundle runs them.
         skip=(--skip ::cuda)
