@@ -20,11 +20,12 @@
 //! From outside every pool, `join` moves to a worker (as Rayon's does),
 //! and a scope's body runs on the calling thread (as Rayon's
 //! `in_place_scope`'s; Rayon's `scope` moves its body to a worker): its
-//! tasks are jobs of a Rayon scope of the global pool and run on its
-//! workers only, never on the calling thread, which waits for them
-//! (thread-locals and `current_thread_index` in a task always see a
-//! worker). The body stays on the calling thread so that a body which
-//! blocks on its own tasks (a channel, a host wait) holds no worker.
+//! tasks are jobs of the global pool, and the scope's end runs on the
+//! calling thread those no worker has started (unlike Rayon: no thread
+//! wake-up for a scope of one small task; `gpu::scope`'s docs give the
+//! measured cost and what a task there sees). The body stays on the
+//! calling thread so that a body which blocks on its own tasks (a channel,
+//! a host wait) holds no worker.
 //!
 //! A [`ThreadPool`] of its own works as Rayon's: `gpu` calls inside its
 //! `install` run their tasks on its workers (a scope opened outside every

@@ -206,6 +206,10 @@ fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
     entries.sort();
     for p in entries {
         if p.is_dir() {
+            // Probes and filtered runs of an investigation are not runs.
+            if p.file_name().is_some_and(|n| n == "investigations") {
+                continue;
+            }
             json_files(&p, out);
         } else if p.extension().is_some_and(|e| e == "json") {
             out.push(p);
