@@ -64,6 +64,116 @@ impl Seen {
         }
     }
 
+    #[track_caller]
+    fn check(&self, want: usize) {
+        assert_eq!(self.ran.load(Ordering::Relaxed), want, "tasks run");
+        assert_eq!(
+            self.on_pool.load(Ordering::Relaxed),
+            want,
+            "tasks run on the pool's workers"
+        );
+    }
+}
+
+/// `gpu::join` inside a pool's `install`: tasks spawned from both sides
+/// (and the tasks they spawn) run on that pool. (They ran on the global
+/// pool: the sides have no Rayon scope, and their spawns went to it.)
+#[test]
+fn spawns_from_gpu_join_sides_run_on_the_pool() {
+    let seen = Seen::new();
+    seen.pool
+        .install(|| {
+            gpu::join(
+                |a| {
+                    seen.spawn_from(a);
+                    Ok(())
+                },
+                |b| {
+                    seen.spawn_from(b);
+                    Ok(())
+                },
+            )
+        })
+        .unwrap();
+    seen.check(4 * TASKS);
+}
+
+/// `Scope::join` in a scope of a pool of its own: the same.
+#[test]
+fn spawns_from_scope_join_sides_run_on_the_pool() {
+    let seen = Seen::new();
+    seen.pool
+        .scope(|s| {
+            s.join(
+                |a| {
+                    seen.spawn_from(a);
+                    Ok(())
+                },
+                |b| {
+                    seen.spawn_from(b);
+                    Ok(())
+                },
+            )?;
+            Ok(())
+        })
+        .unwrap();
+    seen.check(4 * TASKS);
+}
+
+/// A scope inside a join side, inside a pool's `install`: its tasks run on
+/// that pool too.
+#[test]
+fn a_scope_in_a_join_side_runs_on_the_pool() {
+    let seen = Seen::new();
+    seen.pool
+        .install(|| {
+            gpu::join(
+                |_a| {
+                    gpu::scope(|s| {
+                        seen.spawn_from(s);
+                        Ok(())
+                    })
+                },
+                |b| {
+                    b.scope(|s| {
+                        seen.spawn_from(s);
+                        Ok(())
+                    })
+                },
+            )
+        })
+        .unwrap();
+    seen.check(4 * TASKS);
+}
+
+/// Counts the tasks that ran on the calling thread, or off every worker.
+struct Placement {
+    caller: ThreadId,
+    ran: AtomicUsize,
+    on_caller: AtomicUsize,
+    off_worker: AtomicUsize,
+}
+
+impl Placement {
+    fn new() -> Self {
+        Placement {
+            caller: std::thread::current().id(),
+            ran: AtomicUsize::new(0),
+            on_caller: AtomicUsize::new(0),
+            off_worker: AtomicUsize::new(0),
+        }
+    }
+
+    fn record(&self) {
+        self.ran.fetch_add(1, Ordering::Relaxed);
+        if std::thread::current().id() == self.caller {
+            self.on_caller.fetch_add(1, Ordering::Relaxed);
+        }
+        if rayon_core::current_thread_index().is_none() {
+            self.off_worker.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// For a scope opened outside every pool: every task ran, each on a
     /// worker or on the calling thread (which runs those no worker has
     /// started when the scope ends), none on any other thread.
