@@ -160,7 +160,7 @@ pub use gpu_sched::{
 };
 pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
-pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuilder};
+pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 pub use scope::{capture, capture_on, in_place_scope, join, scope, scope_on, Scope};
 
 /// The global runtime's backend.
