@@ -1,7 +1,8 @@
 //! # gpu: Rayon-style task parallelism for GPU work
 //!
 //! (`§n` in this crate's docs refers to the design note, `docs/DESIGN.md` in
-//! the repository.)
+//! the repository; the rule codes R1-R14 and X1-X5 to [`rules`], which
+//! states each rule and names its code and tests.)
 //!
 //! ## Getting started
 //!
@@ -147,6 +148,7 @@ pub mod iter;
 pub mod mpi;
 mod pipeline;
 mod pool;
+pub mod rules;
 mod scope;
 
 pub use gpu_sched::nccl;
