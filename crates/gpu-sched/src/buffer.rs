@@ -210,6 +210,16 @@ pub(crate) const WHOLE: (usize, usize) = (gpu_epoch::WHOLE.start, gpu_epoch::WHO
 ///
 /// Dropping it never blocks: the memory is freed in stream order once every
 /// operation that uses it has finished (X4).
+///
+/// ```
+/// # fn main() -> gpu_sched::Result<()> {
+/// let mut b = gpu_sched::Buffer::from_host(&[1.0f32, 2.0, 3.0, 4.0])?;
+/// let rt = gpu_sched::Runtime::global()?;
+/// let t = rt.begin_task()?;
+/// gpu_kernels::add_scalar(&t, &mut b.slice_mut(2..)?, 10.0)?; // a range, stamped on its own
+/// assert_eq!(t.to_vec(&b)?, [1.0, 2.0, 13.0, 14.0]);
+/// # Ok(()) }
+/// ```
 pub struct Buffer<T: DeviceRepr> {
     pub(crate) ptr: u64,
     pub(crate) len: usize,

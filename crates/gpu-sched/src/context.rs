@@ -17,6 +17,17 @@ use std::marker::PhantomData;
 ///
 /// A context is `Send` but not `Sync`: one thread submits a task's work, in
 /// program order.
+///
+/// ```
+/// # fn main() -> gpu_sched::Result<()> {
+/// let rt = gpu_sched::Runtime::global()?;
+/// let t = rt.begin_task()?; // no stream yet: bound at the first operation
+/// let mut a = t.zeros::<f32>(256)?;
+/// gpu_kernels::fill(&t, &mut a, 3.0)?;
+/// assert!(t.to_vec(&a)?.iter().all(|&x| x == 3.0)); // waits for the fill
+/// t.finish(); // the stream goes back to the pool
+/// # Ok(()) }
+/// ```
 pub struct TaskContext {
     pub(crate) rt: Runtime,
     /// The ledger's task, made when first needed (its stream's binding):

@@ -244,6 +244,29 @@ pub(crate) type ErasedHost = dyn Fn(&[KernelArg], &[usize]) + Send + Sync;
 /// (each parameter's size and kind; an untyped `.bN` one, as NVRTC passes
 /// structs by value and `__grid_constant__` parameters, by size only).
 /// Cheap to clone; belongs to one runtime.
+///
+/// ```
+/// use gpu_sched::{Kernel, LaunchConfig, Out};
+/// # fn main() -> gpu_sched::Result<()> {
+/// const PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\
+///     .visible .entry twice(.param .u64 y, .param .u64 n)\n{\n\tret;\n}\n";
+/// let rt = gpu_sched::Runtime::global()?;
+/// // The signature, checked against the PTX entry; a host twin for the host backend.
+/// let k: Kernel<(Out<f32>, u64)> = rt
+///     .load_ptx(PTX)?
+///     .kernel("twice")?
+///     .with_host(|y: &mut [f32], _n: u64| y.iter_mut().for_each(|v| *v *= 2.0));
+/// let t = rt.begin_task()?;
+/// let mut y = t.from_host(&[1.0f32; 8])?;
+/// let n = y.len() as u64;
+/// // SAFETY: on the host backend the twin touches `y` only; on CUDA this
+/// // kernel does nothing.
+/// unsafe { k.launch(&t, LaunchConfig::for_elements(8, 128), (&mut y, n))? };
+/// if rt.backend() == gpu_sched::BackendKind::Host {
+///     assert_eq!(t.to_vec(&y)?, [2.0; 8]);
+/// }
+/// # Ok(()) }
+/// ```
 pub struct Kernel<S: Signature> {
     pub(crate) name: &'static str,
     pub(crate) rt: Runtime,

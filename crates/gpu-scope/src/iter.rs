@@ -242,6 +242,17 @@ where
 /// read-only [`View`]s: `par_chunks(&buf, n)` is Rayon's
 /// `buf.par_chunks(n)`.
 ///
+/// ```
+/// # fn main() -> gpu::Result<()> {
+/// let x = gpu::Buffer::from_host(&[2.0f32; 1000])?;
+/// // A task a chunk, each a device reduction; the sums added in chunk order.
+/// let total: f32 = gpu::par_chunks(&x, 256)
+///     .map(|t, chunk| gpu_kernels::reduce::sum(t, &chunk))
+///     .sum()?;
+/// assert_eq!(total, 2000.0);
+/// # Ok(()) }
+/// ```
+///
 /// A chunk size of 0 is [`Error::ZeroChunk`] when the iterator runs.
 pub fn par_chunks<T: DeviceRepr>(buf: &Buffer<T>, chunk: usize) -> ParChunks<'_, T> {
     ParChunks { buf, chunk }

@@ -1,7 +1,8 @@
 //! # gpu: Rayon-style task parallelism for GPU work
 //!
 //! (`§n` in this crate's docs refers to the design note, `docs/DESIGN.md` in
-//! the repository.)
+//! the repository; the rule codes R1-R14 and X1-X5 to [`rules`], which
+//! states each rule and names its code and tests.)
 //!
 //! ## Getting started
 //!
@@ -147,6 +148,7 @@ pub mod iter;
 pub mod mpi;
 mod pipeline;
 mod pool;
+pub mod rules;
 mod scope;
 
 pub use gpu_sched::nccl;
@@ -160,7 +162,7 @@ pub use gpu_sched::{
 };
 pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
-pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuilder};
+pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 pub use scope::{capture, capture_on, in_place_scope, join, scope, scope_on, Scope};
 
 /// The global runtime's backend.

@@ -48,6 +48,61 @@ use std::sync::OnceLock;
 
 static POOL: OnceLock<rayon_core::ThreadPool> = OnceLock::new();
 
+/// Why [`ThreadPoolBuilder::build`] or [`ThreadPoolBuilder::build_global`]
+/// failed (Rayon's `ThreadPoolBuildError`).
+#[derive(Debug)]
+pub struct ThreadPoolBuildError {
+    kind: BuildErrorKind,
+}
+
+#[derive(Debug)]
+enum BuildErrorKind {
+    /// The global pool was built, or started by a first use, before.
+    GlobalPoolAlreadyStarted,
+    /// The worker threads could not be started.
+    Threads(rayon_core::ThreadPoolBuildError),
+}
+
+impl ThreadPoolBuildError {
+    fn already_started() -> Self {
+        ThreadPoolBuildError {
+            kind: BuildErrorKind::GlobalPoolAlreadyStarted,
+        }
+    }
+
+    fn threads(e: rayon_core::ThreadPoolBuildError) -> Self {
+        ThreadPoolBuildError {
+            kind: BuildErrorKind::Threads(e),
+        }
+    }
+
+    /// Whether the error is that the global pool already exists (built
+    /// before, or started by a first use of `gpu`).
+    pub fn is_global_pool_already_started(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::GlobalPoolAlreadyStarted)
+    }
+}
+
+impl std::fmt::Display for ThreadPoolBuildError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            BuildErrorKind::GlobalPoolAlreadyStarted => f.write_str(
+                "the global gpu pool was already started (build it before the first use of gpu)",
+            ),
+            BuildErrorKind::Threads(e) => write!(f, "the gpu pool's threads did not start: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ThreadPoolBuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            BuildErrorKind::GlobalPoolAlreadyStarted => None,
+            BuildErrorKind::Threads(e) => Some(e),
+        }
+    }
+}
+
 /// Configures the global worker pool (like rayon's `ThreadPoolBuilder`).
 #[derive(Debug, Default, Clone)]
 pub struct ThreadPoolBuilder {
@@ -87,10 +142,10 @@ impl ThreadPoolBuilder {
     ///
     /// # Errors
     ///
-    /// If the worker threads cannot be started.
-    pub fn build(self) -> Result<ThreadPool, String> {
+    /// [`ThreadPoolBuildError`] if the worker threads cannot be started.
+    pub fn build(self) -> Result<ThreadPool, ThreadPoolBuildError> {
         Ok(ThreadPool {
-            inner: self.try_build().map_err(|e| e.to_string())?,
+            inner: self.try_build().map_err(ThreadPoolBuildError::threads)?,
         })
     }
 
@@ -98,14 +153,15 @@ impl ThreadPoolBuilder {
     ///
     /// # Errors
     ///
-    /// If the global pool already exists (it starts on first use).
-    pub fn build_global(self) -> Result<(), String> {
+    /// [`ThreadPoolBuildError`] if the global pool already exists (it
+    /// starts on first use) or its threads cannot be started.
+    pub fn build_global(self) -> Result<(), ThreadPoolBuildError> {
         if POOL.get().is_some() {
-            return Err("the global gpu pool was already started".into());
+            return Err(ThreadPoolBuildError::already_started());
         }
-        let pool = self.try_build().map_err(|e| e.to_string())?;
+        let pool = self.try_build().map_err(ThreadPoolBuildError::threads)?;
         POOL.set(pool)
-            .map_err(|_| "the global gpu pool was already started".to_string())
+            .map_err(|_| ThreadPoolBuildError::already_started())
     }
 
     fn try_build(self) -> Result<rayon_core::ThreadPool, rayon_core::ThreadPoolBuildError> {

@@ -61,6 +61,7 @@ fn build_pool() {
         gpu::ThreadPoolBuilder::new()
             .stack_size(WORKER_STACK)
             .build_global()
+            .map_err(|e| e.to_string())
     });
     assert_eq!(built, &Ok(()), "building the global pool");
 }

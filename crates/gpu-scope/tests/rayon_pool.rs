@@ -54,6 +54,7 @@ fn pool() -> std::sync::RwLockReadGuard<'static, ()> {
         gpu::ThreadPoolBuilder::new()
             .num_threads(THREADS)
             .build_global()
+            .map_err(|e| e.to_string())
     });
     assert_eq!(built, &Ok(()), "building the global pool");
     together()
@@ -77,13 +78,13 @@ fn check_thread_pool_new() {
     assert_eq!(gpu::current_num_threads(), THREADS);
     let name = gpu::install(|| std::thread::current().name().map(String::from));
     assert_eq!(name.as_deref(), Some("gpu-worker-0"));
-    assert!(
-        gpu::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build_global()
-            .is_err(),
-        "the global pool was built twice"
-    );
+    let twice = gpu::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build_global()
+        .expect_err("the global pool was built twice");
+    // A typed error, as Rayon's.
+    assert!(twice.is_global_pool_already_started(), "{twice}");
+    assert!(twice.to_string().contains("already started"), "{twice}");
     assert_eq!(gpu::current_num_threads(), THREADS);
 }
 

@@ -323,6 +323,19 @@ fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
 /// A scope's handle inside one task: submit GPU work through it (it
 /// dereferences to the task's [`TaskContext`]) and spawn tasks into the
 /// scope.
+///
+/// ```
+/// use gpu_kernels as k;
+/// # fn main() -> gpu::Result<()> {
+/// let (mut a, mut b) = (gpu::Buffer::<f32>::zeros(64)?, gpu::Buffer::<f32>::zeros(64)?);
+/// gpu::scope(|s| {
+///     k::fill(s, &mut a, 1.0)?; // this task's work, on its stream
+///     s.spawn(|t| k::fill(t, &mut b, 2.0)); // a sibling, on a stream of its own
+///     Ok(())
+/// })?; // both done (on the device) before later work
+/// assert_eq!(b.to_vec()?[0], 2.0);
+/// # Ok(()) }
+/// ```
 pub struct Scope<'r, 'scope> {
     ctx: &'r TaskContext,
     state: &'scope ScopeState,
@@ -1042,6 +1055,18 @@ where
 
 /// Runs `a` and `b` as two tasks, potentially in parallel on two streams,
 /// and returns both results (rayon's `join`).
+///
+/// ```
+/// use gpu_kernels as k;
+/// # fn main() -> gpu::Result<()> {
+/// let x = gpu::Buffer::from_host(&[1.0f32; 1024])?;
+/// let (sum, max) = gpu::join(
+///     |a| k::reduce::sum(a, &x), // both read x: neither waits for the other
+///     |b| k::reduce::max(b, &x),
+/// )?;
+/// assert_eq!((sum, max), (1024.0, 1.0));
+/// # Ok(()) }
+/// ```
 ///
 /// # Errors
 ///
