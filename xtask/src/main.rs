@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod bundle;
+mod cases;
 mod faults;
 mod fuzz;
 mod model;
@@ -67,7 +68,7 @@ const COMMANDS: &[Command] = &[
         args: "[--cases N]",
         about: "the property-based fuzzing of the parsers of user input (PTX, CUDA C \
                 signatures, kernel signatures, launch configurations, NCCL arguments) with N \
-                cases per property (default 10 000 000; CI runs 5 000), in release",
+                cases per property (default 10 000 000; CI runs 10 000), in release",
         run: fuzz::run,
     },
     Command {
