@@ -424,10 +424,15 @@ impl StreamPool {
             });
             if let Some(i) = found {
                 let (id, _) = free.remove(i).expect("a found index");
-                // Held before the list's lock goes: never out of sight.
-                self.holders[id.index()].store(first, Release);
-                drop(free);
+                // Recycled before it is held: once held, `share` may give it
+                // to another task, whose stamps a later recycle would cover
+                // (R13's precondition: no live task on it). Held before the
+                // list's lock goes: never out of sight.
                 ledger.recycle(id);
+                self.holders[id.index()].store(first, Release);
+                #[cfg(test)]
+                test::held(id);
+                drop(free);
                 return Some((id, true));
             }
             unknown.extend(
@@ -454,8 +459,11 @@ impl StreamPool {
             // A query that fails says nothing about this stream: pass it
             // over (a broken context was caught above).
             if let Ok(true) = driver.stream_query(self.raw(id)) {
-                self.holders[id.index()].store(first, Release);
+                // Recycled before it is held (as above).
                 ledger.recycle(id);
+                self.holders[id.index()].store(first, Release);
+                #[cfg(test)]
+                test::held(id);
                 return Some((id, true));
             }
             self.free.lock().push_back((id, Tail::Unknown));
@@ -698,3 +706,6 @@ impl EventPool {
         std::mem::take(&mut *self.free.lock())
     }
 }
+
+#[cfg(test)]
+mod test;

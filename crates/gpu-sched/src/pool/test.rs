@@ -1,0 +1,74 @@
+//! Unit tests of the stream pool: a stream taken from the free list is
+//! recycled before another task can see it held (and share it).
+
+use crate::{BackendChoice, Runtime, RuntimeOptions};
+use gpu_epoch::{Access, BufferStamps, Decision, StreamId};
+use std::cell::RefCell;
+
+type Hook = Box<dyn FnMut(StreamId)>;
+
+thread_local! {
+    /// What runs, on this thread, the moment `idle` makes a stream visible
+    /// as held: from then on `share` may hand it to another task.
+    static HELD: RefCell<Option<Hook>> = const { RefCell::new(None) };
+}
+
+/// Called by `StreamPool::idle` as it marks a stream held.
+pub(super) fn held(id: StreamId) {
+    let hook = HELD.with(|h| h.borrow_mut().take());
+    if let Some(mut f) = hook {
+        f(id);
+    }
+}
+
+/// Review 3 (issue 23, a reviewer's finding): `idle` marked a stream held
+/// and recycled it after. A task that shared the stream in between (the
+/// pool out of streams) bound it, wrote a buffer, and the recycle then
+/// moved the stream's generation on, "covering" that write: a reader on
+/// another stream skipped its wait and raced with it. Here the sharer acts
+/// at the very moment the stream becomes visible as held. Failed before
+/// the fix at the decision (`NoWait` by recycling).
+#[test]
+fn a_stream_is_recycled_before_anyone_can_share_it() {
+    let rt = Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        warm_streams: 2,
+        ..RuntimeOptions::default()
+    })
+    .unwrap();
+    // A stream used and given back, idle: the free list's first choice.
+    let t = rt.begin_task().unwrap();
+    t.zeros::<u8>(4).unwrap();
+    t.synchronize().unwrap();
+    drop(t);
+    let i = rt.inner.clone();
+    let ledger = i.ledger.clone();
+    let reclaim = i.reclaim_stream;
+    // The sharer's write, made from the hook.
+    let stamps = std::rc::Rc::new(RefCell::new(None::<BufferStamps>));
+    let out = stamps.clone();
+    let (hook_rt, hook_ledger) = (rt.clone(), ledger.clone());
+    HELD.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move |id| {
+            // The pool, out of streams, gives the stream to a second task.
+            let shared = hook_rt.inner.core.streams.share(&hook_ledger);
+            assert_eq!(shared, Some(id), "the stream is shareable once held");
+            let task = hook_ledger.begin_task();
+            hook_ledger.bind(&task, id);
+            let mut b = BufferStamps::new();
+            hook_ledger.stamp_write(b.get_mut(), id);
+            *out.borrow_mut() = Some(b);
+        }))
+    });
+    let (first, recycled) = i.core.streams.acquire(rt.driver(), &ledger).unwrap();
+    assert!(
+        recycled,
+        "the warm stream was taken from the free list, idle"
+    );
+    let b = stamps.borrow_mut().take().expect("the hook ran");
+    let d = ledger.hand_off(&b.snapshot(), reclaim, Access::Read, true);
+    assert!(
+        !matches!(d, Decision::NoWait(_)),
+        "a write on {first:?} by its sharer, queued after the recycle, is not covered by it: {d:?}"
+    );
+}
