@@ -22,10 +22,12 @@
 //! A type's core lives in its own module. A module above it may add an
 //! `impl` block for what it alone makes or needs, and nothing else:
 //! `Runtime` gets `free_ordered`/`decide` (handoff.rs), `begin_task`
-//! (context.rs), `event` (event.rs), `gate` (gate.rs) and its page-locked
+//! (context/), `event` (event.rs), `gate` (gate.rs) and its page-locked
 //! memory pool (staging.rs); `Buffer` gets its one-off-task conveniences
-//! (context.rs); `TaskContext` gets its operations by kind (event.rs,
-//! launch.rs, graph.rs, gate.rs). Everything else of a type is in its module.
+//! (context/); `TaskContext` gets its operations by kind (in `context/`:
+//! `tracked.rs`, the path every operation takes, `memory.rs`, `copy.rs`,
+//! `host.rs`; outside it: event.rs, launch.rs, graph.rs, gate.rs).
+//! Everything else of a type is in its module.
 
 mod buffer;
 mod capture;

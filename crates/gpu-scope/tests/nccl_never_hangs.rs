@@ -57,7 +57,12 @@ fn per_device(comm: &Communicator, len: usize, value: impl Fn(usize) -> f32) -> 
 /// 256 elements of `value` on device `d` of `rt`'s group.
 fn buffer(rt: &Runtime, d: usize, value: f32) -> Buffer<f32> {
     let t = rt.device(d).unwrap().begin_task().unwrap();
-    t.from_host(&[value; 256]).unwrap()
+    let b = t.from_host(&[value; 256]).unwrap();
+    // Idle when its task ends: a stream still busy is passed over for a
+    // new one while there is room, and the second communicator of the
+    // few-streams test would find none (seen on a 16-core machine).
+    t.synchronize().unwrap();
+    b
 }
 
 fn all_mut<B>(bufs: &mut [B]) -> Vec<&mut B> {

@@ -1,5 +1,5 @@
 //! The ledger driven the way the runtime drives it (see `gpu-sched`'s
-//! `context.rs` and `event.rs`): each helper makes the runtime's calls in the
+//! `context/` and `event.rs`): each helper makes the runtime's calls in the
 //! runtime's order, through the ledger's closure forms where the runtime has
 //! a driver call, with a [`driver`] call that succeeds in its place.
 #![allow(dead_code)]

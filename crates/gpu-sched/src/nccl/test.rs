@@ -206,8 +206,17 @@ fn a_communicators_streams_are_its_own_when_the_pool_runs_out() {
         })
         .unwrap();
         let d1 = rt.device(1).unwrap();
-        let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
-        let mut b = d1.begin_task().unwrap().from_host(&[2.0f32; 8]).unwrap();
+        // The setup's streams idle before the communicators take theirs:
+        // a stream still busy is passed over for a new one while there is
+        // room, which would leave the second communicator none.
+        let settled = |rt: &Runtime, v: f32| {
+            let t = rt.begin_task().unwrap();
+            let b = t.from_host(&[v; 8]).unwrap();
+            t.synchronize().unwrap();
+            b
+        };
+        let mut a = settled(&rt, 1.0);
+        let mut b = settled(&d1, 2.0);
         let first = Communicator::all_devices(&rt).unwrap();
         first
             .all_reduce(&mut [&mut a, &mut b], ReduceOp::Sum)

@@ -1,0 +1,161 @@
+//! Where host code meets a task's stream: synchronizes, raw and host-sync
+//! pointers (R10, R11), and rejoining a split.
+
+use super::TaskContext;
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut, Split};
+use crate::error::{Error, Result};
+use crate::handoff::wait_streams;
+use gpu_epoch::Access;
+
+impl TaskContext {
+    // ----- synchronization ----------------------------------------------------
+
+    /// R5: waits on the host until this task's stream finished everything
+    /// submitted so far; its epoch becomes Completed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Capturing`] while capturing; driver errors.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.rt
+            .inner
+            .ledger
+            .stream_sync(self.task(), self.sid(), || {
+                self.rt
+                    .driver()
+                    .stream_sync(self.raw(), self.rt.inner.sync_mode)
+            })
+            .map_err(|_| Error::Capturing {
+                what: "synchronizing the stream",
+            })??;
+        self.pending.set(false);
+        Ok(())
+    }
+
+    /// R10: the raw device pointer of `buf`, for code outside the runtime
+    /// (a library call, a hand-written launch). The buffer is stamped once on
+    /// this stream and marked escaped: no shortcut applies to it until it
+    /// moves to another stream, which then waits for everything this stream
+    /// queued. Work submitted through the pointer after the buffer moved is
+    /// not ordered with other tasks' work: order it yourself.
+    ///
+    /// Safe to call, as `slice::as_ptr` is: an address does nothing by
+    /// itself, and every use of it (an FFI call, or [`crate::Launch::raw_ptr`]
+    /// followed by the `unsafe` [`crate::Launch::submit`]) is `unsafe`, with
+    /// the caller vouching that the memory is alive (as long as `buf` is)
+    /// and the work ordered (§8). No safe function of this crate uses a raw
+    /// address: `Launch::raw_ptr` only records it for the `unsafe` submit.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`]; [`Error::Capturing`] in a scope capture
+    /// ([`TaskContext::capture_scope`]: its tasks share one stream, so the
+    /// escape would order nothing, and the graph could not order the work
+    /// done through the pointer with the other tasks'); driver errors from
+    /// the hand-off.
+    pub fn raw_ptr<T: DeviceRepr>(
+        &self,
+        buf: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<u64> {
+        self.check(buf, "the buffer")?;
+        if self.in_scope_capture() {
+            return Err(Error::Capturing {
+                what: "taking a raw pointer in a scope capture (take it before the capture)",
+            });
+        }
+        self.bind()?;
+        let u = buf.stamps_mut().get_mut();
+        self.hand_off(u, Access::Write)?;
+        self.rt.inner.ledger.escape(u, self.sid());
+        Ok(buf.device_ptr())
+    }
+
+    /// R11: a pointer for code that is not stream-aware (MPI, FFI): hands
+    /// `buf` to this task's stream (a device wait if needed), then
+    /// synchronizes this stream, not the old one. It waits only for what
+    /// orders `buf` plus this task's own work. Safe to call for the same
+    /// reason as [`TaskContext::raw_ptr`]: using the address is `unsafe`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Capturing`] while capturing; driver errors.
+    pub fn host_sync_ptr<T: DeviceRepr>(
+        &self,
+        buf: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<u64> {
+        self.check(buf, "the buffer")?;
+        self.bind()?;
+        if self.rt.inner.ledger.is_capturing(self.sid()) {
+            return Err(Error::Capturing {
+                what: "taking a host-sync pointer",
+            });
+        }
+        let u = buf.stamps_mut().get_mut();
+        self.hand_off(u, Access::Write)?;
+        self.rt.inner.ledger.stamp_write(u, self.sid());
+        self.synchronize()?;
+        Ok(buf.device_ptr())
+    }
+
+    /// R11 for code that only reads the buffer (an MPI send): as
+    /// [`TaskContext::host_sync_ptr`], but `buf` is shared, handed to this
+    /// task's stream for a read and stamped as read there, so it waits only
+    /// for the buffer's writers (not for other readers) plus this task's
+    /// own work, and other tasks may read `buf` meanwhile. The caller only
+    /// reads through the address, and only while `buf` stays borrowed.
+    ///
+    /// Safe to call, as [`TaskContext::raw_ptr`] is: the address does
+    /// nothing by itself, and reading through it is `unsafe`, with the
+    /// caller vouching for the above (§8).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Capturing`] while capturing; [`Error::WrongDevice`]; driver
+    /// errors.
+    pub fn host_sync_ptr_read<T: DeviceRepr>(
+        &self,
+        buf: &(impl DeviceSlice<T> + ?Sized),
+    ) -> Result<u64> {
+        self.check(buf, "the buffer")?;
+        let (sid, raw) = self.bind()?;
+        if self.rt.inner.ledger.is_capturing(sid) {
+            return Err(Error::Capturing {
+                what: "taking a host-sync pointer",
+            });
+        }
+        // As a tracked read: decide under the lock, wait without it (R14).
+        let (r, l) = (buf.range(), &self.rt.inner.ledger);
+        let d = self
+            .rt
+            .decide_range(&buf.stamps().lock(), r.clone(), sid, Access::Read, true);
+        wait_streams(&self.rt, self.task(), sid, raw, d)?;
+        l.stamp_read_range(&mut buf.stamps().lock(), r, sid);
+        self.synchronize()?;
+        Ok(buf.device_ptr())
+    }
+
+    /// X3: ends a [`Split`]: hands each view's uses to this stream (a
+    /// device wait where a view's work is not yet ordered before it) and
+    /// restamps the parent buffer here. Rejoin after the views' tasks
+    /// joined, and the waits are usually avoided.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`] for a split of another runtime; driver errors
+    /// from a wait. Either way the parent's uses stay unknown (its next use
+    /// waits for every stream), never stale.
+    pub fn rejoin<T: DeviceRepr>(&self, mut split: Split<'_, T>) -> Result<()> {
+        self.rt.check_same(split.runtime_id(), "the split buffer")?;
+        self.bind()?;
+        let (parent, views) = split.parts();
+        for v in views.iter_mut() {
+            self.hand_off(v.get_mut(), Access::Write)?;
+        }
+        self.rt
+            .inner
+            .ledger
+            .stamp_write(parent.get_mut(), self.sid());
+        Ok(())
+    }
+}

@@ -1,0 +1,115 @@
+//! Allocation and zeroing on a task's stream.
+
+use super::{TaskContext, Touch};
+use crate::buffer::{Buffer, DeviceRepr, DeviceSliceMut};
+use crate::error::{Error, Result};
+use crate::handoff::device_bytes;
+use std::marker::PhantomData;
+
+impl TaskContext {
+    // ----- allocation and copies -------------------------------------------
+
+    /// A new buffer of `len` elements, allocated in stream order on this
+    /// task's stream; its contents are unspecified (zeros on the host
+    /// backend).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`] or a driver error.
+    pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
+        self.bind()?;
+        if self.in_scope_capture() || self.rt.inner.ledger.is_capturing(self.sid()) {
+            // The graph would own the memory (an allocation node: the
+            // address is valid only while a launch of the graph runs), and
+            // the buffer outlive it: a later use reads freed memory, and a
+            // captured temporary is freed before the graph's first launch.
+            return Err(Error::Capturing {
+                what: "allocating device memory in a capture (allocate before it)",
+            });
+        }
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(Error::TooLarge {
+                elements: len,
+                element_bytes: std::mem::size_of::<T>(),
+                during: "computing an allocation size",
+            })?;
+        let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw())?;
+        let i = &self.rt.inner;
+        i.allocations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        i.device_bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        let mut b = Buffer {
+            ptr,
+            len,
+            rt: self.rt.clone(),
+            stamps: gpu_epoch::BufferStamps::new(),
+            range: crate::buffer::WHOLE,
+            _t: PhantomData,
+        };
+        // The allocation is an operation on this stream: stamp it (R1).
+        i.ledger.stamp_write(b.stamps.get_mut(), self.sid());
+        Ok(b)
+    }
+
+    /// A buffer of `len` zeros.
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::alloc`].
+    pub fn zeros<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
+        let mut b = self.alloc::<T>(len)?;
+        self.memset_zero(&mut b)?;
+        Ok(b)
+    }
+
+    /// A buffer holding a copy of `src`.
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::alloc`].
+    pub fn from_host<T: DeviceRepr>(&self, src: &[T]) -> Result<Buffer<T>> {
+        let mut b = self.alloc::<T>(src.len())?;
+        self.copy_from_host(&mut b, src)?;
+        Ok(b)
+    }
+
+    /// Sets every byte of `dst` to zero.
+    ///
+    /// # Errors
+    ///
+    /// A driver error, or [`Error::WrongDevice`].
+    pub fn memset_zero<T: DeviceRepr>(
+        &self,
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        self.check(dst, "the destination buffer")?;
+        let (ptr, bytes) = (dst.device_ptr(), dst.bytes());
+        // Whole aligned words are set on the device; anything else (an odd
+        // size, a view of bytes off a word boundary) is copied from zeros in
+        // host memory, below.
+        let words = bytes % 4 == 0 && ptr % 4 == 0;
+        if !words {
+            self.host_memory_outside_capture("zeroing a buffer of odd size or offset")?;
+        }
+        let drv = self.rt.driver();
+        // `dst` is live and ordered for its bytes in both calls below:
+        // `tracked` handed it to this stream for a write, it is borrowed
+        // now, and its buffer's drop frees it only after a hand-off from
+        // this stream (X4).
+        self.tracked("memset", &mut [Touch::write(dst)], |_, raw| {
+            if words {
+                // SAFETY: as above, for `bytes / 4` words, 4-aligned
+                // (checked above).
+                unsafe { drv.memset_u32(ptr, 0, bytes / 4, raw) }
+            } else {
+                let zeros = vec![0u8; bytes];
+                // SAFETY: as above; `zeros` is pageable memory of `bytes`,
+                // staged by the call, and no capture takes it (checked
+                // above).
+                unsafe { drv.copy_htod(ptr, zeros.as_ptr(), bytes, raw) }
+            }
+        })
+    }
+}

@@ -1,0 +1,452 @@
+//! A task's handle on its stream: the type, its start and end, its stream
+//! (R3, §9) and its fences. The operations are in the files beside this
+//! one: `tracked.rs` (the path every operation takes, R1, R9),
+//! `memory.rs` (allocation), `copy.rs` (copies), `host.rs` (synchronizes
+//! and pointers for host code, R10, R11).
+
+use crate::buffer::{Buffer, DeviceRepr};
+use crate::capture::{CaptureHandle, ScopeCapture};
+use crate::driver::{MemAccess, Nodes, RawStream};
+use crate::error::{Error, Result};
+use crate::pool::Tail;
+use crate::runtime::Runtime;
+use gpu_epoch::{Binding, StreamId, Task};
+use std::marker::PhantomData;
+
+mod copy;
+mod host;
+mod memory;
+mod tracked;
+
+pub(crate) use tracked::{Touch, MAX_TOUCHES};
+
+/// A running task's handle on its stream: every tracked operation goes
+/// through one. It owns its stream (R3) for as long as it lives; dropping it
+/// (or [`TaskContext::finish`]) ends the task and gives the stream back to
+/// the pool, to be recycled once idle (R13).
+///
+/// A context is `Send` but not `Sync`: one thread submits a task's work, in
+/// program order.
+///
+/// ```
+/// # fn main() -> gpu_sched::Result<()> {
+/// let rt = gpu_sched::Runtime::global()?;
+/// let t = rt.begin_task()?; // no stream yet: bound at the first operation
+/// let mut a = t.zeros::<f32>(256)?;
+/// gpu_kernels::fill(&t, &mut a, 3.0)?;
+/// assert!(t.to_vec(&a)?.iter().all(|&x| x == 3.0)); // waits for the fill
+/// t.finish(); // the stream goes back to the pool
+/// # Ok(()) }
+/// ```
+pub struct TaskContext {
+    pub(crate) rt: Runtime,
+    /// The ledger's task, made when first needed (its stream's binding):
+    /// a task that never submits costs the ledger nothing.
+    pub(crate) task: std::cell::OnceCell<Task>,
+    /// The task's stream, once it has one: bound at the first operation
+    /// that needs it (§9), so a task that never submits GPU work holds none.
+    pub(crate) slot: std::cell::Cell<Option<(StreamId, RawStream)>>,
+    /// Fences the task is ordered after (its spawn's, its joined tasks'),
+    /// waited for on the device when it binds its stream: a task that never
+    /// submits never waits.
+    pub(crate) after: std::cell::RefCell<smallvec::SmallVec<[crate::fence::Fence; 1]>>,
+    /// While capturing: the memory the captured operations touch (R12).
+    pub(crate) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
+    /// The scope capture this task joined, or began (`crate::capture`).
+    pub(crate) capture: std::cell::RefCell<Option<std::sync::Arc<ScopeCapture>>>,
+    /// In a scope capture: the graph nodes of the task's last operation and
+    /// of the fences it waited for since, which its next operation follows.
+    pub(crate) chain: std::cell::RefCell<Nodes>,
+    /// Whether the task submitted anything on its stream (or handed the
+    /// stream out raw): see [`TaskContext::has_submitted`].
+    pub(crate) submitted: std::cell::Cell<bool>,
+    /// Whether the stream may have work in flight: it was not idle when the
+    /// task got it, or the task submitted since it last synchronized it.
+    pub(crate) pending: std::cell::Cell<bool>,
+    /// The stream was handed out raw ([`TaskContext::cu_stream`]): work the
+    /// runtime does not see may be on it.
+    pub(crate) raw_used: std::cell::Cell<bool>,
+    pub(crate) _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+impl std::fmt::Debug for TaskContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskContext")
+            .field("task", &self.task().id())
+            .field("stream", &self.slot.get().map(|(s, _)| s))
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// Starts a task on a stream from the pool.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from querying or creating a stream.
+    pub fn begin_task(&self) -> Result<TaskContext> {
+        self.begin_task_in(&CaptureHandle::default())
+    }
+
+    /// [`Runtime::begin_task`] for a task started by a task of a scope
+    /// capture (`capture` from its [`TaskContext::capture_handle`]): the new
+    /// task joins that capture (its work goes into the graph). `gpu`'s pool
+    /// starts spawned and joined tasks this way. Not for direct use.
+    ///
+    /// # Errors
+    ///
+    /// As [`Runtime::begin_task`]; [`Error::Unsupported`] for a task of
+    /// another device than the capture's; [`Error::CaptureEnded`].
+    #[doc(hidden)]
+    pub fn begin_task_in(&self, capture: &CaptureHandle) -> Result<TaskContext> {
+        self.driver().check_sticky()?;
+        let capture = capture.0.clone();
+        let task = std::cell::OnceCell::new();
+        if let Some(cap) = &capture {
+            if cap.rt_id != self.id() {
+                return Err(Error::Unsupported(
+                    "a task of another device inside a scope capture (a graph runs on one device)",
+                ));
+            }
+            cap.check_open()?;
+            // The capture's ledger task: its stream keeps one owner (R3).
+            let _ = task.set(cap.task.clone());
+        }
+        Ok(TaskContext {
+            rt: self.clone(),
+            task,
+            slot: std::cell::Cell::new(None),
+            after: Default::default(),
+            capture_log: std::cell::RefCell::new(None),
+            capture: std::cell::RefCell::new(capture),
+            chain: Default::default(),
+            submitted: std::cell::Cell::new(false),
+            pending: std::cell::Cell::new(false),
+            raw_used: std::cell::Cell::new(false),
+            _not_sync: PhantomData,
+        })
+    }
+}
+
+/// One-off tasks for [`Buffer`]'s conveniences (they need a task, which
+/// this module makes).
+impl<T: DeviceRepr> Buffer<T> {
+    /// A device copy of `src` on the global runtime, made by a one-off task.
+    ///
+    /// # Errors
+    ///
+    /// Out of memory; driver errors.
+    pub fn from_host(src: &[T]) -> Result<Self> {
+        Runtime::global()?.begin_task()?.from_host(src)
+    }
+
+    /// `len` zeros on the global runtime, made by a one-off task.
+    ///
+    /// # Errors
+    ///
+    /// Out of memory; driver errors.
+    pub fn zeros(len: usize) -> Result<Self> {
+        Runtime::global()?.begin_task()?.zeros(len)
+    }
+
+    /// A host copy, made by a one-off task (waits for the copy).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors.
+    pub fn to_vec(&self) -> Result<Vec<T>>
+    where
+        T: Default,
+    {
+        self.rt.begin_task()?.to_vec(self)
+    }
+}
+
+impl TaskContext {
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The ledger's id of this task's stream, binding one first if the task
+    /// has none yet (see [`TaskContext::try_stream_id`]).
+    ///
+    /// # Panics
+    ///
+    /// If no stream can be had (a broken context).
+    pub fn stream_id(&self) -> StreamId {
+        self.try_stream_id()
+            .unwrap_or_else(|e| panic!("binding a stream for the task: {e}"))
+    }
+
+    /// The ledger's id of this task's stream, binding one first if the task
+    /// has none yet: a task takes a stream from the pool at its first
+    /// operation that needs one (§9).
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from getting a stream, or from waiting for what the
+    /// task is ordered after.
+    pub fn try_stream_id(&self) -> Result<StreamId> {
+        Ok(self.bound()?.0)
+    }
+
+    /// Whether the task holds a stream yet.
+    pub fn has_stream(&self) -> bool {
+        self.slot.get().is_some()
+    }
+
+    /// The driver's handle of this task's stream (`CUstream` as an integer
+    /// on CUDA; an index on the host backend), for interop with libraries
+    /// that take a stream. Work submitted on it directly is not tracked:
+    /// take buffers' pointers with [`TaskContext::raw_ptr`]. A capture begun
+    /// on it directly must end before the task does (the runtime marks the
+    /// end of the task's work on this stream). The handle is the task's
+    /// while it lives: once the task ended, the runtime may give the stream
+    /// to another task, or destroy it once idle (§9).
+    ///
+    /// # Panics
+    ///
+    /// If the task has no stream yet and none can be had (a broken
+    /// context); in a scope capture ([`TaskContext::capture_scope`]).
+    pub fn cu_stream(&self) -> u64 {
+        assert!(
+            self.capture.borrow().is_none(),
+            "cu_stream: a task of a scope capture shares the capturing stream with the capture's other tasks; untracked work on it would not follow this task's order"
+        );
+        let (_, raw) = self
+            .bound()
+            .unwrap_or_else(|e| panic!("binding a stream for the task: {e}"));
+        // Whatever is submitted on it now counts as this task's work.
+        self.submitted.set(true);
+        self.pending.set(true);
+        self.raw_used.set(true);
+        raw.0
+    }
+
+    /// Whether this task has submitted anything on its stream (an
+    /// operation, a wait, a record, a synchronize) or handed the stream out
+    /// through [`TaskContext::cu_stream`]. A task that has not is ordered
+    /// after nothing of its own: a fence on its stream would order another
+    /// task after nothing, and `spawn` and `join` skip it.
+    #[inline]
+    pub fn has_submitted(&self) -> bool {
+        self.submitted.get()
+    }
+
+    /// The scope capture this task's spawned jobs join (none outside one);
+    /// for `gpu`'s pool, which enters it around each job.
+    #[doc(hidden)]
+    pub fn capture_handle(&self) -> CaptureHandle {
+        CaptureHandle(self.capture.borrow().clone())
+    }
+
+    /// Whether this task joined (or began) a scope capture.
+    pub(crate) fn in_scope_capture(&self) -> bool {
+        self.capture.borrow().is_some()
+    }
+
+    /// The ledger's task.
+    #[inline]
+    pub(crate) fn task(&self) -> &Task {
+        self.task.get_or_init(|| self.rt.inner.ledger.begin_task())
+    }
+
+    /// The ledger's id of this task.
+    pub fn task_id(&self) -> gpu_epoch::TaskId {
+        self.task().id()
+    }
+
+    /// R3 as if this task submitted to `other`'s stream while `other` is
+    /// live: the stream becomes shared for good, so none of its closes count
+    /// again (records on it cover nothing, synchronizes teach nothing). It
+    /// only ever removes facts; for tests of shared streams (T7, T8), since
+    /// no other call submits to another task's stream.
+    ///
+    /// # Errors
+    ///
+    /// As [`TaskContext::try_stream_id`], for `other`; [`Error::WrongDevice`]
+    /// for a task of another runtime.
+    pub fn share_stream_of(&self, other: &TaskContext) -> Result<Binding> {
+        // A stream id means something only in its own runtime's pool (and
+        // a stream submits to one device): another runtime's would index
+        // another table.
+        self.rt
+            .check_same(other.rt.id(), "the task whose stream is shared")?;
+        Ok(self.rt.inner.ledger.bind(self.task(), other.bound()?.0))
+    }
+
+    /// Ends the task: the stream goes back to the pool (R13). Work already
+    /// submitted keeps running.
+    pub fn finish(self) {}
+
+    /// R3 before every submission on this task's stream (binding one
+    /// first if the task has none); the stream, for the submission.
+    #[inline]
+    pub(crate) fn bind(&self) -> Result<(StreamId, RawStream)> {
+        if let Some(cap) = &*self.capture.borrow() {
+            cap.check_open()?;
+        }
+        let b = self.bound()?;
+        self.submitted.set(true);
+        self.pending.set(true);
+        self.rt.inner.ledger.bind(self.task(), b.0);
+        Ok(b)
+    }
+
+    /// The task's stream, bound now if it has none.
+    #[inline]
+    pub(crate) fn bound(&self) -> Result<(StreamId, RawStream)> {
+        match self.slot.get() {
+            // Fences left by a wait that failed at binding are waited for
+            // before anything else goes on the stream.
+            Some(b) if self.after.borrow().is_empty() => Ok(b),
+            Some(b) => self.wait_after().map(|()| b),
+            None => self.bind_stream(),
+        }
+    }
+
+    /// Waits on the device for the fences the task is ordered after; on a
+    /// failure, keeps that fence and the ones after it for the next try.
+    #[cold]
+    fn wait_after(&self) -> Result<()> {
+        let mut after = std::mem::take(&mut *self.after.borrow_mut()).into_iter();
+        while let Some(f) = after.next() {
+            if let Err(e) = self.wait_fence(f.clone()) {
+                let mut left = self.after.borrow_mut();
+                left.push(f);
+                left.extend(after);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// §9: takes a stream from the pool for this task (R3, R13), then waits
+    /// on the device for the fences the task is ordered after.
+    #[cold]
+    fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
+        self.bind_stream_as(false)
+    }
+
+    /// Binds a stream to this task (of no capture, with none yet) that no
+    /// other task holds while it does ([`crate::pool::StreamPool`]'s
+    /// `acquire_own`): a communicator's task (§11).
+    ///
+    /// # Errors
+    ///
+    /// [`gpu_epoch::LedgerError::TooManyStreams`] where every stream is
+    /// held; driver errors.
+    pub(crate) fn bind_own_stream(&self) -> Result<()> {
+        debug_assert!(self.slot.get().is_none() && self.capture.borrow().is_none());
+        self.bind_stream_as(true).map(drop)
+    }
+
+    /// [`TaskContext::bind_stream`]; a stream of its own if `own`.
+    fn bind_stream_as(&self, own: bool) -> Result<(StreamId, RawStream)> {
+        let i = &self.rt.inner;
+        if let Some(cap) = self.capture.borrow().clone() {
+            // A task of a scope capture submits to the capturing stream.
+            cap.check_open()?;
+            i.ledger.bind(self.task(), cap.slot.0);
+            self.slot.set(Some(cap.slot));
+            self.pending.set(true);
+            self.wait_after()?;
+            return Ok(cap.slot);
+        }
+        let (stream, idle) = if own {
+            i.core.streams.acquire_own(self.rt.driver(), &i.ledger)?
+        } else {
+            i.core.streams.acquire(self.rt.driver(), &i.ledger)?
+        };
+        i.ledger.bind(self.task(), stream);
+        let b = (stream, self.rt.raw_stream(stream));
+        self.slot.set(Some(b));
+        self.pending.set(!idle);
+        self.wait_after()?;
+        Ok(b)
+    }
+
+    /// The bound stream's ledger id. Only after [`TaskContext::bind`] or
+    /// [`TaskContext::bound`] returned `Ok`.
+    #[inline]
+    pub(crate) fn sid(&self) -> StreamId {
+        self.slot.get().expect("the task's stream is bound").0
+    }
+
+    /// The bound stream's driver handle (as [`TaskContext::sid`]).
+    #[inline]
+    pub(crate) fn raw(&self) -> RawStream {
+        self.slot.get().expect("the task's stream is bound").1
+    }
+
+    /// Orders this task after `fence` (R8): on the device now if the task
+    /// has a stream, else when it binds one. A task that never submits GPU
+    /// work never waits.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`]; driver errors from the wait.
+    pub fn after_fence(&self, fence: crate::fence::Fence) -> Result<()> {
+        if self.slot.get().is_some() {
+            self.wait_fence(fence)
+        } else {
+            self.rt.check_group(fence.runtime(), "the fence")?;
+            self.after.borrow_mut().push(fence);
+            Ok(())
+        }
+    }
+
+    /// Fences that order a new child task after everything this task is
+    /// ordered after and has submitted: a fresh fence on its stream if it
+    /// submitted, else (clones of) the fences it waits for itself.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from recording the fence.
+    pub fn fences_for_child(&self) -> Result<smallvec::SmallVec<[crate::fence::Fence; 1]>> {
+        if self.submitted.get() {
+            Ok(smallvec::smallvec![self.fence()?])
+        } else {
+            Ok(self.after.borrow().iter().cloned().collect())
+        }
+    }
+}
+
+impl Drop for TaskContext {
+    fn drop(&mut self) {
+        if self.capture.get_mut().is_some() {
+            // A task of a scope capture: the stream and the ledger task are
+            // the capture's, which ends them (`capture_scope`).
+            return;
+        }
+        let i = &self.rt.inner;
+        let Some((s, _)) = self.slot.get() else {
+            // Never bound a stream: nothing to close or give back (the
+            // fences it would have waited for go back with `after`).
+            if let Some(t) = self.task.get() {
+                i.ledger.finish_task(t);
+            }
+            return;
+        };
+        if self.submitted.get() {
+            // R2 at the task's end: its last epoch closes while the task
+            // still owns the stream, so a later hand-off's device wait on
+            // this stream learns it (closed_counted), and a synchronize after
+            // that wait completes it. Without it, `Buffer::zeros` then
+            // `to_vec` left the next writer a needless device wait (§8).
+            i.ledger.close(self.task(), s);
+        }
+        i.ledger.finish_task(self.task());
+        let tail = if i.ledger.is_shared(s) || self.capture_log.borrow().is_some() {
+            // Another live task may have work on it (§9), or a write now
+            // would go into the graph: ask the driver when it comes back.
+            Tail::Unknown
+        } else if !self.pending.get() && !self.raw_used.get() {
+            Tail::Idle
+        } else {
+            i.core.streams.end_of_work(self.rt.driver(), s)
+        };
+        i.core.streams.release(s, tail, self.rt.driver(), &i.ledger);
+    }
+}

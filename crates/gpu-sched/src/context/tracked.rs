@@ -1,0 +1,180 @@
+//! The core of every tracked operation (R1, R9): the buffers it touches,
+//! their hand-offs to the task's stream and their stamps around the
+//! submission; the checks made before anything is submitted.
+
+use super::TaskContext;
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
+use crate::driver::{MemAccess, RawStream};
+use crate::error::{Error, Result};
+use crate::handoff::wait_streams;
+use gpu_epoch::{Access, Decision, Uses};
+
+/// One buffer an operation touches.
+pub(crate) struct Touch<'a> {
+    pub(crate) stamps: Stamps<'a>,
+    /// The elements touched in the stamps' owner (X3): [`gpu_epoch::WHOLE`]
+    /// for the owner itself, a part for a slice of it.
+    pub(crate) range: std::ops::Range<usize>,
+    pub(crate) mem: MemAccess,
+}
+
+/// The most buffers one operation may touch.
+pub(crate) const MAX_TOUCHES: usize = 16;
+
+/// A buffer's stamps as the operation holds them: exclusively for a write,
+/// shared (locked briefly) for a read.
+pub(crate) enum Stamps<'a> {
+    Read(&'a gpu_epoch::BufferStamps),
+    Write(&'a mut gpu_epoch::BufferStamps),
+}
+
+impl<'a> Touch<'a> {
+    pub(crate) fn read<T: DeviceRepr>(b: &'a (impl DeviceSlice<T> + ?Sized)) -> Self {
+        Touch {
+            mem: MemAccess {
+                ptr: b.device_ptr(),
+                bytes: b.bytes(),
+                access: Access::Read,
+            },
+            range: b.range(),
+            stamps: Stamps::Read(b.stamps()),
+        }
+    }
+
+    pub(crate) fn write<T: DeviceRepr>(b: &'a mut (impl DeviceSliceMut<T> + ?Sized)) -> Self {
+        Touch {
+            mem: MemAccess {
+                ptr: b.device_ptr(),
+                bytes: b.bytes(),
+                access: Access::Write,
+            },
+            range: b.range(),
+            stamps: Stamps::Write(b.stamps_mut()),
+        }
+    }
+}
+
+impl TaskContext {
+    #[inline]
+    pub(crate) fn hand_off(&self, uses: &Uses, access: Access) -> Result<()> {
+        self.hand_off_range(uses, gpu_epoch::WHOLE, access)
+    }
+
+    /// R9, X3: hands `range` of a buffer with `uses` to this stream.
+    #[inline]
+    pub(crate) fn hand_off_range(
+        &self,
+        uses: &Uses,
+        range: std::ops::Range<usize>,
+        access: Access,
+    ) -> Result<()> {
+        let (s, raw) = (self.sid(), self.raw());
+        let d = self.rt.decide_range(uses, range, s, access, true);
+        wait_streams(&self.rt, self.task(), s, raw, d)
+    }
+
+    /// R1 + R9 around one submission: hands every touched buffer off to this
+    /// stream, stamps, submits, stamps again.
+    pub(crate) fn tracked<R>(
+        &self,
+        name: &'static str,
+        touches: &mut [Touch<'_>],
+        submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
+    ) -> Result<R> {
+        let (sid, raw) = self.bind()?;
+        let l = &self.rt.inner.ledger;
+        if touches.len() > MAX_TOUCHES {
+            return Err(Error::BadKernelArgs {
+                kernel: "operation",
+                problem: format!("touches {} buffers; at most {MAX_TOUCHES}", touches.len()),
+            });
+        }
+        // The epoch the stamps below carry at least: if no close of this
+        // stream comes before the submission is in, stamping again after it
+        // would change nothing. (In the runtime only the stream's task
+        // closes it; the ledger allows a second task to share it, R3.)
+        let epoch = l.epoch(sid);
+        let mut mem = smallvec::SmallVec::<[MemAccess; 6]>::new();
+        for t in touches.iter_mut() {
+            mem.push(t.mem);
+            let r = &t.range;
+            match &mut t.stamps {
+                Stamps::Write(s) => {
+                    let u = s.get_mut();
+                    self.hand_off_range(u, r.clone(), Access::Write)?;
+                    l.stamp_write_range(u, r.clone(), sid);
+                }
+                Stamps::Read(s) => {
+                    let d = {
+                        let mut u = s.lock();
+                        // Decide under the lock; a wait happens without it
+                        // (R14), the common no-wait stamps at once.
+                        let d = self.rt.decide_range(&u, r.clone(), sid, Access::Read, true);
+                        if let Decision::NoWait(_) = d {
+                            l.stamp_read_range(&mut u, r.clone(), sid);
+                            continue;
+                        }
+                        d
+                    };
+                    wait_streams(&self.rt, self.task(), sid, raw, d)?;
+                    l.stamp_read_range(&mut s.lock(), r.clone(), sid);
+                }
+            }
+        }
+        if let Some(cap) = &*self.capture.borrow() {
+            // No trace span: its records would go into the graph, between
+            // another task's dependencies and its operation.
+            let r = cap.submit(self.rt.driver(), &self.chain, &mem, || submit(&mem, raw))?;
+            return Ok(r);
+        }
+        let tracer = &self.rt.inner.tracer;
+        let span = tracer.open(self.rt.driver(), raw);
+        let r = submit(&mem, raw)?;
+        tracer.close(self.rt.driver(), span, sid, raw, name);
+        if let Some(log) = self.capture_log.borrow_mut().as_mut() {
+            log.extend_from_slice(&mem);
+        }
+        if l.epoch(sid) != epoch {
+            for t in touches.iter_mut() {
+                let r = t.range.clone();
+                match &mut t.stamps {
+                    Stamps::Write(s) => {
+                        l.stamp_write_range(s.get_mut(), r, sid);
+                    }
+                    Stamps::Read(s) => {
+                        l.stamp_read_range(&mut s.lock(), r, sid);
+                    }
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// §8: an operation that reads or writes host memory cannot go into a
+    /// graph: the graph would keep the host pointer past the borrow and use
+    /// it at every launch. Checked before anything is submitted.
+    pub(crate) fn host_memory_outside_capture(&self, what: &'static str) -> Result<()> {
+        // A task of a scope capture may have no stream yet: its first
+        // operation binds it to the capturing one.
+        if self.in_scope_capture() {
+            return Err(Error::Capturing { what });
+        }
+        // Otherwise a task without a stream is not capturing.
+        if self
+            .slot
+            .get()
+            .is_some_and(|(s, _)| self.rt.inner.ledger.is_capturing(s))
+        {
+            return Err(Error::Capturing { what });
+        }
+        Ok(())
+    }
+
+    pub(super) fn check<T: DeviceRepr>(
+        &self,
+        b: &(impl DeviceSlice<T> + ?Sized),
+        what: &'static str,
+    ) -> Result<()> {
+        self.rt.check_same(b.runtime_id(), what)
+    }
+}
