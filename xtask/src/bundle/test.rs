@@ -1,3 +1,5 @@
+//! Tests: the bundles build what their runs need; the run scripts are valid bash.
+
 use super::*;
 
 /// Every target the two-GPU bundle builds is declared where it builds it
