@@ -289,9 +289,10 @@ pub mod iter;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod pipeline;
-mod pool;
+mod registry;
 pub mod rules;
 mod scope;
+mod thread_pool;
 
 pub use gpu_sched::nccl;
 pub use gpu_sched::trace;
@@ -304,8 +305,9 @@ pub use gpu_sched::{
 };
 pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
-pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
+pub use registry::{current_num_threads, install};
 pub use scope::{capture, capture_on, in_place_scope, join, scope, scope_on, Scope};
+pub use thread_pool::{ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 
 /// The global runtime's backend.
 ///

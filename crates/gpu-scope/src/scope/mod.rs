@@ -1,7 +1,7 @@
 //! `scope`, `spawn` and `join` (the chunk iterators, `crate::iter`, run
 //! their chunks as the tasks of a scope of this module).
 
-use crate::pool;
+use crate::registry;
 use gpu_sched::{CaptureHandle, Error, Fence, Graph, Result, Runtime, TaskContext};
 use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -610,7 +610,7 @@ where
 {
     // A scope nested too deep on a worker's stack is refused (elsewhere
     // nothing is checked).
-    pool::check_stack()?;
+    registry::check_stack()?;
     let state = ScopeState::default();
     // On a worker, spawns are jobs of a Rayon scope, whose end runs the ones
     // no other worker took (Rayon's "help while you wait"). From outside
@@ -622,7 +622,7 @@ where
     // difference from Rayon is documented on `scope`: such a task may see
     // the caller's thread-locals, and `current_thread_index()` is `None`
     // in it.
-    let caught = if pool::on_worker() {
+    let caught = if registry::on_worker() {
         rayon_core::in_place_scope(|rs| {
             let s = Scope {
                 ctx,
@@ -774,10 +774,10 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         // The pool this thread works for, as Rayon's spawns from a join
         // side (a join side has no Rayon scope: see `join_in_worker`);
         // the global pool from outside every pool.
-        if pool::on_worker() {
+        if registry::on_worker() {
             rayon_core::spawn(run);
         } else {
-            pool::global().spawn(run);
+            registry::global().spawn(run);
         }
     }
 
@@ -807,7 +807,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
         RB: Send,
     {
-        if pool::on_worker() {
+        if registry::on_worker() {
             join_in_worker(self.ctx, a, b, Join::Always)
         } else {
             join_off_worker(self.ctx, a, b, Join::Always)
@@ -947,7 +947,7 @@ where
 /// the fences `b` is ordered after.
 #[inline(never)]
 fn join_prelude(ctx: &TaskContext) -> Result<Fences> {
-    pool::check_stack()?;
+    registry::check_stack()?;
     ctx.fences_for_child()
 }
 
@@ -1084,10 +1084,10 @@ where
 {
     // On a worker thread of the pool, as Rayon's `join` does from outside
     // its pool: `a` runs there, `b` waits to be stolen or run after it.
-    if pool::on_worker() {
+    if registry::on_worker() {
         join_task(a, b)
     } else {
-        pool::install(|| join_task(a, b))
+        registry::install(|| join_task(a, b))
     }
 }
 
