@@ -286,6 +286,7 @@
 //! `crates/gpu-sched/tests/ranges.rs`).
 
 pub mod iter;
+mod join;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod pipeline;
@@ -304,9 +305,10 @@ pub use gpu_sched::{
     View, ViewMut,
 };
 pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
+pub use join::join;
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use registry::{current_num_threads, install};
-pub use scope::{capture, capture_on, in_place_scope, join, scope, scope_on, Scope};
+pub use scope::{capture, capture_on, in_place_scope, scope, scope_on, Scope};
 pub use thread_pool::{ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 
 /// The global runtime's backend.

@@ -1,260 +1,22 @@
-//! `scope`, `spawn` and `join` (the chunk iterators, `crate::iter`, run
-//! their chunks as the tasks of a scope of this module).
+//! `scope`, `spawn` and `capture` (the chunk iterators, `crate::iter`, run
+//! their chunks as the tasks of a scope of this module; `crate::join` is a
+//! scope of two sides).
 
 use crate::registry;
 use gpu_sched::{CaptureHandle, Error, Fence, Graph, Result, Runtime, TaskContext};
-use std::any::Any;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
+mod state;
 #[cfg(test)]
 mod test;
 
+pub(crate) use state::ScopeState;
+use state::{lock, Job, JobBody};
+
 /// The fences a spawned task is ordered after.
-type Fences = smallvec::SmallVec<[Fence; 1]>;
-
-/// A spawned task's body, taken by whoever runs it first: a worker thread,
-/// or the scope's own thread when it reaches the end of the scope first.
-type JobBody = Box<dyn FnOnce() + Send + 'static>;
-
-/// Locks `m`, ignoring poisoning: each critical section here is one take,
-/// pop, push or store, never a task's body, so the data is whole even when a
-/// panic passed through it (`finish` re-raises a task's panic holding the
-/// `panic` lock), and a scope whose task panicked still joins the others.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-struct Job {
-    body: Mutex<Option<JobBody>>,
-}
-
-impl Job {
-    fn take(&self) -> Option<JobBody> {
-        lock(&self.body).take()
-    }
-}
-
-/// What a scope collects from its tasks: their final fences, and the first
-/// panic or error; and the tasks not finished yet.
-#[derive(Default)]
-struct ScopeState {
-    /// Jobs spawned and not finished.
-    outstanding: AtomicUsize,
-    /// The scope's thread sleeps on `wake` (set and cleared under
-    /// `finished`): only then does a finishing job notify, which costs a
-    /// system call.
-    sleeping: std::sync::atomic::AtomicBool,
-    /// Set by anything that leaves work for the end of the scope (a spawn,
-    /// a final fence, an error, a panic): a scope with none ends with one
-    /// load (a `join` of two tasks with no GPU work, Rayon's common case).
-    touched: std::sync::atomic::AtomicBool,
-    /// The rest, made at its first use: a join that leaves nothing for its
-    /// end makes none, and keeps a few words on its stack rather than
-    /// all of it (a chain of joins keeps one state a level).
-    more: std::sync::OnceLock<Box<Collected>>,
-}
-
-/// The part of a [`ScopeState`] made at its first use.
-#[derive(Default)]
-struct Collected {
-    finals: Mutex<Vec<Fence>>,
-    panic: Mutex<Option<Box<dyn Any + Send>>>,
-    error: Mutex<Option<Error>>,
-    /// Spawned jobs, possibly not started.
-    pending: Mutex<Vec<Arc<Job>>>,
-    finished: Mutex<()>,
-    wake: Condvar,
-}
-
-impl ScopeState {
-    /// The collected part, made if this is its first use.
-    fn more(&self) -> &Collected {
-        self.more.get_or_init(Default::default)
-    }
-
-    /// The last touch of the state by a job. The count drops under the
-    /// lock, and `wait_all` returns only while holding that lock, so the
-    /// scope (and this state, on its stack) cannot end before this job has
-    /// let go of the lock: nothing of the state is used after it is gone.
-    fn job_finished(&self) {
-        let more = self.more();
-        let _g = lock(&more.finished);
-        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.sleeping.load(Ordering::Relaxed)
-        {
-            more.wake.notify_all();
-        }
-    }
-
-    /// Returns once every job spawned into the scope has finished, running
-    /// the ones no worker has started yet on this thread (rayon's "help
-    /// while you wait"): each still takes a stream of its own. Only jobs
-    /// spawned from a join's sides are listed here, and only on a worker
-    /// (see `Scope::spawn_in`), so this thread is a worker of their pool.
-    fn wait_all(&self) {
-        // A spawn makes the collected part before it counts its job: with
-        // none, nothing was spawned.
-        let Some(more) = self.more.get() else {
-            debug_assert_eq!(self.outstanding.load(Ordering::Acquire), 0);
-            return;
-        };
-        loop {
-            let next = lock(&more.pending).pop();
-            if let Some(job) = next {
-                if let Some(body) = job.take() {
-                    body();
-                }
-                continue;
-            }
-            // A job a worker took is usually short: spin a little before
-            // sleeping, so its end costs no futex wake-up on this thread.
-            let spin_until = std::time::Instant::now() + Duration::from_micros(50);
-            while self.outstanding.load(Ordering::Acquire) != 0
-                && std::time::Instant::now() < spin_until
-                && more.pending.lock().map_or(true, |p| p.is_empty())
-            {
-                std::hint::spin_loop();
-            }
-            let g = lock(&more.finished);
-            if self.outstanding.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            // A running job may spawn more into this scope: look again soon.
-            self.sleeping.store(true, Ordering::Relaxed);
-            let (g, _) = more
-                .wake
-                .wait_timeout(g, Duration::from_micros(200))
-                .unwrap_or_else(|p| p.into_inner());
-            self.sleeping.store(false, Ordering::Relaxed);
-            drop(g);
-        }
-    }
-
-    fn touch(&self) {
-        if !self.touched.load(Ordering::Relaxed) {
-            self.touched.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether nothing was left for the end of the scope. Read by the
-    /// scope's thread after every task it ran returned; a task run by
-    /// another thread touched the state before it was counted done, so a
-    /// spawned task (which counts) is seen through `outstanding`.
-    fn untouched(&self) -> bool {
-        !self.touched.load(Ordering::Acquire) && self.outstanding.load(Ordering::Acquire) == 0
-    }
-
-    fn fail(&self, e: Error) {
-        self.touch();
-        let mut g = lock(&self.more().error);
-        if g.is_none() {
-            *g = Some(e);
-        }
-    }
-
-    fn panicked(&self, p: Box<dyn Any + Send>) {
-        self.touch();
-        let mut g = lock(&self.more().panic);
-        if g.is_none() {
-            *g = Some(p);
-        }
-    }
-
-    /// `join`'s `a` panicked: its panic is the one re-raised, whichever came
-    /// first (as Rayon's `join` does).
-    fn panicked_first(&self, p: Box<dyn Any + Send>) {
-        self.touch();
-        *lock(&self.more().panic) = Some(p);
-    }
-
-    fn push_final(&self, f: Fence) {
-        self.touch();
-        lock(&self.more().finals).push(f);
-    }
-
-    fn finals(&self) -> Vec<Fence> {
-        match self.more.get() {
-            Some(more) => std::mem::take(&mut *lock(&more.finals)),
-            None => Vec::new(),
-        }
-    }
-
-    /// Orders `ctx` after every task of the scope: a device wait on each
-    /// final fence when all went well (when `ctx` binds a stream, if it has
-    /// none yet: §9); a host wait for each when a task failed, so the
-    /// failure surfaces after every sibling's GPU work.
-    fn join_into(&self, ctx: &TaskContext, failed: bool) -> Result<()> {
-        let mut first = None;
-        for f in self.finals() {
-            let r = if failed {
-                f.synchronize()
-            } else {
-                ctx.after_fence(f)
-            };
-            if let Err(e) = r {
-                first.get_or_insert(e);
-            }
-        }
-        if failed && ctx.has_stream() {
-            if let Err(e) = ctx.synchronize() {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
-    }
-
-    fn failed(&self) -> bool {
-        self.more
-            .get()
-            .is_some_and(|m| lock(&m.panic).is_some() || lock(&m.error).is_some())
-    }
-
-    /// The end of a scope whose body returned: waits for every task, orders
-    /// `ctx` after their GPU work (see [`Join`]), then re-raises the first
-    /// panic or returns the first error.
-    fn end(&self, ctx: &TaskContext, join: Join) -> Result<()> {
-        self.wait_all();
-        let failed = self.failed();
-        if failed || join == Join::Always || ctx.has_submitted() {
-            if let Err(e) = self.join_into(ctx, failed) {
-                self.fail(e);
-            }
-        } else {
-            // The fences' events go back to the pool; their records stand.
-            drop(self.finals());
-        }
-        self.finish()
-    }
-
-    /// The end of a join whose side's panic unwinds through it: waits for
-    /// every task spawned into it, then on the host for their and `b`'s GPU
-    /// work and `ctx`'s, so the panic surfaces after all of it. The panic
-    /// going on is the one re-raised; what the tasks reported is dropped
-    /// with the state.
-    #[cold]
-    #[inline(never)]
-    fn end_unwinding(&self, ctx: &TaskContext) {
-        self.wait_all();
-        let _ = self.join_into(ctx, true);
-    }
-
-    /// Re-raises the first panic, else returns the first error.
-    fn finish(&self) -> Result<()> {
-        let Some(more) = self.more.get() else {
-            return Ok(());
-        };
-        if let Some(p) = lock(&more.panic).take() {
-            resume_unwind(p);
-        }
-        match lock(&more.error).take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
+pub(crate) type Fences = smallvec::SmallVec<[Fence; 1]>;
 
 /// A spawned task's life: a stream of its own, ordered after the spawn's
 /// fence; the body; a final fence for the joiner.
@@ -297,7 +59,7 @@ fn run_child<'scope, F>(
 /// state. A task that submitted hands a fence of its stream; one that did
 /// not hands the fences it was itself to wait for (its nested scopes'
 /// tasks', §9), which would otherwise go with it.
-fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
+pub(crate) fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
     if !ctx.has_submitted() {
         match ctx.fences_for_child() {
             Ok(fences) => {
@@ -345,6 +107,26 @@ pub struct Scope<'r, 'scope> {
     /// Makes `'scope` invariant: a spawned task's borrows must last for the
     /// whole scope, not for a shorter lifetime the compiler could pick.
     _invariant: std::marker::PhantomData<&'scope mut &'scope ()>,
+}
+
+impl<'r, 'scope> Scope<'r, 'scope> {
+    /// The handle of a join's side on `ctx` (`crate::join`): its spawns go
+    /// to `state`, the join's, with no Rayon scope.
+    #[inline]
+    pub(crate) fn of_side(ctx: &'r TaskContext, state: &'scope ScopeState) -> Self {
+        Scope {
+            ctx,
+            state,
+            rayon: None,
+            _invariant: std::marker::PhantomData,
+        }
+    }
+
+    /// The task this handle is on.
+    #[inline]
+    pub(crate) fn task(&self) -> &'r TaskContext {
+        self.ctx
+    }
 }
 
 impl std::fmt::Debug for Scope<'_, '_> {
@@ -599,7 +381,7 @@ where
 
 /// [`run_scope`]; with `op_panic_wins`, a panic of `op` is re-raised
 /// rather than an earlier one of a task (`join`'s `a` over `b`).
-fn run_scope_with<'scope, OP, R>(
+pub(crate) fn run_scope_with<'scope, OP, R>(
     ctx: &TaskContext,
     op: OP,
     join: Join,
@@ -661,7 +443,7 @@ where
 }
 
 /// Widens the state reference to the scope's lifetime.
-fn extend<'scope>(s: &ScopeState) -> &'scope ScopeState {
+pub(crate) fn extend<'scope>(s: &ScopeState) -> &'scope ScopeState {
     // SAFETY: the scope's owner keeps the state alive until every job
     // spawned into the scope (the only holders of `'scope` references) has
     // finished: `wait_all` has returned, or the Rayon scope the jobs were
@@ -794,321 +576,4 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     {
         run_scope(self.ctx, op, Join::Always)
     }
-
-    /// Runs `a` on this task and `b` as a spawned task, and returns both
-    /// results once both returned, this task ordered after `b`'s GPU work.
-    ///
-    /// # Errors
-    ///
-    /// The first error of either.
-    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> Result<(RA, RB)>
-    where
-        A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-        B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-        RB: Send,
-    {
-        if registry::on_worker() {
-            join_in_worker(self.ctx, a, b, Join::Always)
-        } else {
-            join_off_worker(self.ctx, a, b, Join::Always)
-        }
-    }
-}
-
-/// A value that `rayon_core::join` requires to be `Send` but that never
-/// leaves the calling thread: `join`'s `a` side.
-struct Here<T>(T);
-
-// SAFETY: only used for `rayon_core::join`'s first operand (it holds a
-// reference to the join's `a` side: the joining task's context, which is
-// not `Sync`, and `a`, which need not be `Send`), and only on a worker
-// thread of a pool, where rayon runs that operand on the calling thread
-// (rayon-core's `join_context`: `oper_a` runs inside `in_worker` on the
-// current worker thread; only `oper_b` may be stolen). So the value is
-// never used from another thread.
-unsafe impl<T> Send for Here<T> {}
-
-/// Hands a task's final over to its joiner when it ends, by returning or
-/// by a panic unwinding through it (`join`'s `b`): a guard, not a
-/// `catch_unwind`, which would cost stack at every level of a chain.
-struct HandOver<'a> {
-    ctx: &'a TaskContext,
-    state: &'a ScopeState,
-}
-
-impl Drop for HandOver<'_> {
-    fn drop(&mut self) {
-        hand_over_final(self.ctx, self.state);
-    }
-}
-
-/// While armed, a panic of a join side unwinding through the join (Rayon
-/// re-raises it once both sides returned) first waits for what the join
-/// must wait for: the tasks spawned from its sides, and their and `b`'s GPU
-/// work (as a scope's end does when a task failed). Disarmed (forgotten)
-/// when the sides returned.
-struct EndOnUnwind<'a> {
-    ctx: &'a TaskContext,
-    state: &'a ScopeState,
-}
-
-impl Drop for EndOnUnwind<'_> {
-    fn drop(&mut self) {
-        self.state.end_unwinding(self.ctx);
-    }
-}
-
-/// `join`'s `b` task: a [`TaskContext`] of its own (a stream only if it
-/// submits GPU work), ordered after `fences`. Not generic, so none of it is
-/// repeated in the frames of each `b`. A failure is the join's (its end returns it), so the caller's frame
-/// keeps no error of its own.
-#[inline(never)]
-fn begin_join_b(
-    rt: &Runtime,
-    cap: &CaptureHandle,
-    fences: Fences,
-    state: &ScopeState,
-) -> Option<TaskContext> {
-    let begun = rt.begin_task_in(cap).and_then(|ctx| {
-        for fence in fences {
-            ctx.after_fence(fence)?;
-        }
-        Ok(ctx)
-    });
-    begun.map_err(|e| state.fail(e)).ok()
-}
-
-/// `join`'s `a` side as `rayon_core::join` runs it: the closure given to
-/// Rayon holds only a reference to this (in the join's frame) and returns
-/// nothing, so Rayon's frames, at every level of a chain, stay as small as
-/// for a join of Rayon's own.
-struct SideA<'a, A, RA> {
-    ctx: &'a TaskContext,
-    state: &'a ScopeState,
-    a: Option<A>,
-    out: Option<Result<RA>>,
-}
-
-impl<A, RA> SideA<'_, A, RA>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-{
-    fn run(&mut self) {
-        if let Some(a) = self.a.take() {
-            self.out = Some(a(&Scope {
-                ctx: self.ctx,
-                state: self.state,
-                rayon: None,
-                _invariant: std::marker::PhantomData,
-            }));
-        }
-    }
-}
-
-/// `join`'s `b` side, as [`SideA`]: a task of its own, ordered after
-/// `fences`; its final fence goes to the join's state when it returns or
-/// panics (then before the panic reaches the join, so the join's end waits
-/// for `b`'s GPU work).
-struct SideB<'a, B, RB> {
-    rt: &'a Runtime,
-    cap: CaptureHandle,
-    state: &'a ScopeState,
-    fences: Fences,
-    b: Option<B>,
-    out: Option<Result<RB>>,
-}
-
-impl<B, RB> SideB<'_, B, RB>
-where
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB>,
-{
-    fn run(&mut self) {
-        let Some(b) = self.b.take() else { return };
-        let fences = std::mem::take(&mut self.fences);
-        // Matched by reference: the context is not moved into a slot of
-        // its own (a debug build keeps every such copy on the stack).
-        let task = begin_join_b(self.rt, &self.cap, fences, self.state);
-        let Some(ctx) = &task else { return };
-        let _hand_over = HandOver {
-            ctx,
-            state: self.state,
-        };
-        self.out = Some(b(&Scope {
-            ctx,
-            state: self.state,
-            rayon: None,
-            _invariant: std::marker::PhantomData,
-        }));
-    }
-}
-
-/// What a join does before its sides run (not generic): refuses a level
-/// that would start too close to the end of a worker's stack, and takes
-/// the fences `b` is ordered after.
-#[inline(never)]
-fn join_prelude(ctx: &TaskContext) -> Result<Fences> {
-    registry::check_stack()?;
-    ctx.fences_for_child()
-}
-
-/// `join` on a worker thread of a pool: rayon's own `join` (a job on the
-/// stack, `b` run here when no worker steals it), with `b` a task of its
-/// own. Spawns from either side go to one scope, run on this pool and
-/// waited for before the join returns; `a`'s panic wins, then `b`'s, as in
-/// Rayon (whose `join` re-raises it after both sides returned).
-///
-/// A chain of joins recursing in a side runs on one worker's stack, so
-/// what a level keeps there is kept small: no `catch_unwind` (guards
-/// instead), the sides' closures and results moved as little as possible,
-/// the rest in functions that are not generic or not on the way down.
-fn join_in_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RB: Send,
-{
-    let fences = join_prelude(ctx)?;
-    let state = ScopeState::default();
-    let st = extend(&state);
-    let mut side_a = SideA {
-        ctx,
-        state: st,
-        a: Some(a),
-        out: None,
-    };
-    let mut side_b = SideB {
-        rt: ctx.runtime(),
-        // `b` joins this task's scope capture, if any.
-        cap: ctx.capture_handle(),
-        state: st,
-        fences,
-        b: Some(b),
-        out: None,
-    };
-    let guard = EndOnUnwind { ctx, state: st };
-    let run_a = Here(&mut side_a);
-    let run_b = &mut side_b;
-    rayon_core::join(
-        move || {
-            // The whole `Here` moves in, not only its field (which is not
-            // `Send`).
-            let run_a = run_a;
-            run_a.0.run()
-        },
-        move || run_b.run(),
-    );
-    std::mem::forget(guard);
-    finish_join(side_a.out, side_b.out, &state, ctx, join)
-}
-
-/// A join's end, once both sides returned (not on the way down a chain of
-/// joins: a frame of its own, called after the sides): nothing to do when
-/// nothing touched the state (no spawn, no GPU work to join, no failure),
-/// else the end of a scope.
-#[inline(never)]
-fn finish_join<RA, RB>(
-    ra: Option<Result<RA>>,
-    rb: Option<Result<RB>>,
-    state: &ScopeState,
-    ctx: &TaskContext,
-    join: Join,
-) -> Result<(RA, RB)> {
-    match (ra, rb) {
-        (Some(Ok(ra)), Some(Ok(rb))) if state.untouched() => Ok((ra, rb)),
-        (ra, rb) => {
-            // `a`'s error first: the state keeps the first.
-            let ra = ra.and_then(|r| r.map_err(|e| state.fail(e)).ok());
-            let rb = rb.and_then(|r| r.map_err(|e| state.fail(e)).ok());
-            state.end(ctx, join)?;
-            // Both are `Some` here: an error of either was returned by `end`.
-            ra.zip(rb).ok_or(Error::TaskPanicked)
-        }
-    }
-}
-
-/// `Scope::join` from outside every pool (in a scope's body there): `b`
-/// a spawned task, on the global pool. A frame of its own, so a chain of
-/// joins on a worker does not carry its locals.
-#[inline(never)]
-fn join_off_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RB: Send,
-{
-    let mut rb = None;
-    let ra = run_scope_with(
-        ctx,
-        |s| {
-            let slot = &mut rb;
-            s.spawn(move |t| {
-                *slot = Some(b(t)?);
-                Ok(())
-            });
-            a(s)
-        },
-        join,
-        true,
-    )?;
-    Ok((ra, rb.ok_or(Error::TaskPanicked)?))
-}
-
-/// Runs `a` and `b` as two tasks, potentially in parallel on two streams,
-/// and returns both results (rayon's `join`).
-///
-/// ```
-/// use gpu_kernels as k;
-/// # fn main() -> gpu::Result<()> {
-/// let x = gpu::Buffer::from_host(&[1.0f32; 1024])?;
-/// let (sum, max) = gpu::join(
-///     |a| k::reduce::sum(a, &x), // both read x: neither waits for the other
-///     |b| k::reduce::max(b, &x),
-/// )?;
-/// assert_eq!((sum, max), (1024.0, 1.0));
-/// # Ok(()) }
-/// ```
-///
-/// # Errors
-///
-/// The first error of either; the runtime's start error.
-///
-/// # Panics
-///
-/// Re-raises a panic of either after both finished.
-pub fn join<A, B, RA, RB>(a: A, b: B) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA> + Send,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RA: Send,
-    RB: Send,
-{
-    // On a worker thread of the pool, as Rayon's `join` does from outside
-    // its pool: `a` runs there, `b` waits to be stolen or run after it.
-    if registry::on_worker() {
-        join_task(a, b)
-    } else {
-        registry::install(|| join_task(a, b))
-    }
-}
-
-/// [`join`] on a worker: the join's own task, then the join.
-fn join_task<A, B, RA, RB>(a: A, b: B) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RB: Send,
-{
-    // Matched by reference: the context is not moved into a slot of its
-    // own (a debug build keeps every such copy on the stack).
-    match &begin_join_task() {
-        Ok(ctx) => join_in_worker(ctx, a, b, Join::IfSubmitted),
-        Err(e) => Err(e.clone()),
-    }
-}
-
-/// The task of a [`join`] (not generic: none of it is repeated in the
-/// frames of each join).
-#[inline(never)]
-fn begin_join_task() -> Result<TaskContext> {
-    Runtime::global()?.begin_task()
 }
