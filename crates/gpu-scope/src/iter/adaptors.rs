@@ -6,7 +6,7 @@ use super::ChunkIterator;
 use gpu_sched::{Error, Result, Runtime, TaskContext};
 
 /// Chunk `i` of one iterator with chunk `i` of another
-/// ([`ParChunks::zip`]): items are pairs.
+/// ([`ParChunks::zip`](super::ParChunks::zip)): items are pairs.
 #[derive(Debug)]
 pub struct Zip<A, B> {
     pub(super) a: A,
@@ -63,7 +63,7 @@ impl<A: ChunkIterator, B: ChunkIterator> ChunkIterator for Zip<A, B> {
     }
 }
 
-/// Each item with its chunk's index ([`ParChunks::enumerate`]).
+/// Each item with its chunk's index ([`ParChunks::enumerate`](super::ParChunks::enumerate)).
 #[derive(Debug)]
 pub struct Enumerate<I> {
     /// The iterator whose items are numbered.
@@ -107,7 +107,7 @@ impl<I: ChunkIterator> ChunkIterator for Enumerate<I> {
 }
 
 /// An iterator whose chunks run as the tasks of a scope on a given task
-/// ([`ParChunks::in_task`], [`Scope::par_chunks`]): they are ordered after
+/// ([`ParChunks::in_task`](super::ParChunks::in_task), [`Scope::par_chunks`](crate::Scope::par_chunks)): they are ordered after
 /// that task's work so far, and it after them, as a nested scope's tasks
 /// are. Without it, a run is a task of its own.
 #[derive(Debug)]

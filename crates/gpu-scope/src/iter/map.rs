@@ -5,7 +5,7 @@ use super::{drive, ChunkIterator, Item};
 use crate::scope::Scope;
 use gpu_sched::{DeviceRepr, DeviceSliceMut, Error, Result, TaskContext};
 
-/// Chunks mapped to host values ([`ParChunks::map`]); its methods run it.
+/// Chunks mapped to host values ([`ParChunks::map`](super::ParChunks::map)); its methods run it.
 pub struct Map<I, F> {
     /// The iterator whose chunks are mapped.
     pub(super) base: I,
@@ -37,7 +37,7 @@ fn pick<R: PartialOrd>(values: Vec<R>, better: impl Fn(&R, &R) -> bool) -> Optio
 }
 
 /// Every terminal method runs one task per chunk (ordered as
-/// [`ParChunks::for_each`]'s) and returns the same errors: a chunk size of
+/// [`ParChunks::for_each`](super::ParChunks::for_each)'s) and returns the same errors: a chunk size of
 /// 0 ([`Error::ZeroChunk`]) or a zip's [`Error::LengthMismatch`] before any
 /// task runs; the error of the first chunk (in chunk order) whose closure
 /// failed, once every chunk's task returned and its GPU work finished. A

@@ -270,6 +270,23 @@ where
 /// # Ok(()) }
 /// ```
 ///
+/// # Guarantees
+///
+/// **Ordering.** When `join` returns, the caller's later work is ordered after
+/// all GPU work of both sides and of the tasks spawned from them; this ordering
+/// is on the device (the join returns once both sides' host code returned, not
+/// when the GPU is done). The rest is a scope's (see [`crate::scope`]).
+///
+/// **Panics.** A side's panic is caught; the join waits until both sides
+/// returned and all their GPU work finished, then re-raises the panic on the
+/// caller's thread: `a`'s when both panic, as in Rayon.
+///
+/// **Like Rayon, and not.** On a worker thread, `join` is Rayon's own `join`
+/// (`a` here, `b` a task of its own, run here unless stolen). Differences from
+/// Rayon: no `join_context`, and the workers' default stack is 16 MiB (a level
+/// of `join` takes more stack than Rayon's; past the stack,
+/// `Error::StackExhausted`).
+///
 /// # Errors
 ///
 /// The first error of either; the runtime's start error.
