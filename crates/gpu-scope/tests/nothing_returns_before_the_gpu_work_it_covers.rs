@@ -1,5 +1,6 @@
-//! Holes a review of the streams change found (§8, §9), each shown by a test
-//! that failed before its fix, on the host backend (and, through the global
+//! Nothing returns, or hands its work over, before the GPU work it covers
+//! (§8, §9): four orderings a review found missing, each a test that
+//! failed before its fix, on the host backend (and, through the global
 //! runtime, on the GPU machine):
 //!
 //! 1. A panic in `join`'s `b` (on a worker: Rayon's join) reached the caller
