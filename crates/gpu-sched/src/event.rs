@@ -11,7 +11,7 @@ use crate::runtime::Runtime;
 /// facts come only from records on a stream the recording task owns (R2).
 pub struct Event {
     rt: Runtime,
-    inner: Option<Box<PooledEvent>>,
+    held: Option<Box<PooledEvent>>,
     /// The driver handle was handed out ([`Event::cu_event`]): records the
     /// ledger does not see may follow, so waits on it teach nothing.
     raw_out: std::sync::atomic::AtomicBool,
@@ -35,10 +35,10 @@ impl Runtime {
         let p = self.take_event()?;
         // A new event covers nothing, whatever its last holder recorded
         // (§8): synchronizing it before a record teaches nothing.
-        self.inner.ledger.record_untracked(&p.coverage);
+        self.ledger_rw().record_untracked(&p.coverage);
         Ok(Event {
             rt: self.clone(),
-            inner: Some(p),
+            held: Some(p),
             raw_out: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -47,7 +47,7 @@ impl Runtime {
 impl Event {
     #[inline]
     pub(crate) fn pooled(&self) -> &PooledEvent {
-        self.inner.as_ref().expect("event present until drop")
+        self.held.as_ref().expect("event present until drop")
     }
 
     /// The driver's handle (`CUevent` as an integer on CUDA), for interop.
@@ -81,7 +81,7 @@ impl Event {
     /// Driver errors.
     pub fn synchronize(&self) -> Result<()> {
         let p = self.pooled();
-        self.rt.inner.ledger.event_complete(&p.coverage, || {
+        self.rt.ledger_rw().event_complete(&p.coverage, || {
             self.rt.driver().event_sync(p.raw).map(|()| self.facts_ok())
         })?;
         Ok(())
@@ -96,7 +96,7 @@ impl Event {
     pub fn query(&self) -> Result<bool> {
         let p = self.pooled();
         let mut done = false;
-        self.rt.inner.ledger.event_complete(&p.coverage, || {
+        self.rt.ledger_rw().event_complete(&p.coverage, || {
             done = self.rt.driver().event_query(p.raw)?;
             Ok::<_, crate::Error>(done && self.facts_ok())
         })?;
@@ -106,12 +106,12 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        if let Some(e) = self.inner.take() {
+        if let Some(e) = self.held.take() {
             // A queued wait captured the record already; the event can go
             // back to the pool and be recorded again. A raw handle may have
             // recorded it where the ledger did not see: forget its coverage.
             if !self.facts_ok() {
-                self.rt.inner.ledger.record_untracked(&e.coverage);
+                self.rt.ledger_rw().record_untracked(&e.coverage);
             }
             self.rt.give_event(e);
         }
@@ -123,7 +123,7 @@ impl TaskContext {
     /// stream that waits on it would join the capture: that stream's later
     /// work would go into this task's graph and never run. Refused.
     fn refuse_in_capture(&self, what: &'static str) -> Result<()> {
-        if self.rt.inner.ledger.is_capturing(self.sid()) {
+        if self.rt.ledger_rw().is_capturing(self.sid()) {
             return Err(crate::Error::Capturing { what });
         }
         Ok(())
@@ -143,8 +143,7 @@ impl TaskContext {
         self.refuse_in_capture("recording an event")?;
         let p = event.pooled();
         self.rt
-            .inner
-            .ledger
+            .ledger_rw()
             .record(self.task(), &p.coverage, self.sid(), || {
                 self.rt.driver().record(p.raw, self.raw())
             })?;
@@ -162,7 +161,7 @@ impl TaskContext {
         self.rt.check_group(&event.rt, "the event")?;
         self.bind()?;
         let p = event.pooled();
-        let l = &self.rt.inner.ledger;
+        let l = self.rt.ledger_rw();
         if self.in_scope_capture() {
             // The graph would keep the pooled event's handle, which goes
             // back to the pool with the `Event` and is recorded by others.
@@ -189,8 +188,7 @@ impl TaskContext {
         let p = self.rt.take_event()?;
         let recorded = self
             .rt
-            .inner
-            .ledger
+            .ledger_rw()
             .record(self.task(), &p.coverage, self.sid(), || {
                 self.rt.driver().record(p.raw, self.raw())
             });
@@ -215,7 +213,7 @@ impl TaskContext {
             // The graph nodes of this task's work so far stand for it.
             self.bind()?;
             return Ok(Fence {
-                inner: std::sync::Arc::new(FenceEvent {
+                shared: std::sync::Arc::new(FenceEvent {
                     rt: self.rt.clone(),
                     ev: None,
                     nodes: self
@@ -227,7 +225,7 @@ impl TaskContext {
             });
         }
         Ok(Fence {
-            inner: std::sync::Arc::new(FenceEvent {
+            shared: std::sync::Arc::new(FenceEvent {
                 rt: self.rt.clone(),
                 ev: Some(self.record_pooled()?),
                 nodes: None,
@@ -250,7 +248,7 @@ impl TaskContext {
         self.rt.check_group(fence.runtime(), "the fence")?;
         self.bind()?;
         let capture = self.capture.borrow().as_ref().map(|c| c.id);
-        match (&fence.inner.nodes, capture) {
+        match (&fence.shared.nodes, capture) {
             // In its scope capture: the next operation follows those nodes.
             (Some((id, nodes)), Some(mine)) if *id == mine => {
                 self.chain.borrow_mut().extend_from_slice(nodes);
@@ -268,15 +266,14 @@ impl TaskContext {
             // The same in a capture of this task's stream: a device wait
             // there would wait, at every launch, for whatever the fence's
             // pooled event is recorded for next (CUDA refuses it).
-            (None, None) if self.rt.inner.ledger.is_capturing(self.sid()) => {
+            (None, None) if self.rt.ledger_rw().is_capturing(self.sid()) => {
                 return fence.synchronize()
             }
             (None, None) => {}
         }
         let p = fence.event();
         self.rt
-            .inner
-            .ledger
+            .ledger_rw()
             .stream_wait(self.task(), &p.coverage, self.sid(), || {
                 self.rt
                     .driver()

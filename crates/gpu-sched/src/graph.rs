@@ -82,7 +82,7 @@ impl TaskContext {
     /// ledger's flag.
     fn begin_capture(&self) -> Result<()> {
         self.bind()?;
-        let l = &self.rt.inner.ledger;
+        let l = self.rt.ledger_rw();
         if l.is_capturing(self.sid()) || self.in_scope_capture() {
             return Err(Error::Capturing {
                 what: "beginning a nested capture",
@@ -93,9 +93,9 @@ impl TaskContext {
         let pre = self.rt.take_event()?;
         // Recorded below with a raw call: it covers nothing (§8).
         l.record_untracked(&pre.coverage);
-        let slot = self.rt.inner.core.streams.capture_slot(self.sid());
+        let slot = self.rt.core().streams.capture_slot(self.sid());
         let mut slot = slot.lock();
-        if self.rt.inner.core.streams.holders(self.sid()) > 1 {
+        if self.rt.core().streams.holders(self.sid()) > 1 {
             // §9: another live task submits to this stream (the pool ran
             // out): its work would vanish into this graph.
             self.rt.give_event(pre);
@@ -173,8 +173,8 @@ impl TaskContext {
     /// Ends this task's capture: the ledger's flag, the driver's capture,
     /// the pre-capture event.
     fn end_capture(&self) -> Result<RawGraph> {
-        let mut slot = self.rt.inner.core.streams.capture_slot(self.sid()).lock();
-        self.rt.inner.ledger.set_capturing(self.sid(), false);
+        let mut slot = self.rt.core().streams.capture_slot(self.sid()).lock();
+        self.rt.ledger_rw().set_capturing(self.sid(), false);
         let g = self.rt.driver().end_capture(self.raw());
         if let Some(pre) = slot.take() {
             self.rt.give_event(pre);

@@ -32,7 +32,7 @@ impl Runtime {
     /// (each kept again if it fails again). Never blocks.
     pub(crate) fn retry_deferred_frees(&self) {
         let retry = {
-            let mut d = self.inner.deferred_frees.lock();
+            let mut d = self.deferred_frees().lock();
             if d.is_empty() {
                 return;
             }
@@ -58,13 +58,14 @@ impl Runtime {
     ///
     /// As [`Runtime::free_ordered`].
     unsafe fn free_or_defer(&self, ptr: u64, bytes: usize, uses: &Uses) {
-        let i = &self.inner;
-        let s = i.reclaim_stream;
+        let s = self.reclaim_stream();
         let raw = self.raw_stream(s);
         let d = self.decide(uses, s, Access::Write, true);
-        if let Err(e) = wait_streams(self, &i.reclaimer, s, raw, d) {
+        if let Err(e) = wait_streams(self, self.reclaimer(), s, raw, d) {
             if !e.is_sticky() {
-                i.deferred_frees.lock().push((ptr, bytes, uses.clone()));
+                self.deferred_frees()
+                    .lock()
+                    .push((ptr, bytes, uses.clone()));
             }
             return;
         }
@@ -72,9 +73,9 @@ impl Runtime {
         // by this driver, freed once and used no more; the hand-off above
         // ordered every use before the reclaim stream reaches the free.
         if unsafe { self.driver().free(ptr, device_bytes(bytes), raw) }.is_ok() {
-            i.allocations
+            self.allocations()
                 .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            i.device_bytes
+            self.device_bytes()
                 .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -88,7 +89,7 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
-        self.inner.ledger.hand_off(uses, s2, access, device)
+        self.ledger_rw().hand_off(uses, s2, access, device)
     }
 
     /// R9, X3: the ledger's decision for `range` of `uses` moving to `s2`.
@@ -101,8 +102,7 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
-        self.inner
-            .ledger
+        self.ledger_rw()
             .hand_off_range(uses, range, s2, access, device)
     }
 }
@@ -164,13 +164,13 @@ pub(crate) fn wait_streams(
         Decision::NoWait(_) => Ok(()),
         Decision::DeviceWait(set) => {
             for s in set.iter() {
-                let l = &rt.inner.ledger;
+                let l = rt.ledger_rw();
                 let covered = l.closed_counted(s);
                 // The device whose stream `s` is (§11): the event is
                 // recorded there, and waited for here (a wait on another
                 // device's event is a device wait too). None: retired since
                 // the decision, idle.
-                let Some(core) = rt.inner.group.owner(&rt.inner.core, s) else {
+                let Some(core) = rt.group().owner(rt.core(), s) else {
                     l.mark_ordered(task, s2, s, covered);
                     continue;
                 };
@@ -224,7 +224,7 @@ pub(crate) fn wait_streams(
 /// the capture began, the only work of it that runs on the stream.
 fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
     // The device whose stream `s` is (§11); none: retired, idle.
-    let Some(core) = rt.inner.group.owner(&rt.inner.core, s) else {
+    let Some(core) = rt.group().owner(rt.core(), s) else {
         return Ok(());
     };
     let slot = core.streams.capture_slot(s).lock();
@@ -244,7 +244,7 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
     }
     let ev = core.events.take(&*core.driver)?;
     // Untracked record: the event covers nothing (§8).
-    rt.inner.ledger.record_untracked(&ev.coverage);
+    rt.ledger_rw().record_untracked(&ev.coverage);
     let recorded = core.driver.record(ev.raw, raw);
     drop(slot);
     let r = recorded.and_then(|_| core.driver.event_sync(ev.raw));

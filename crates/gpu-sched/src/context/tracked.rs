@@ -82,7 +82,7 @@ impl TaskContext {
         submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
     ) -> Result<R> {
         let (sid, raw) = self.bind()?;
-        let l = &self.rt.inner.ledger;
+        let l = self.rt.ledger_rw();
         if touches.len() > MAX_TOUCHES {
             return Err(Error::BadKernelArgs {
                 kernel: "operation",
@@ -127,7 +127,7 @@ impl TaskContext {
             let r = cap.submit(self.rt.driver(), &self.chain, &mem, || submit(&mem, raw))?;
             return Ok(r);
         }
-        let tracer = &self.rt.inner.tracer;
+        let tracer = self.rt.tracer();
         let span = tracer.open(self.rt.driver(), raw);
         let r = submit(&mem, raw)?;
         tracer.close(self.rt.driver(), span, sid, raw, name);
@@ -163,7 +163,7 @@ impl TaskContext {
         if self
             .slot
             .get()
-            .is_some_and(|(s, _)| self.rt.inner.ledger.is_capturing(s))
+            .is_some_and(|(s, _)| self.rt.ledger_rw().is_capturing(s))
         {
             return Err(Error::Capturing { what });
         }

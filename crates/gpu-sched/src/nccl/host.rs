@@ -131,7 +131,7 @@ struct RankPart {
 /// errors queuing a part (the parts queued before it do nothing).
 pub(super) fn launch(rt: &Runtime, calls: &[RankCall], timeout: Duration) -> Result<()> {
     let ranks = plan(calls)?;
-    let driver = rt.inner.core.driver.clone();
+    let driver = rt.core().driver.clone();
     let rv = Arc::new(Rendezvous {
         ranks: ranks.len(),
         arrived: Mutex::new([0; 2]),

@@ -181,8 +181,8 @@ fn streams_are_its_own(comm: &Communicator) -> bool {
         let Some((sid, _)) = c.slot.get() else {
             return false;
         };
-        let i = &c.rt.inner;
-        i.core.streams.holders(sid) == 1 && !i.ledger.is_shared(sid)
+        let rt = &c.rt;
+        rt.core().streams.holders(sid) == 1 && !rt.ledger_rw().is_shared(sid)
     })
 }
 

@@ -31,12 +31,12 @@ type LoadSlot = Arc<OnceLock<Result<Arc<LoadedPtx>>>>;
 
 /// The state of one device's runtime, behind every [`Runtime`] handle.
 pub(crate) struct RuntimeInner {
-    pub(crate) id: u64,
-    pub(crate) core: Arc<DeviceCore>,
-    pub(crate) group: Arc<Group>,
+    id: u64,
+    core: Arc<DeviceCore>,
+    group: Arc<Group>,
     /// The group's ledger, held here too: every tracked operation reaches
     /// it, one pointer from the runtime rather than two.
-    pub(crate) ledger: Arc<Ledger>,
+    ledger: Arc<Ledger>,
     /// Loaded modules by the address of their `Module`, filled front to
     /// back: a launch finds its kernel with a load or two, no lock.
     modules: Box<[OnceLock<LoadedModule>]>,
@@ -46,23 +46,23 @@ pub(crate) struct RuntimeInner {
     /// source is loaded (or compiled) once per runtime, the built-in
     /// modules and users' alike.
     by_source: parking_lot::Mutex<HashMap<String, LoadSlot>>,
-    pub(crate) sync_mode: SyncMode,
-    pub(crate) allocations: AtomicUsize,
-    pub(crate) device_bytes: AtomicUsize,
-    pub(crate) pinned_bytes: AtomicUsize,
+    sync_mode: SyncMode,
+    allocations: AtomicUsize,
+    device_bytes: AtomicUsize,
+    pinned_bytes: AtomicUsize,
     /// The task that frees memory (X4), and its stream.
-    pub(crate) reclaimer: Task,
-    pub(crate) reclaim_stream: StreamId,
-    pub(crate) tracer: crate::trace::Tracer,
+    reclaimer: Task,
+    reclaim_stream: StreamId,
+    tracer: crate::trace::Tracer,
     /// Pinned host blocks kept for reuse: (bytes, address).
-    pub(crate) pinned_cache: parking_lot::Mutex<Vec<(usize, usize)>>,
+    pinned_cache: parking_lot::Mutex<Vec<(usize, usize)>>,
     /// Pinned host blocks handed out (address, bytes): a safe copy from
     /// one of them must wait for the device (§8).
-    pub(crate) pinned_live: parking_lot::Mutex<Vec<(usize, usize)>>,
+    pinned_live: parking_lot::Mutex<Vec<(usize, usize)>>,
     /// Buffers' frees whose hand-off failed on a live context (address,
     /// bytes, uses): tried again at the next free and synchronize
     /// (`Runtime::retry_deferred_frees`), and at the drop.
-    pub(crate) deferred_frees: parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>>,
+    deferred_frees: parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -79,7 +79,7 @@ impl std::fmt::Debug for RuntimeInner {
 /// stream and event pools, and the backend. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Runtime {
-    pub(crate) inner: RtRef,
+    inner: RtRef,
 }
 
 /// A handle on a runtime's state: counted, or, for the process-wide runtime
@@ -380,6 +380,83 @@ impl Runtime {
     #[inline]
     pub(crate) fn raw_stream(&self, s: StreamId) -> RawStream {
         self.inner.core.streams.raw(s)
+    }
+
+    /// The ledger itself, to change (the crate's own operations;
+    /// [`Runtime::ledger`] is the read-only view).
+    #[inline]
+    pub(crate) fn ledger_rw(&self) -> &Arc<Ledger> {
+        &self.inner.ledger
+    }
+
+    /// This device's core: its driver and its stream and event pools.
+    #[inline]
+    pub(crate) fn core(&self) -> &DeviceCore {
+        &self.inner.core
+    }
+
+    /// The group of devices this runtime is of (§11).
+    #[inline]
+    pub(crate) fn group(&self) -> &Group {
+        &self.inner.group
+    }
+
+    /// How stream synchronizes wait ([`RuntimeOptions::sync_mode`]).
+    #[inline]
+    pub(crate) fn sync_mode(&self) -> SyncMode {
+        self.inner.sync_mode
+    }
+
+    /// The count of live device allocations.
+    #[inline]
+    pub(crate) fn allocations(&self) -> &AtomicUsize {
+        &self.inner.allocations
+    }
+
+    /// The count of bytes of live device allocations.
+    #[inline]
+    pub(crate) fn device_bytes(&self) -> &AtomicUsize {
+        &self.inner.device_bytes
+    }
+
+    /// The count of bytes of live pinned host allocations.
+    #[inline]
+    pub(crate) fn pinned_bytes(&self) -> &AtomicUsize {
+        &self.inner.pinned_bytes
+    }
+
+    /// The task that frees memory (X4).
+    #[inline]
+    pub(crate) fn reclaimer(&self) -> &Task {
+        &self.inner.reclaimer
+    }
+
+    /// The reclaimer's stream.
+    #[inline]
+    pub(crate) fn reclaim_stream(&self) -> StreamId {
+        self.inner.reclaim_stream
+    }
+
+    /// The tracer of tracked operations ([`crate::trace`]).
+    #[inline]
+    pub(crate) fn tracer(&self) -> &crate::trace::Tracer {
+        &self.inner.tracer
+    }
+
+    /// Pinned host blocks kept for reuse: (bytes, address).
+    pub(crate) fn pinned_cache(&self) -> &parking_lot::Mutex<Vec<(usize, usize)>> {
+        &self.inner.pinned_cache
+    }
+
+    /// Pinned host blocks handed out: (address, bytes).
+    pub(crate) fn pinned_live(&self) -> &parking_lot::Mutex<Vec<(usize, usize)>> {
+        &self.inner.pinned_live
+    }
+
+    /// Buffers' frees whose hand-off failed on a live context: (address,
+    /// bytes, uses).
+    pub(crate) fn deferred_frees(&self) -> &parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>> {
+        &self.inner.deferred_frees
     }
 
     /// The driver's handle of `kernel` (`CUfunction` as an integer on CUDA,
