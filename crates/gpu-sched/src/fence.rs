@@ -1,7 +1,7 @@
 //! Fences: a recorded point on a task's stream that other tasks are
 //! ordered after (spawn, join, R8). Below the task context, which keeps the
 //! fences a task must wait for; recording and waiting are
-//! `TaskContext::fence` and `TaskContext::wait_fence` (event.rs).
+//! `TaskContext::fence` and `TaskContext::wait_fence` (context/event.rs).
 
 use crate::error::Result;
 use crate::pool::PooledEvent;

@@ -1,8 +1,10 @@
 //! A task's handle on its stream: the type, its start and end, its stream
 //! (R3, §9) and its fences. The operations are in the files beside this
-//! one: `tracked.rs` (the path every operation takes, R1, R9),
-//! `memory.rs` (allocation), `copy.rs` (copies), `host.rs` (synchronizes
-//! and pointers for host code, R10, R11).
+//! one: `tracked.rs` (the path every operation takes and its hand-offs,
+//! R1, R9), `memory.rs` (allocation), `copy.rs` (copies), `host.rs`
+//! (synchronizes and pointers for host code, R10, R11), `event.rs`
+//! (records and waits of events and fences, R4-R8), `graph.rs` (captures,
+//! R12).
 
 use crate::buffer::{Buffer, DeviceRepr};
 use crate::capture::{CaptureHandle, ScopeCapture};
@@ -14,11 +16,13 @@ use gpu_epoch::{Binding, StreamId, Task};
 use std::marker::PhantomData;
 
 mod copy;
+mod event;
+mod graph;
 mod host;
 mod memory;
 mod tracked;
 
-pub(crate) use tracked::{Touch, MAX_TOUCHES};
+pub(crate) use tracked::{wait_streams, Touch, MAX_TOUCHES};
 
 /// A running task's handle on its stream: every tracked operation goes
 /// through one. It owns its stream (R3) for as long as it lives; dropping it

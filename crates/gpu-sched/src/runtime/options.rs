@@ -58,7 +58,7 @@ impl Default for RuntimeOptions {
     }
 }
 
-/// Read-only questions to a runtime's ledger ([`Runtime::ledger`]).
+/// Read-only questions to a runtime's ledger ([`Runtime::ledger`](crate::Runtime::ledger)).
 #[derive(Clone, Copy, Debug)]
 pub struct LedgerView<'a>(pub(super) &'a Ledger);
 
