@@ -7,7 +7,7 @@
 
 use crate::context::wait_streams;
 use crate::error::Result;
-use crate::runtime::Runtime;
+use crate::runtime::{device_bytes, Runtime};
 use gpu_epoch::{Access, Decision, StreamId, Uses};
 
 impl Runtime {
@@ -143,12 +143,4 @@ impl Runtime {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
-}
-
-/// The size the driver allocates (and frees: the two must agree, §8) for
-/// a buffer of `bytes`: at least 4, so that every buffer has an address of
-/// its own and 4-byte memsets.
-#[inline]
-pub(crate) fn device_bytes(bytes: usize) -> usize {
-    bytes.max(4)
 }

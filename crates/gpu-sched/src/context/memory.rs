@@ -3,7 +3,7 @@
 use super::{TaskContext, Touch};
 use crate::buffer::{Buffer, DeviceRepr, DeviceSliceMut};
 use crate::error::{Error, Result};
-use crate::handoff::device_bytes;
+use crate::runtime::device_bytes;
 use std::marker::PhantomData;
 
 impl TaskContext {

@@ -22,6 +22,7 @@ mod host;
 mod memory;
 mod tracked;
 
+pub use graph::GraphLaunch;
 pub(crate) use tracked::{wait_streams, Touch, MAX_TOUCHES};
 
 /// A running task's handle on its stream: every tracked operation goes

@@ -29,6 +29,14 @@ type LoadedModule = (usize, Box<[RawKernel]>);
 /// A module being loaded from text, or its outcome.
 type LoadSlot = Arc<OnceLock<Result<Arc<LoadedPtx>>>>;
 
+/// The size the driver allocates (and frees: the two must agree, §8) for
+/// a buffer of `bytes`: at least 4, so that every buffer has an address of
+/// its own and 4-byte memsets.
+#[inline]
+pub(crate) fn device_bytes(bytes: usize) -> usize {
+    bytes.max(4)
+}
+
 /// The state of one device's runtime, behind every [`Runtime`] handle.
 pub(crate) struct RuntimeInner {
     id: u64,
@@ -610,7 +618,7 @@ impl Drop for RuntimeInner {
                 // of this size, freed once, used by nothing submitted since);
                 // every stream of the group finished all its work above, so
                 // no use of it is left. On a broken context it is kept.
-                let _ = unsafe { c.driver.free(ptr, crate::handoff::device_bytes(bytes), raw) };
+                let _ = unsafe { c.driver.free(ptr, device_bytes(bytes), raw) };
             }
         }
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
