@@ -13,7 +13,7 @@
 //! NCCL to compare with, so no ratio comes of them.
 //!
 //! ```text
-//! cargo bench -p gpu-scope --bench nccl [-- --quick]
+//! cargo bench -p gpu-benches --bench nccl [-- --quick]
 //! ```
 
 use cudarc::nccl::{result as nccl, sys};

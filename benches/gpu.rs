@@ -10,7 +10,7 @@ use gpu_kernels as k;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-mod b13;
+use gpu_testkit::b13;
 
 fn rt() -> &'static Runtime {
     gpu::runtime().expect("runtime")

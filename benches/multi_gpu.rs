@@ -6,7 +6,7 @@
 //! ...}`, which xtask reads, and what it did on stderr.
 //!
 //! ```text
-//! cargo bench -p gpu-scope --bench multi_gpu -- [--quick] [--mib N] [--reps N]
+//! cargo bench -p gpu-benches --bench multi_gpu -- [--quick] [--mib N] [--reps N]
 //! ```
 //!
 //! Rows: `peer/library-0to1`, `peer/raw-0to1` and the same `1to0` (GB/s,

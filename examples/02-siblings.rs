@@ -7,7 +7,7 @@
 //! another on one task's stream take eight times as long.
 //!
 //! ```text
-//! cargo run -p gpu-scope --example 02-siblings
+//! cargo run -p gpu-examples --example 02-siblings
 //! ```
 
 use gpu::Buffer;

@@ -10,7 +10,7 @@
 //! device wait was needed.
 //!
 //! ```text
-//! cargo run -p gpu-scope --example 03-par-chunks
+//! cargo run -p gpu-examples --example 03-par-chunks
 //! ```
 
 use gpu::{BackendKind, Reason};

@@ -10,7 +10,7 @@
 //! are checked against the host.
 //!
 //! ```text
-//! cargo run -p gpu-scope --example 04-pipeline
+//! cargo run -p gpu-examples --example 04-pipeline
 //! ```
 
 use gpu::{BackendKind, Buffer, PipelineOptions, TaskContext};

@@ -28,11 +28,10 @@
 //! rows do not wait for each other.
 //!
 //! ```text
-//! cargo run -p gpu-scope --example 05-stencil
+//! cargo run -p gpu-examples --example 05-stencil
 //! ```
 
-#[path = "common/heat.rs"]
-mod heat;
+use common::heat;
 
 use gpu::{BackendKind, Buffer, Reason, Scope, TaskContext, ViewMut};
 use heat::Heat;

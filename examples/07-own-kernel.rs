@@ -17,11 +17,10 @@
 //! CUDA, NVRTC is needed (`Error::NvrtcUnavailable` otherwise).
 //!
 //! ```text
-//! cargo run -p gpu-scope --example 07-own-kernel
+//! cargo run -p gpu-examples --example 07-own-kernel
 //! ```
 
-#[path = "common/heat.rs"]
-mod heat;
+use common::heat;
 
 use gpu::BackendKind;
 use heat::Heat;

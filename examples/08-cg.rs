@@ -13,7 +13,7 @@
 //! whether to stop: no host round trip per dot product.
 //!
 //! ```text
-//! cargo run --release -p gpu-scope --example 08-cg
+//! cargo run --release -p gpu-examples --example 08-cg
 //! ```
 
 use gpu::{Buffer, In, Kernel, LaunchConfig, Out, Result, TaskContext};

@@ -24,7 +24,7 @@
 //! `--devices N` uses the first N devices.
 //!
 //! ```text
-//! cargo run --release -p gpu-scope --example 09-multi-gpu-heat
+//! cargo run --release -p gpu-examples --example 09-multi-gpu-heat
 //! ```
 //!
 //! On the host backend it simulates two devices (one race detector over
@@ -45,11 +45,8 @@
 //! mpirun -np 2 target/release/examples/09-multi-gpu-heat --mpi
 //! ```
 
-#[path = "common/heat.rs"]
-#[allow(dead_code)] // the CPU loop and the starting field are used
-mod heat;
-#[path = "common/heat_parts.rs"]
-mod heat_parts;
+use common::heat;
+use common::heat_parts;
 
 use gpu::{BackendChoice, BackendKind, Buffer, Runtime, RuntimeOptions};
 use heat_parts::HeatPart;
@@ -346,8 +343,8 @@ fn download(blocks: &[Block], nx: usize) -> gpu::Result<Vec<f32>> {
 mod by_rank {
     //! `--mpi`: one block a rank.
 
-    use super::heat_parts::HeatPart;
     use super::{block_rows, check, heat, report, sizes, Run, ALPHA};
+    use common::heat_parts::HeatPart;
     use gpu::mpi::rsmpi::{self, topology::Communicator, traits::*};
     use gpu::{Buffer, Runtime, RuntimeOptions};
     use std::time::Instant;

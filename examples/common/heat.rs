@@ -14,7 +14,7 @@ use std::ops::Range;
 /// The kernel, in CUDA C. It writes the rows `row0 .. row0 + rows` of the
 /// next state (`rows * nx` elements of `out`) from the whole current state
 /// `in` (`nx * ny` elements): one thread a cell, a 2D grid of 2D blocks.
-pub(crate) const SRC: &str = r#"
+pub const SRC: &str = r#"
 extern "C" __global__ void heat_rows(float* out, const float* in,
                                      unsigned long long nx, unsigned long long ny,
                                      unsigned long long row0, unsigned long long rows,
@@ -61,18 +61,18 @@ fn heat_rows_host(out: &mut [f32], inp: &[f32], nx: u64, ny: u64, row0: u64, row
 
 /// The stencil, loaded into a runtime.
 #[derive(Clone, Debug)]
-pub(crate) struct Heat {
+pub struct Heat {
     kernel: Kernel<HeatRows>,
     /// Whether NVRTC compiled [`SRC`] (always on CUDA; on the host backend
     /// only where NVRTC is installed, else only the kernel's name is read).
-    pub(crate) nvrtc: bool,
+    pub nvrtc: bool,
 }
 
 impl Heat {
     /// Compiles [`SRC`] for `rt` (once per runtime) and looks the kernel up.
     /// `--fmad=false` keeps the GPU from fusing multiplies and adds, so it
     /// rounds as the CPU loop does.
-    pub(crate) fn load(rt: &Runtime) -> gpu::Result<Heat> {
+    pub fn load(rt: &Runtime) -> gpu::Result<Heat> {
         let module = rt.compile_cuda(SRC, &["--fmad=false"])?;
         let nvrtc = module.is_compiled();
         let kernel = module.kernel::<HeatRows>(NAME)?.with_host(heat_rows_host);
@@ -92,7 +92,7 @@ impl Heat {
     /// # Panics
     ///
     /// If `rows` is empty or goes past `ny`.
-    pub(crate) fn step(
+    pub fn step(
         &self,
         t: &TaskContext,
         out: &mut (impl DeviceSliceMut<f32> + ?Sized),
@@ -144,7 +144,7 @@ fn same_len(what: &'static str, expected: Option<usize>, got: usize) -> gpu::Res
 
 /// A starting field: a hot top edge (1), a warm bump inside, the other
 /// edges cold (0).
-pub(crate) fn initial(nx: usize, ny: usize) -> Vec<f32> {
+pub fn initial(nx: usize, ny: usize) -> Vec<f32> {
     let mut u = vec![0.0f32; nx * ny];
     for i in 0..ny {
         for j in 0..nx {
@@ -164,7 +164,7 @@ pub(crate) fn initial(nx: usize, ny: usize) -> Vec<f32> {
 
 /// The same steps as a plain CPU loop over the whole grid: what the
 /// examples check the kernel against.
-pub(crate) fn reference(mut u: Vec<f32>, nx: usize, ny: usize, k: f32, steps: usize) -> Vec<f32> {
+pub fn reference(mut u: Vec<f32>, nx: usize, ny: usize, k: f32, steps: usize) -> Vec<f32> {
     let mut next = u.clone();
     for _ in 0..steps {
         for i in 1..ny - 1 {
@@ -181,7 +181,7 @@ pub(crate) fn reference(mut u: Vec<f32>, nx: usize, ny: usize, k: f32, steps: us
 
 /// The largest absolute difference between `got` and `want`, and where
 /// (NaN counts as infinite).
-pub(crate) fn largest_difference(got: &[f32], want: &[f32]) -> (f32, usize) {
+pub fn largest_difference(got: &[f32], want: &[f32]) -> (f32, usize) {
     assert_eq!(got.len(), want.len(), "two fields of one size");
     got.iter()
         .zip(want)

@@ -14,7 +14,7 @@
 use gpu::{DeviceSlice, DeviceSliceMut, In, Kernel, Out, Runtime, TaskContext};
 
 /// The kernel, in CUDA C: one thread a cell, 2D blocks.
-pub(crate) const SRC: &str = r#"
+pub const SRC: &str = r#"
 extern "C" __global__ void heat_part(float* out, const float* above, const float* body,
                                      const float* below,
                                      unsigned long long nx, unsigned long long rows,
@@ -93,14 +93,14 @@ fn heat_part_host(
 
 /// The kernel, loaded into one device's runtime.
 #[derive(Clone, Debug)]
-pub(crate) struct HeatPart {
+pub struct HeatPart {
     kernel: Kernel<HeatPartSig>,
 }
 
 impl HeatPart {
     /// Compiles [`SRC`] for `rt` (once per runtime); `--fmad=false` keeps
     /// the rounding of the CPU loop.
-    pub(crate) fn load(rt: &Runtime) -> gpu::Result<HeatPart> {
+    pub fn load(rt: &Runtime) -> gpu::Result<HeatPart> {
         let module = rt.compile_cuda(SRC, &["--fmad=false"])?;
         let kernel = module
             .kernel::<HeatPartSig>("heat_part")?
@@ -118,7 +118,7 @@ impl HeatPart {
     /// [`gpu::Error::LengthMismatch`] for buffers of the wrong sizes; the
     /// launch's errors.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn step(
+    pub fn step(
         &self,
         t: &TaskContext,
         out: &mut (impl DeviceSliceMut<f32> + ?Sized),

@@ -19,7 +19,7 @@ use std::process::Command;
 #[cfg(test)]
 mod test;
 
-/// Crates whose tests and examples go in the bundle.
+/// Crates whose tests go in the bundle.
 const PACKAGES: &[&str] = &["gpu-sched", "gpu-kernels", "gpu-scope"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
@@ -47,11 +47,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     }
     exes.extend(cargo_executables(
         &root,
-        &["build", "--release", "--examples", "-p", "gpu-scope"],
+        &["build", "--release", "--examples", "-p", "gpu-examples"],
     )?);
     exes.extend(cargo_executables(
         &root,
-        &["bench", "--no-run", "-p", "gpu-scope", "--bench", "gpu"],
+        &["build", "--release", "--bins", "-p", "gpu-testkit"],
+    )?);
+    exes.extend(cargo_executables(
+        &root,
+        &["bench", "--no-run", "-p", "gpu-benches", "--bench", "gpu"],
     )?);
     exes.extend(cargo_executables(
         &root,
@@ -158,14 +162,12 @@ fn multi_gpu() -> Result<(), Error> {
     let bin = out.join("bin");
     let _ = fs::remove_dir_all(&out);
     fs::create_dir_all(&bin).map_err(|e| fail(format!("creating {}: {e}", bin.display())))?;
-    let manifest = fs::read_to_string(root.join("crates/gpu-scope/Cargo.toml"))
-        .map_err(|e| fail(format!("reading gpu-scope's Cargo.toml: {e}")))?;
-    let targets = multi_gpu_targets(&manifest, |t| {
-        root.join("crates/gpu-scope/tests").join(t).is_file()
-    });
-    let mut args = vec!["build", "--release", "-p", "gpu-scope"];
-    args.extend(targets.iter().map(String::as_str));
-    let mut exes = cargo_executables(&root, &args)?;
+    let builds = multi_gpu_builds();
+    let mut exes = Vec::new();
+    for args in &builds {
+        let args: Vec<&str> = args.iter().map(|a| a.as_str()).collect();
+        exes.extend(cargo_executables(&root, &args)?);
+    }
     exes.extend(cargo_executables(
         &root,
         &["build", "--release", "-p", "xtask"],
@@ -186,7 +188,11 @@ fn multi_gpu() -> Result<(), Error> {
         names.len(),
         size as f64 / (1 << 20) as f64,
         out.display(),
-        args.join(" ")
+        builds
+            .iter()
+            .map(|b| b.join(" "))
+            .collect::<Vec<_>>()
+            .join("; cargo ")
     );
     for n in &names {
         println!("  {n}");
@@ -204,66 +210,39 @@ fn multi_gpu() -> Result<(), Error> {
 /// The PyTorch comparison of the two-GPU bundle.
 const MULTI_GPU_SCRIPT: &str = "torch_multi_gpu.py";
 
-/// Cargo's feature and target arguments for the two-GPU bundle, from
-/// gpu-scope's manifest: the features `mpi` (and `nccl` where declared),
-/// the examples, `--test devices` (and `--test nccl` where `has_test`
-/// finds `nccl.rs`), `--bench multi_gpu` (and `--bench nccl` where
-/// declared).
-pub(crate) fn multi_gpu_targets(manifest: &str, has_test: impl Fn(&str) -> bool) -> Vec<String> {
-    let mut features = vec!["mpi"];
-    if section_keys(manifest, "[features]").any(|k| k == "nccl") {
-        features.push("nccl");
-    }
-    let mut t = vec![
-        "--features".to_string(),
-        features.join(","),
-        "--example".into(),
-        "09-multi-gpu-heat".into(),
-        "--example".into(),
-        "10-mpi".into(),
-        "--test".into(),
-        "devices".into(),
-    ];
-    if has_test("nccl.rs") {
-        t.extend(["--test".into(), "nccl".into()]);
-    }
-    for b in declared_benches(manifest) {
-        if b == "multi_gpu" || b == "nccl" {
-            t.extend(["--bench".into(), b]);
-        }
-    }
-    t
-}
-
-/// The keys of a manifest's `section` (a `[table]` line).
-fn section_keys<'a>(manifest: &'a str, section: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-    let mut inside = false;
-    manifest.lines().map(str::trim).filter_map(move |l| {
-        if l.starts_with('[') {
-            inside = l == section;
-            return None;
-        }
-        let key = l.split_once('=')?.0.trim();
-        (inside && !l.starts_with('#')).then_some(key)
-    })
-}
-
-/// The names of the `[[bench]]` targets of a manifest.
-fn declared_benches(manifest: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut in_bench = false;
-    for l in manifest.lines().map(str::trim) {
-        if l.starts_with('[') {
-            in_bench = l == "[[bench]]";
-        } else if in_bench {
-            if let Some(v) = l.strip_prefix("name") {
-                let v = v.trim_start().trim_start_matches('=').trim();
-                names.push(v.trim_matches('"').to_string());
-                in_bench = false;
-            }
-        }
-    }
-    names
+/// The cargo builds of the two-GPU bundle: gpu-scope's `devices` and
+/// `nccl` tests, the examples `09-multi-gpu-heat` and `10-mpi` (feature
+/// `mpi`), the row-printing benches `multi_gpu` (peer copies) and `nccl`
+/// (B12).
+pub(crate) fn multi_gpu_builds() -> Vec<Vec<String>> {
+    let build = |rest: &[&str]| {
+        ["build", "--release"]
+            .iter()
+            .chain(rest)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    vec![
+        build(&["-p", "gpu-scope", "--test", "devices", "--test", "nccl"]),
+        build(&[
+            "-p",
+            "gpu-examples",
+            "--features",
+            "mpi",
+            "--example",
+            "09-multi-gpu-heat",
+            "--example",
+            "10-mpi",
+        ]),
+        build(&[
+            "-p",
+            "gpu-benches",
+            "--bench",
+            "multi_gpu",
+            "--bench",
+            "nccl",
+        ]),
+    ]
 }
 
 /// Copies the PyTorch comparisons (`*.py`) of `from` into `to`, which
@@ -385,7 +364,6 @@ while [ $i -lt ${#phases[@]} ]; do
   examples)
     for e in "$here"/bin/example.*; do
       name=$(basename "$e")
-      case $name in *stress*|*soak*) continue ;; esac
       echo "=== $name" | tee -a "$log"
       timeout 120 "$e" "$out" >>"$log" 2>&1
       rc=$?
@@ -404,7 +382,7 @@ while [ $i -lt ${#phases[@]} ]; do
     [ $rc -eq 0 ] || fail=1 ;;
   stress)
     echo "=== stress" | tee -a "$log"
-    "$here/bin/example.90-stress" 2>&1 | tee "$out/stress.log" | tail -20 >>"$log"
+    "$here/bin/bin.stress" 2>&1 | tee "$out/stress.log" | tail -20 >>"$log"
     rc=${PIPESTATUS[0]}
     summary+=("stress rc=$rc")
     [ $rc -eq 0 ] || fail=1 ;;
@@ -423,7 +401,7 @@ while [ $i -lt ${#phases[@]} ]; do
   soak)
     mins=${phases[$i]:-5}; i=$((i+1))
     echo "=== soak $mins min" | tee -a "$log"
-    "$here/bin/example.91-soak" --minutes "$mins" 2>&1 | tee "$out/soak.log" | tail -20 >>"$log"
+    "$here/bin/bin.soak" --minutes "$mins" 2>&1 | tee "$out/soak.log" | tail -20 >>"$log"
     rc=${PIPESTATUS[0]}
     summary+=("soak rc=$rc")
     [ $rc -eq 0 ] || fail=1 ;;

@@ -1,5 +1,5 @@
 //! `cargo xtask soak --minutes N`: random scopes from the stress generator
-//! in a loop for N minutes (`examples/91-soak.rs`, release, the global
+//! in a loop for N minutes (the test kit's binary `soak`, release, the global
 //! runtime), printing the runtime's live resources once a minute and at
 //! the end; fails if anything leaked between the first and the last report
 //! (see the example for what counts), a value was wrong or a race found.
@@ -28,5 +28,5 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     if !minutes {
         return Err(Error::Usage("soak needs --minutes N".into()));
     }
-    crate::stress::run_example("91-soak", &forward)
+    crate::stress::run_testkit_bin("soak", &forward)
 }

@@ -1,4 +1,5 @@
-//! `cargo xtask stress`: the large random-DAG run (`examples/90-stress.rs`,
+//! `cargo xtask stress`: the large random-DAG run (the test kit's binary
+//! `stress`, `crates/gpu-testkit/src/bin/stress.rs`,
 //! at least 100 000 tasks by default), built in release and run on the
 //! global runtime: the GPU when there is one, the host backend otherwise.
 //! It prints the tasks run, the wrong values and races (both must be 0)
@@ -9,7 +10,7 @@
 //! fewer GPUs).
 //!
 //! On a GPU machine without cargo it runs the bundle's binary
-//! (`bundle/bin/example.90-stress`, see `cargo xtask bundle`).
+//! (`bundle/bin/bin.stress`, see `cargo xtask bundle`).
 
 use crate::{fail, workspace_root, Error};
 use std::path::PathBuf;
@@ -34,14 +35,14 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
             other => return Err(Error::Usage(format!("unknown argument `{other}`"))),
         }
     }
-    run_example("90-stress", &forward)
+    run_testkit_bin("stress", &forward)
 }
 
-/// Builds example `name` of gpu-scope in release (or finds it in the
+/// Builds the test kit's binary `name` in release (or finds it in the
 /// bundle when there is no cargo) and runs it with `args`, its output
 /// going straight to ours.
-pub(crate) fn run_example(name: &str, args: &[String]) -> Result<(), Error> {
-    let exe = example_binary(name)?;
+pub(crate) fn run_testkit_bin(name: &str, args: &[String]) -> Result<(), Error> {
+    let exe = testkit_binary(name)?;
     eprintln!("xtask: running {} {}", exe.display(), args.join(" "));
     let status = Command::new(&exe)
         .args(args)
@@ -54,11 +55,11 @@ pub(crate) fn run_example(name: &str, args: &[String]) -> Result<(), Error> {
     }
 }
 
-fn example_binary(name: &str) -> Result<PathBuf, Error> {
+fn testkit_binary(name: &str) -> Result<PathBuf, Error> {
     let root = workspace_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = Command::new(&cargo)
-        .args(["build", "--release", "-p", "gpu-scope", "--example", name])
+        .args(["build", "--release", "-p", "gpu-testkit", "--bin", name])
         .arg("--message-format=json-render-diagnostics")
         .current_dir(&root)
         .output();
@@ -69,29 +70,29 @@ fn example_binary(name: &str) -> Result<PathBuf, Error> {
             let cwd = std::env::current_dir().unwrap_or_default();
             let bundled = [cwd, root]
                 .iter()
-                .map(|r| r.join("bundle/bin").join(format!("example.{name}")))
+                .map(|r| r.join("bundle/bin").join(format!("bin.{name}")))
                 .find(|p| p.exists());
             return bundled.ok_or_else(|| {
                 fail(format!(
-                    "cannot run cargo ({e}) and there is no bundle/bin/example.{name}"
+                    "cannot run cargo ({e}) and there is no bundle/bin/bin.{name}"
                 ))
             });
         }
     };
     if !output.status.success() {
         return Err(fail(format!(
-            "cargo build --release --example {name} failed:\n{}",
+            "cargo build --release -p gpu-testkit --bin {name} failed:\n{}",
             String::from_utf8_lossy(&output.stderr)
         )));
     }
     let key = "\"executable\":\"";
     String::from_utf8_lossy(&output.stdout)
         .lines()
-        .filter(|l| l.contains("\"kind\":[\"example\"]"))
+        .filter(|l| l.contains("\"kind\":[\"bin\"]"))
         .find_map(|l| {
             let start = l.find(key)? + key.len();
             let end = l[start..].find('"')? + start;
             Some(PathBuf::from(l[start..end].replace("\\\\", "\\")))
         })
-        .ok_or_else(|| fail(format!("cargo built no executable for example {name}")))
+        .ok_or_else(|| fail(format!("cargo built no executable for binary {name}")))
 }

@@ -145,153 +145,25 @@
 //!
 //! ## Guarantees
 //!
-//! **Ordering.** A task's GPU work runs in program order on its own stream. A
-//! spawned task is ordered after everything its spawner submitted *before* the
-//! `spawn` (and everything that was ordered before that), and overlaps what the
-//! spawner submits afterwards. When `scope`, `join`, a chunk iterator's
-//! `for_each` (or `sum`, `collect`, ..) or `par_map` returns, the caller's later work is ordered after all GPU work of
-//! the scope's tasks; this ordering is on the device (the scope returns once
-//! every task's host code returned, not when the GPU is done). `&Buffer` is a
-//! read and `&mut Buffer` a write: readers never wait for each other, a writer
-//! is ordered after the last writer and every reader since; disjoint chunks
-//! never wait for each other. `to_vec`, `copy_to_host`, `synchronize` and
-//! `host_sync_ptr` return only once the data they cover is complete;
-//! `host_sync_ptr` waits only for what orders that buffer plus the task's own
-//! work.
-//!
-//! **Panics.** A task's panic is caught; the scope waits until every task
-//! returned and all of the scope's GPU work finished, then re-raises the first
-//! panic on the caller's thread (for `join`, `a`'s when both panic, as in
-//! Rayon).
-//!
-//! **Errors.** Every fallible call returns `gpu::Result`; the library does not
-//! panic on bad input or driver failure, and misuse is caught before anything is
-//! submitted. A task's error reaches the caller like a panic: after all sibling
-//! GPU work finished, the first error winning (a panic wins over an error).
-//! After any error but `StickyDeviceError` nothing leaked and the runtime keeps
-//! working; after a kernel fault the context is broken for good, every later
-//! call returns `StickyDeviceError`, and nothing hangs.
-//!
-//! **Memory.** Dropping a buffer, view, event, task or scope never blocks;
-//! memory is freed in stream order, after every queued operation that uses it.
-//! Streams and events come from pools; `Runtime::live()` reports what exists and
-//! what is in use.
-//!
-//! **Soundness.** Safe code, through the public API, cannot make two
-//! unordered accesses to one buffer where one writes, read or free memory still
-//! in use, read or write outside a buffer, or leave the runtime in a state that
-//! silently drops work (design note §8; tests `sound01`-`sound17` in
-//! `crates/gpu-sched/tests/soundness.rs`, on both backends, each shown to fail
-//! with its fix taken out). What the runtime cannot check is `unsafe`, with its
-//! contract written on the function:
-//!
-//! | `unsafe` call | what the caller promises |
-//! |---|---|
-//! | `Launch::submit` (a hand-built launch) | the kernel reads only buffers passed with `.read`/`.write` and writes only those passed with `.write`, within their lengths (scalar lengths tell the truth); pointers passed with `.raw_ptr` are valid for what the kernel does and ordered by the caller; the launch configuration is one the kernel is written for. The wrappers of `gpu-kernels` take their lengths from their buffers and are safe. |
-//! | `TaskContext::block_on` | the kernel passed is a gate kernel (`gpu_kernels::gate` passes its own) |
-//! | `copy_from_host_async`, `copy_to_host_async` | the host memory stays alive, and untouched by others, until the stream reached the copy |
-//! | `DeviceRepr` (implementing it) | the type is plain old data |
-//!
-//! The rest is checked: `DeviceSlice` and `DeviceSliceMut` are sealed (no user
-//! type can claim an address, length or stamps), and a read-only `View` is not
-//! `DeviceSliceMut`; the runtime's ledger is read-only to users
-//! (`Runtime::ledger()` answers questions and changes nothing); every pooled
-//! event that the runtime records with a call the ledger does not see covers
-//! nothing, and so does a new event; a split (`Buffer::split_chunks`) hands its
-//! views' stamps back at `rejoin`, and a split dropped or leaked without one
-//! leaves the buffer's uses unknown, so its next use (or its free) waits for
-//! every stream; operations on host memory, and records (events, the fences of
-//! `spawn` and `join`), are refused inside a capture before anything is
-//! submitted; a capture ends when its body errs or panics; a copy from
-//! page-locked memory (the runtime's own, another runtime's, or memory another
-//! library pinned: the driver is asked) waits for the device; a view of bytes
-//! off a word boundary is zeroed byte by byte; sizes are computed with checked
-//! arithmetic. Raw handles (`raw_ptr`, `cu_stream`,
-//! `cu_event`) are safe to take, and using them is the caller's `unsafe` FFI:
-//! an event whose handle was taken gives no facts.
-//!
-//! **Hardware queues.** CUDA maps streams onto `CUDA_DEVICE_MAX_CONNECTIONS`
-//! hardware queues (8 by default); with more busy streams than queues, one
-//! stream's kernel can wait behind another's. The library sets it to 32 (the
-//! most CUDA allows) when it starts CUDA, if the environment does not set it; a
-//! value you set is kept (set it before the first CUDA call of the process).
-//! The project's own gated CUDA tests set 32 whatever the environment says.
-//! On the H200 with 32, 33 streams made one after another, the first blocked
-//! by a gate kernel, the other 32 all ran their kernels: no two shared a queue
-//! (`benches/results/investigations/2026-12-01-siblings-dip/`). What does order streams is
-//! CUDA's implicit synchronization: a page-locked allocation issued between
-//! two streams' commands makes the later wait for the earlier. `Gate::new`,
-//! `Staging::new` and a first `par_map` of a size (its pinned buffers) make
-//! one; make gates and staging buffers before the work they should run beside,
-//! not while a gate kernel is pending (later work would wait behind that gate
-//! until it opens or times out).
-//!
-//! **Not guaranteed.** The order in which sibling tasks run, on the host or the
-//! device; which of several concurrent panics or errors is reported; ordering of
-//! work submitted through a raw pointer or handle (`raw_ptr`, `cu_stream`,
-//! `cu_event`) after the buffer moved to another task (order it yourself); that
-//! the GPU has finished when `scope` returns; that a task has a stream to
-//! itself when more tasks submit GPU work at once than the runtime tracks
-//! streams (`max_streams`, at most 256: streams are then shared, their work
-//! serialized and their facts dropped, never an error); race detection on CUDA
-//! (the detector is the host backend's); bit-identical `sum` or scan results
-//! across GPU runs (atomic adds).
-//!
-//! **Streams are a resource (§9).** A task takes a stream at its first GPU
-//! operation and gives it back when it ends; a task that submits nothing (a
-//! CPU-only Rayon program, any nesting) holds none, and waits on the device
-//! for what it is ordered after only when it binds one. On a worker thread,
-//! `join` is Rayon's own `join` (`a` here, `b` a task of its own, run here
-//! unless stolen) and a scope's spawns are Rayon jobs; `join` re-raises `a`'s
-//! panic when both panic, as Rayon does; `in_place_scope` takes a body that is
-//! not `Send`; `ThreadPoolBuilder::num_threads(0)` is the default and
-//! `stack_size` sets the workers' stacks (nesting is bounded by the stack, as
-//! in Rayon); after a burst of live tasks, the streams beyond the pool's warm
-//! size are destroyed once idle, so `Runtime::live()` falls back to the warm
-//! size plus what is in use; a `ThreadPool` of its own
-//! (`ThreadPoolBuilder::build`) runs the tasks of the `gpu` calls made inside
-//! its `install`, `scope` or `join`.
-//! Differences from Rayon that remain: no `join_context`, FIFO spawns,
-//! broadcast or yield, no start and exit handlers, and tasks return
-//! `gpu::Result`; the workers' default stack is 16 MiB (a level of `join`
-//! takes more stack than Rayon's; past the stack, `Error::StackExhausted`);
-//! and a scope opened outside every pool runs, at its end, the tasks no
-//! worker has started on the calling thread (see [`scope`]).
-//! ## Misuse and what it gives
-//!
-//! | misuse | error | message (what to do) |
-//! |---|---|---|
-//! | lengths that must agree differ (`axpy`, `copy`, `copy_from_host`, `par_map` output) | `Error::LengthMismatch` | "length mismatch: axpy's x has 4 elements, 8 expected; pass buffers (or views) of equal length" |
-//! | a range outside its buffer or view (`slice`, `slice_mut`, `split_at_mut`) | `Error::OutOfRange` | "Buffer::slice: the range 5..12 is not within 0..10; ask for start <= end <= 10" |
-//! | chunk size 0 (`par_chunks_mut(&mut b, 0)`, `PipelineOptions { chunk: 0, .. }`) | `Error::ZeroChunk` | "chunk size must be at least 1" |
-//! | `zip` of chunk iterators with different numbers of chunks | `Error::LengthMismatch` | "length mismatch: zip's second side (its number of chunks) has 5 elements, 4 expected; ..." |
-//! | a buffer, view, event, gate or graph of another runtime | `Error::WrongDevice` | "a kernel argument belongs to another device or runtime; copy it to this device first (`TaskContext::copy_peer` within a group of devices)" |
-//! | wrong kernel argument count or types | `Error::BadKernelArgs` | "kernel `fill_f32`: takes 3 arguments; got 2", "argument 2 is PtrWrite; got a read buffer (&)" |
-//! | a graph launch without a buffer the graph touches | `Error::BadKernelArgs` | "the graph writes 0x...; pass that buffer with .write(&mut buf)" |
-//! | `host_sync_ptr` inside a capture | `Error::Capturing` | "taking a host-sync pointer is not allowed while the stream is being captured into a graph; end the capture first" |
-//! | synchronizing a capturing stream | `Error::Capturing` | "synchronizing the stream is not allowed while ...; end the capture first" |
-//! | any call after a kernel faulted | `Error::StickyDeviceError` | "the device context is broken by an earlier error (...); every call fails until the process restarts" |
-//! | a record inside a capture (an event, or the fence of a `spawn` or `join`: another stream waiting on it would join the capture) | `Error::Capturing` | "recording an event is not allowed while the stream is being captured into a graph; end the capture first" |
-//! | host memory in a capture (`copy_to_host`, `to_vec`, `copy_from_host`, staging copies, `memset_zero` of an odd byte count or offset) | `Error::Capturing` | "copying to host memory is not allowed while the stream is being captured into a graph; end the capture first" |
-//! | in any capture (`TaskContext::capture`, `gpu::capture`): allocating (also a kernel's temporary, e.g. `inclusive_scan`), blocking on a gate, a nested capture | `Error::Capturing` | "allocating device memory in a capture (allocate before it) is not allowed while the stream is being captured into a graph; end the capture first" |
-//! | in `gpu::capture`: `raw_ptr`, waiting outside it for a fence of its tasks | `Error::Capturing` | "taking a raw pointer in a scope capture (take it before the capture) is not allowed while ..." |
-//! | `share_stream_of` a task of another runtime | `Error::WrongDevice` | "the task whose stream is shared belongs to another device or runtime; ..." |
-//! | `par_map_pinned` with staging buffers of two runtimes | `Error::WrongDevice` | "par_map_pinned's output (a staging buffer of another runtime than the input's) belongs to another device or runtime; ..." |
-//! | a task of a `gpu::capture`, kept and used after the capture ended | `Error::CaptureEnded` | "this task joined a scope capture that has ended, so it submits nothing more; begin a new task" |
-//! | a size that does not fit in the address space (`alloc`, `zeros`, `Staging::new` of `usize::MAX / 4` elements) | `Error::TooLarge` | "N elements of 8 bytes overflow the address space while computing an allocation size; ask for fewer" |
-//! | more memory than the device has | `Error::OutOfMemory` | "out of device memory: asked for N bytes while ...; free buffers no longer needed or ask for less" |
-//!
-//! Each is tested (`crates/gpu-scope/tests/bad_input.rs`,
-//! `crates/gpu-sched/tests/errors.rs`, `crates/gpu-sched/tests/soundness.rs`,
-//! `crates/gpu-sched/tests/ranges.rs`).
+//! Each entry point states what it guarantees in a `# Guarantees` section of
+//! its own, as Rayon does on `join` and `scope`: [`scope`] (ordering at its
+//! end, panics, errors, memory, soundness and the `unsafe` calls' contracts,
+//! what is not guaranteed, and the misuse table: what each misuse gives),
+//! [`Scope::spawn`] (what a spawned task is ordered after, streams, hardware
+//! queues), [`join`] (Rayon's `join` on a worker; `a`'s panic first) and
+//! [`capture`] (what a capture refuses). In short: safe code cannot race,
+//! read freed memory or go out of bounds (§8), and bad input or a driver
+//! failure is a typed `Error`, never a panic, abort or hang.
 
 pub mod iter;
+mod join;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod pipeline;
-mod pool;
+mod registry;
 pub mod rules;
 mod scope;
+mod thread_pool;
 
 pub use gpu_sched::nccl;
 pub use gpu_sched::trace;
@@ -303,9 +175,11 @@ pub use gpu_sched::{
     View, ViewMut,
 };
 pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
+pub use join::join;
 pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
-pub use pool::{current_num_threads, install, ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
-pub use scope::{capture, capture_on, in_place_scope, join, scope, scope_on, Scope};
+pub use registry::{current_num_threads, install};
+pub use scope::{capture, capture_on, in_place_scope, scope, scope_on, Scope};
+pub use thread_pool::{ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 
 /// The global runtime's backend.
 ///

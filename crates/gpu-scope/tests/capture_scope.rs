@@ -6,13 +6,10 @@
 
 mod common;
 
-#[allow(dead_code)] // the bench's other parts
-#[path = "../../../benches/b13.rs"]
-mod b13;
-
 use common::{assert_no_races, runtime, zeroed};
 use gpu::{Buffer, Error, Runtime};
 use gpu_kernels as k;
+use gpu_testkit::b13;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 

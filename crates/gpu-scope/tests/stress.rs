@@ -17,8 +17,9 @@
 
 mod common;
 
-use common::{assert_no_races, assert_nothing_held, dag, host};
+use common::{assert_no_races, assert_nothing_held, host};
 use gpu::{BackendChoice, Runtime, RuntimeOptions};
+use gpu_testkit::dag;
 use std::time::Duration;
 
 /// How long a run may go without finishing a top-level scope before the

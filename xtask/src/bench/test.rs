@@ -1,3 +1,5 @@
+//! Tests: the bench command's filters, goals, report and its check.
+
 use super::*;
 
 fn script(file: &str) -> &'static TorchScript {

@@ -1,3 +1,5 @@
+//! Tests: the PTX check's arguments, its diff summary and its pinned nvcc options.
+
 use super::*;
 
 #[test]

@@ -15,8 +15,8 @@
 //! makes no driver call.
 
 use super::{
-    BackendKind, Driver, KernelCall, MemAccess, Nodes, RawEvent, RawGraph, RawNode, RawStream,
-    SyncMode,
+    BackendKind, Collectives, Driver, KernelCall, MemAccess, Nodes, RawEvent, RawGraph, RawNode,
+    RawStream, SyncMode,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -194,13 +194,14 @@ fn sticky() -> Error {
 /// The host backend's driver with faults injected ([`FaultInjector`]).
 #[derive(Debug)]
 pub(crate) struct FaultDriver {
-    inner: Arc<dyn Driver>,
+    /// The host backend's driver, which runs the calls that do not fail.
+    real: Arc<dyn Driver>,
     faults: Arc<FaultInjector>,
 }
 
 impl FaultDriver {
-    pub(crate) fn new(inner: Arc<dyn Driver>, faults: Arc<FaultInjector>) -> Self {
-        FaultDriver { inner, faults }
+    pub(crate) fn new(real: Arc<dyn Driver>, faults: Arc<FaultInjector>) -> Self {
+        FaultDriver { real, faults }
     }
 
     /// A synchronize: on a broken context, after waiting for what the
@@ -219,135 +220,135 @@ impl FaultDriver {
 
 impl Driver for FaultDriver {
     fn kind(&self) -> BackendKind {
-        self.inner.kind()
+        self.real.kind()
     }
 
     fn device_name(&self) -> String {
-        self.inner.device_name()
+        self.real.device_name()
     }
 
     fn total_memory(&self) -> usize {
-        self.inner.total_memory()
+        self.real.total_memory()
     }
 
     fn create_stream(&self) -> Result<RawStream> {
         self.faults.enter("create_stream", 0)?;
-        self.inner.create_stream()
+        self.real.create_stream()
     }
 
     fn destroy_stream(&self, s: RawStream) -> Result<()> {
         self.faults.enter("destroy_stream", 0)?;
-        self.inner.destroy_stream(s)
+        self.real.destroy_stream(s)
     }
 
     fn stream_query(&self, s: RawStream) -> Result<bool> {
         self.faults.enter("stream_query", 0)?;
-        self.inner.stream_query(s)
+        self.real.stream_query(s)
     }
 
     fn check_sticky(&self) -> Result<()> {
         if self.faults.broken.load(Ordering::SeqCst) {
             return Err(sticky());
         }
-        self.inner.check_sticky()
+        self.real.check_sticky()
     }
 
     unsafe fn write_value(&self, s: RawStream, dptr: u64, value: u32) -> Result<()> {
         self.faults.enter("write_value", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.write_value(s, dptr, value) }
+        unsafe { self.real.write_value(s, dptr, value) }
     }
 
     unsafe fn value_written(&self, host: *const u32, value: u32) -> bool {
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.value_written(host, value) }
+        unsafe { self.real.value_written(host, value) }
     }
 
     fn stream_sync(&self, s: RawStream, mode: SyncMode) -> Result<()> {
-        self.sync("stream_sync", || self.inner.stream_sync(s, mode))
+        self.sync("stream_sync", || self.real.stream_sync(s, mode))
     }
 
     fn create_event(&self, timing: bool) -> Result<RawEvent> {
         self.faults.enter("create_event", 0)?;
-        self.inner.create_event(timing)
+        self.real.create_event(timing)
     }
 
     fn destroy_event(&self, e: RawEvent) -> Result<()> {
         self.faults.enter("destroy_event", 0)?;
-        self.inner.destroy_event(e)
+        self.real.destroy_event(e)
     }
 
     fn record(&self, e: RawEvent, s: RawStream) -> Result<()> {
         self.faults.enter("record", 0)?;
-        self.inner.record(e, s)
+        self.real.record(e, s)
     }
 
     fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()> {
         self.faults.enter("wait_event", 0)?;
-        self.inner.wait_event(s, e)
+        self.real.wait_event(s, e)
     }
 
     fn wait_event_in_capture(&self, s: RawStream, e: RawEvent) -> Result<()> {
         self.faults.enter("wait_event_in_capture", 0)?;
-        self.inner.wait_event_in_capture(s, e)
+        self.real.wait_event_in_capture(s, e)
     }
 
     fn event_sync(&self, e: RawEvent) -> Result<()> {
-        self.sync("event_sync", || self.inner.event_sync(e))
+        self.sync("event_sync", || self.real.event_sync(e))
     }
 
     fn event_query(&self, e: RawEvent) -> Result<bool> {
         self.faults.enter("event_query", 0)?;
-        self.inner.event_query(e)
+        self.real.event_query(e)
     }
 
     fn event_elapsed_ms(&self, start: RawEvent, end: RawEvent) -> Result<f32> {
         self.faults.enter("event_elapsed_ms", 0)?;
-        self.inner.event_elapsed_ms(start, end)
+        self.real.event_elapsed_ms(start, end)
     }
 
     fn alloc(&self, bytes: usize, s: RawStream) -> Result<u64> {
         self.faults.enter("alloc", bytes)?;
-        self.inner.alloc(bytes, s)
+        self.real.alloc(bytes, s)
     }
 
     unsafe fn free(&self, ptr: u64, bytes: usize, s: RawStream) -> Result<()> {
         self.faults.enter("free", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.free(ptr, bytes, s) }
+        unsafe { self.real.free(ptr, bytes, s) }
     }
 
     fn alloc_host(&self, bytes: usize, mapped: bool) -> Result<(*mut u8, u64)> {
         self.faults.enter("alloc_host", bytes)?;
-        self.inner.alloc_host(bytes, mapped)
+        self.real.alloc_host(bytes, mapped)
     }
 
     unsafe fn free_host(&self, ptr: *mut u8, bytes: usize) -> Result<()> {
         self.faults.enter("free_host", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.free_host(ptr, bytes) }
+        unsafe { self.real.free_host(ptr, bytes) }
     }
 
     fn is_page_locked(&self, ptr: *const u8) -> bool {
-        self.inner.is_page_locked(ptr)
+        self.real.is_page_locked(ptr)
     }
 
     unsafe fn copy_htod(&self, dst: u64, src: *const u8, bytes: usize, s: RawStream) -> Result<()> {
         self.faults.enter("copy_htod", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.copy_htod(dst, src, bytes, s) }
+        unsafe { self.real.copy_htod(dst, src, bytes, s) }
     }
 
     unsafe fn copy_dtoh(&self, dst: *mut u8, src: u64, bytes: usize, s: RawStream) -> Result<()> {
         self.faults.enter("copy_dtoh", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.copy_dtoh(dst, src, bytes, s) }
+        unsafe { self.real.copy_dtoh(dst, src, bytes, s) }
     }
 
     unsafe fn copy_dtod(&self, dst: u64, src: u64, bytes: usize, s: RawStream) -> Result<()> {
         self.faults.enter("copy_dtod", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.copy_dtod(dst, src, bytes, s) }
+        unsafe { self.real.copy_dtod(dst, src, bytes, s) }
     }
 
     unsafe fn copy_peer(
@@ -361,36 +362,36 @@ impl Driver for FaultDriver {
     ) -> Result<()> {
         self.faults.enter("copy_peer", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.copy_peer(dst, dst_dev, src, src_dev, bytes, s) }
+        unsafe { self.real.copy_peer(dst, dst_dev, src, src_dev, bytes, s) }
     }
 
     fn peer_handles(&self) -> (u64, i32) {
-        self.inner.peer_handles()
+        self.real.peer_handles()
     }
 
     fn enable_peer_access(&self, other: &dyn Driver) -> Result<bool> {
         self.faults.enter("enable_peer_access", 0)?;
-        self.inner.enable_peer_access(other)
+        self.real.enable_peer_access(other)
     }
 
     unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()> {
         self.faults.enter("memset_u32", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.memset_u32(dst, value, count, s) }
+        unsafe { self.real.memset_u32(dst, value, count, s) }
     }
 
     fn load_ptx(&self, ptx: &str) -> Result<u64> {
         self.faults.enter("load_ptx", 0)?;
-        self.inner.load_ptx(ptx)
+        self.real.load_ptx(ptx)
     }
 
     fn function(&self, module: u64, name: &str) -> Result<u64> {
         self.faults.enter("function", 0)?;
-        self.inner.function(module, name)
+        self.real.function(module, name)
     }
 
     fn compute_capability(&self) -> Option<(i32, i32)> {
-        self.inner.compute_capability()
+        self.real.compute_capability()
     }
 
     unsafe fn launch(
@@ -404,43 +405,49 @@ impl Driver for FaultDriver {
     ) -> Result<()> {
         self.faults.enter("launch", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.launch(k, cfg, args, lens, accesses, s) }
+        unsafe { self.real.launch(k, cfg, args, lens, accesses, s) }
     }
 
     fn begin_capture(&self, s: RawStream) -> Result<()> {
         self.faults.enter("begin_capture", 0)?;
-        self.inner.begin_capture(s)
+        self.real.begin_capture(s)
     }
 
     fn end_capture(&self, s: RawStream) -> Result<RawGraph> {
         self.faults.enter("end_capture", 0)?;
-        self.inner.end_capture(s)
+        self.real.end_capture(s)
     }
 
     unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
         self.faults.enter("graph_launch", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.graph_launch(g, s) }
+        unsafe { self.real.graph_launch(g, s) }
     }
 
     fn graph_destroy(&self, g: RawGraph) -> Result<()> {
         self.faults.enter("graph_destroy", 0)?;
-        self.inner.graph_destroy(g)
+        self.real.graph_destroy(g)
     }
 
     fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {
         self.faults.enter("capture_set_deps", 0)?;
-        self.inner.capture_set_deps(s, deps)
+        self.real.capture_set_deps(s, deps)
     }
 
     fn capture_tail(&self, s: RawStream) -> Result<Nodes> {
         self.faults.enter("capture_tail", 0)?;
-        self.inner.capture_tail(s)
+        self.real.capture_tail(s)
+    }
+
+    fn collectives(&self) -> &dyn Collectives {
+        // The host backend's, which queue their parts through the
+        // runtime's driver (this one: `host_op` counts).
+        self.real.collectives()
     }
 
     fn bind_context(&self) -> Result<()> {
         self.faults.enter("bind_context", 0)?;
-        self.inner.bind_context()
+        self.real.bind_context()
     }
 
     unsafe fn host_op(
@@ -451,15 +458,15 @@ impl Driver for FaultDriver {
     ) -> Result<()> {
         self.faults.enter("host_op", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.host_op(s, body, accesses) }
+        unsafe { self.real.host_op(s, body, accesses) }
     }
 
     fn races(&self) -> Vec<String> {
-        self.inner.races()
+        self.real.races()
     }
 
     fn clear_races(&self) {
-        self.inner.clear_races()
+        self.real.clear_races()
     }
 
     unsafe fn host_gate(
@@ -471,6 +478,6 @@ impl Driver for FaultDriver {
     ) -> Result<()> {
         self.faults.enter("host_gate", 0)?;
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.inner.host_gate(s, open, timed_out, timeout_ns) }
+        unsafe { self.real.host_gate(s, open, timed_out, timeout_ns) }
     }
 }

@@ -11,13 +11,13 @@ use gpu_epoch::Access;
 use std::fmt::Debug;
 use std::sync::Arc;
 
-mod collective;
+pub(crate) mod collective;
 pub(crate) mod cuda;
 mod fault;
 pub(crate) mod host;
 
 pub use collective::ReduceOp;
-pub(crate) use collective::{CallKind, DataType, RankCall};
+pub(crate) use collective::{CallKind, Collectives, DataType, RankCall};
 pub use fault::{FaultInjector, FaultKind};
 
 /// The backend `choice` names, `Auto` resolved by the environment variable
@@ -392,6 +392,10 @@ pub(crate) trait Driver: Send + Sync + Debug {
         let _ = s;
         Ok(Nodes::new())
     }
+
+    /// The backend's collectives (§11): NCCL on CUDA, threads on the host
+    /// backend. No driver call.
+    fn collectives(&self) -> &dyn Collectives;
 
     /// Makes the device's context current on the calling thread, for a
     /// library that uses the current device (NCCL's communicator setup).

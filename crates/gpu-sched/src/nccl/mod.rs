@@ -144,13 +144,14 @@
 //! Trace spans of these operations are empty: the parts are queued at the
 //! group's end, after the span of each was closed.
 
-mod host;
+mod group;
 #[cfg(test)]
 mod test;
 
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::context::{TaskContext, Touch};
-use crate::driver::{cuda, BackendKind, CallKind, DataType, RankCall};
+use crate::driver::collective::{self, same_len, Comms};
+use crate::driver::{BackendKind, CallKind, DataType, RankCall};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use parking_lot::Mutex;
@@ -159,6 +160,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use crate::driver::ReduceOp;
+pub use group::GroupCalls;
 
 /// Element types the collectives move and reduce: `f32`, `f64`, `i32`,
 /// `u32`, `i64`, `u64` and `u8`. Sealed: NCCL knows no others.
@@ -226,12 +228,6 @@ impl std::fmt::Debug for UniqueId {
     }
 }
 
-/// NCCL's communicators, one per local rank, or none (the host backend).
-enum Comms {
-    Cuda(Vec<u64>),
-    Host,
-}
-
 /// The ranks of a collective communication that this process holds: one
 /// per device, each with a task on its device whose stream runs its parts
 /// of every call. See the [module](self) for what is tracked and how.
@@ -247,7 +243,10 @@ pub struct Communicator {
     first: usize,
     /// Ranks in all processes.
     nranks: usize,
-    comms: Comms,
+    backend: BackendKind,
+    /// The backend's communicators, one per local rank
+    /// ([`crate::driver::Driver::collectives`]).
+    comms: Box<dyn Comms>,
     /// One task per local rank, each with a stream of its own, which run
     /// the calls; the lock issues one call at a time, and is held only
     /// while one is handed off, stamped and queued (no caller's code runs
@@ -268,13 +267,7 @@ impl std::fmt::Debug for Communicator {
         f.debug_struct("Communicator")
             .field("ranks", &(self.first..self.first + self.devices.len()))
             .field("of", &self.nranks)
-            .field(
-                "backend",
-                &match self.comms {
-                    Comms::Cuda(_) => BackendKind::Cuda,
-                    Comms::Host => BackendKind::Host,
-                },
-            )
+            .field("backend", &self.backend)
             .finish_non_exhaustive()
     }
 }
@@ -290,12 +283,9 @@ impl Communicator {
     pub fn all_devices(rt: &Runtime) -> Result<Communicator> {
         let n = rt.device_count();
         let devices = (0..n).map(|d| rt.device(d)).collect::<Result<Vec<_>>>()?;
-        let comms = match rt.backend() {
-            BackendKind::Cuda => Comms::Cuda(cuda::nccl::init_all(
-                &devices.iter().map(Runtime::ordinal).collect::<Vec<_>>(),
-            )?),
-            BackendKind::Host => Comms::Host,
-        };
+        let ordinals: Vec<_> = devices.iter().map(Runtime::ordinal).collect();
+        let driver = &devices[0].core().driver;
+        let comms = driver.collectives().init_all(driver, &ordinals)?;
         Communicator::with_comms(devices, 0, n, comms)
     }
 
@@ -308,7 +298,7 @@ impl Communicator {
     ///
     /// [`Error::NcclUnavailable`] without NCCL; [`Error::Nccl`].
     pub fn unique_id() -> Result<UniqueId> {
-        cuda::nccl::unique_id().map(UniqueId)
+        collective::unique_id().map(UniqueId)
     }
 
     /// This process's rank `rank` of `nranks` ranks that meet through `id`,
@@ -345,24 +335,18 @@ impl Communicator {
                 problem: format!("rank {rank} of {nranks} ranks"),
             });
         }
-        match rt.backend() {
-            BackendKind::Host => Err(Error::Unsupported(
-                "a communicator across processes on the host backend (its collectives run \
-                 within one process: Communicator::all_devices)",
-            )),
-            BackendKind::Cuda => {
-                rt.driver().bind_context()?;
-                let comm = cuda::nccl::init_rank(&id.0, nranks, rank)?;
-                Communicator::with_comms(vec![rt.clone()], rank, nranks, Comms::Cuda(vec![comm]))
-            }
-        }
+        let driver = &rt.core().driver;
+        let comms = driver
+            .collectives()
+            .init_rank(driver, &id.0, nranks, rank)?;
+        Communicator::with_comms(vec![rt.clone()], rank, nranks, comms)
     }
 
     fn with_comms(
         devices: Vec<Runtime>,
         first: usize,
         nranks: usize,
-        comms: Comms,
+        comms: Box<dyn Comms>,
     ) -> Result<Communicator> {
         // Each with a stream of its own from now on (see the module).
         let contexts: Result<Vec<_>> = devices
@@ -374,6 +358,7 @@ impl Communicator {
             })
             .collect();
         let c = Communicator {
+            backend: devices[0].backend(),
             devices,
             first,
             nranks,
@@ -485,20 +470,14 @@ impl Communicator {
         for d in &self.devices {
             d.driver().check_sticky()?;
         }
-        match &self.comms {
-            // SAFETY: each call's stream is its rank's task's, of its
-            // communicator's device; its buffers are of that device (checked
-            // before), handed off to the stream by `tracked` and still
-            // borrowed, and their drops free them only after a hand-off from
-            // the stream (X4). Every local rank makes the same calls (one
-            // loop over them), checked to match when all ranks are local.
-            Comms::Cuda(comms) => unsafe { cuda::nccl::launch(comms, calls) },
-            Comms::Host => host::launch(
-                &self.devices[0],
-                calls,
-                Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed)),
-            ),
-        }
+        let timeout = Duration::from_nanos(self.timeout_ns.load(Ordering::Relaxed));
+        // SAFETY: each call's stream is its rank's task's, of its
+        // communicator's device; its buffers are of that device (checked
+        // before), handed off to the stream by `tracked` and still
+        // borrowed, and their drops free them only after a hand-off from
+        // the stream (X4). Every local rank makes the same calls (one
+        // loop over them), checked to match when all ranks are local.
+        unsafe { self.comms.launch(calls, timeout) }
     }
 
     /// Every rank's `bufs` become `op` over all ranks' (in place).
@@ -651,11 +630,6 @@ impl Communicator {
         )
     }
 
-    /// The out-of-place collectives' shared body: one `send` buffer (read)
-    /// and one `recv` buffer (written) per local rank, of `times[0]` and
-    /// `times[1]` times the call's count of elements (`what` names them in
-    /// errors); `kind` makes a rank's part from its buffers' addresses and
-    /// the count.
     /// The body of an in-place collective: one buffer per local rank, all
     /// of one length on their ranks' devices; each rank's part is a
     /// tracked operation that writes its buffer, or only reads it where
@@ -693,6 +667,11 @@ impl Communicator {
         })
     }
 
+    /// The out-of-place collectives' shared body: one `send` buffer (read)
+    /// and one `recv` buffer (written) per local rank, of `times[0]` and
+    /// `times[1]` times the call's count of elements (`what` names them in
+    /// errors); `kind` makes a rank's part from its buffers' addresses and
+    /// the count.
     fn out_of_place<T, S, R>(
         &self,
         call: &'static str,
@@ -725,67 +704,6 @@ impl Communicator {
             Ok(())
         })
     }
-
-    /// Point-to-point transfers, issued as one group: `f` adds sends and
-    /// receives ([`GroupCalls::send`], [`GroupCalls::recv`]), which are
-    /// handed off, stamped and queued together once it returns `Ok`
-    /// (nothing is, if it fails). The buffers stay borrowed until then. The
-    /// `k`-th send from rank `a` to rank `b` goes to the `k`-th receive of
-    /// `b` from `a`.
-    ///
-    /// # Examples
-    ///
-    /// Two devices swap buffers:
-    ///
-    /// ```
-    /// # use gpu_sched::{nccl::Communicator, BackendChoice, Runtime, RuntimeOptions};
-    /// # fn main() -> gpu_sched::Result<()> {
-    /// # let rt = Runtime::new(RuntimeOptions { backend: BackendChoice::Host, host_devices: 2, ..RuntimeOptions::default() })?;
-    /// let comm = Communicator::all_devices(&rt)?;
-    /// let (t0, t1) = (rt.device(0)?.begin_task()?, rt.device(1)?.begin_task()?);
-    /// let (a, b) = (t0.from_host(&[1u32; 8])?, t1.from_host(&[2u32; 8])?);
-    /// let (mut a2, mut b2) = (t0.zeros::<u32>(8)?, t1.zeros::<u32>(8)?);
-    /// comm.group(|g| {
-    ///     g.send(0, &a, 1)?; // local rank 0 sends `a` to rank 1
-    ///     g.recv(1, &mut b2, 0)?; // which receives it into `b2`
-    ///     g.send(1, &b, 0)?;
-    ///     g.recv(0, &mut a2, 1)
-    /// })?;
-    /// assert_eq!(t0.to_vec(&a2)?, vec![2; 8]);
-    /// assert_eq!(t1.to_vec(&b2)?, vec![1; 8]);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// `f` may use the communicator itself, on its own thread or from
-    /// tasks it joins or spawns (no lock is held while it runs): such a
-    /// call is a call of its own, queued before the group's transfers.
-    ///
-    /// # Errors
-    ///
-    /// What `f` returns; with every rank local, [`Error::BadCollective`]
-    /// for a send without its receive (or the reverse) or of another type,
-    /// and [`Error::LengthMismatch`] for one of another length (nothing is
-    /// queued); driver errors from the hand-offs; NCCL errors.
-    pub fn group<'b, R>(&self, f: impl FnOnce(&mut GroupCalls<'_, 'b>) -> Result<R>) -> Result<R> {
-        let mut g = GroupCalls {
-            comm: self,
-            calls: Vec::new(),
-        };
-        let r = f(&mut g)?;
-        let pending = std::mem::take(&mut g.calls);
-        if self.all_local() {
-            let parts: Vec<_> = pending.iter().map(|p| (p.local, p.dtype, p.kind)).collect();
-            pair_sends(&parts)?;
-        }
-        self.run(|contexts, calls| {
-            for mut p in pending {
-                let t = std::slice::from_mut(&mut p.touch);
-                issue(&contexts[p.local], p.local, p.dtype, p.kind, t, calls)?;
-            }
-            Ok(())
-        })?;
-        Ok(r)
-    }
 }
 
 impl Drop for Communicator {
@@ -796,121 +714,12 @@ impl Drop for Communicator {
         for c in contexts.iter().filter(|c| c.has_submitted()) {
             let _ = c.synchronize();
         }
-        if let Comms::Cuda(comms) = &self.comms {
-            // SAFETY: the communicators came from `init_all` or
-            // `init_rank`, go once, here, and every call on them finished
-            // (synchronized above).
-            unsafe { cuda::nccl::destroy(comms) };
-        }
+        // SAFETY: the communicators go once, here, and every call on them
+        // finished (synchronized above).
+        unsafe { self.comms.destroy() };
         // The tasks end, giving their streams back (R13).
         contexts.clear();
     }
-}
-
-/// The point-to-point calls of one [`Communicator::group`], over buffers
-/// borrowed for `'b` (until the group is queued).
-pub struct GroupCalls<'c, 'b> {
-    comm: &'c Communicator,
-    calls: Vec<GroupCall<'b>>,
-}
-
-/// A send or receive of a group, checked, to be handed off, stamped and
-/// queued when the group's closure returned.
-struct GroupCall<'b> {
-    local: usize,
-    dtype: DataType,
-    kind: CallKind,
-    touch: Touch<'b>,
-}
-
-impl std::fmt::Debug for GroupCalls<'_, '_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GroupCalls")
-            .field("calls", &self.calls.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<'b> GroupCalls<'_, 'b> {
-    /// [`Error::BadCollective`] unless `local` is a local rank and `peer` a
-    /// rank.
-    fn check(&self, call: &'static str, local: usize, peer: usize) -> Result<()> {
-        if local >= self.comm.local_ranks() {
-            return Err(Error::BadCollective {
-                call,
-                problem: format!("local rank {local} of {}", self.comm.local_ranks()),
-            });
-        }
-        self.comm.check_rank(call, "the peer", peer)
-    }
-
-    /// Local rank `local` sends `buf` (memory of its device) to rank
-    /// `peer`: a read of `buf`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::BadCollective`] unless `local` is a local rank and `peer`
-    /// a rank; [`Error::WrongDevice`].
-    pub fn send<T: NcclType, S: DeviceSlice<T> + ?Sized>(
-        &mut self,
-        local: usize,
-        buf: &'b S,
-        peer: usize,
-    ) -> Result<()> {
-        self.check("send", local, peer)?;
-        self.comm.check_device(local, buf, "the buffer sent")?;
-        self.calls.push(GroupCall {
-            local,
-            dtype: data_type::<T>(),
-            kind: CallKind::Send {
-                buf: buf.device_ptr(),
-                count: buf.len(),
-                peer,
-            },
-            touch: Touch::read(buf),
-        });
-        Ok(())
-    }
-
-    /// Local rank `local` receives into `buf` (memory of its device) from
-    /// rank `peer`: a write of `buf`.
-    ///
-    /// # Errors
-    ///
-    /// As [`GroupCalls::send`].
-    pub fn recv<T: NcclType, R: DeviceSliceMut<T> + ?Sized>(
-        &mut self,
-        local: usize,
-        buf: &'b mut R,
-        peer: usize,
-    ) -> Result<()> {
-        self.check("recv", local, peer)?;
-        self.comm
-            .check_device(local, buf, "the buffer received into")?;
-        self.calls.push(GroupCall {
-            local,
-            dtype: data_type::<T>(),
-            kind: CallKind::Recv {
-                buf: buf.device_ptr(),
-                count: buf.len(),
-                peer,
-            },
-            touch: Touch::write(buf),
-        });
-        Ok(())
-    }
-}
-
-/// [`Error::LengthMismatch`] for `what` unless `got == expected`.
-fn same_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
-    if got == expected {
-        return Ok(());
-    }
-    Err(Error::LengthMismatch {
-        what,
-        expected,
-        got,
-    })
 }
 
 /// The name of a part, for traces.
@@ -946,62 +755,4 @@ fn issue(
         });
         Ok(())
     })
-}
-
-/// Pairs each send with its receive, as indices into `calls` (each a
-/// local rank, its element type and its part), with every rank local
-/// (local rank = rank): the `k`-th send from rank `a` to rank `b` with the
-/// `k`-th receive of `b` from `a`, of the same type and length.
-///
-/// # Errors
-///
-/// [`Error::BadCollective`] for a send or receive without its partner, or
-/// of another type; [`Error::LengthMismatch`].
-pub(super) fn pair_sends(calls: &[(usize, DataType, CallKind)]) -> Result<Vec<(usize, usize)>> {
-    use std::collections::{BTreeMap, VecDeque};
-    // (receiving rank, sending rank) -> the receives, in order.
-    let mut recvs: BTreeMap<(usize, usize), VecDeque<usize>> = BTreeMap::new();
-    for (j, &(local, _, kind)) in calls.iter().enumerate() {
-        if let CallKind::Recv { peer, .. } = kind {
-            recvs.entry((local, peer)).or_default().push_back(j);
-        }
-    }
-    let mut pairs = Vec::new();
-    for (i, &(from, dtype, kind)) in calls.iter().enumerate() {
-        let CallKind::Send { count, peer, .. } = kind else {
-            continue;
-        };
-        let Some(j) = recvs.get_mut(&(peer, from)).and_then(VecDeque::pop_front) else {
-            return Err(Error::BadCollective {
-                call: "group",
-                problem: format!(
-                    "rank {from} sends to rank {peer}, which has no receive from it left \
-                     (a send needs a receive in the same group)"
-                ),
-            });
-        };
-        let (_, r_dtype, r_kind) = calls[j];
-        if r_dtype != dtype {
-            return Err(Error::BadCollective {
-                call: "group",
-                problem: format!(
-                    "rank {from} sends {dtype:?} to rank {peer}, which receives {r_dtype:?}"
-                ),
-            });
-        }
-        if let CallKind::Recv { count: got, .. } = r_kind {
-            same_len("a receive of the group (its send's length)", count, got)?;
-        }
-        pairs.push((i, j));
-    }
-    if let Some((&(at, from), _)) = recvs.iter().find(|(_, left)| !left.is_empty()) {
-        return Err(Error::BadCollective {
-            call: "group",
-            problem: format!(
-                "rank {at} receives from rank {from}, which sends it nothing more \
-                 (a receive needs a send in the same group)"
-            ),
-        });
-    }
-    Ok(pairs)
 }

@@ -71,7 +71,7 @@ fn detector_flags_a_collective_without_its_hand_off() {
             }
         })
         .collect();
-    host::launch(&rt, &calls, Duration::from_secs(60)).unwrap();
+    crate::driver::host::nccl::launch(&rt.core().driver, &calls, Duration::from_secs(60)).unwrap();
     rt.synchronize().unwrap();
     d1.synchronize().unwrap();
     let races = rt.races();
@@ -168,7 +168,12 @@ fn a_part_that_cannot_be_queued_abandons_the_others() {
     };
     let good = t0.bind().unwrap().1;
     let bad = crate::driver::RawStream(u64::MAX);
-    let e = host::launch(&rt, &[call(0, good), call(1, bad)], Duration::from_secs(60)).unwrap_err();
+    let e = crate::driver::host::nccl::launch(
+        &rt.core().driver,
+        &[call(0, good), call(1, bad)],
+        Duration::from_secs(60),
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::Driver { .. }), "{e:?}");
     t0.synchronize().unwrap();
     assert_eq!(t0.to_vec(&a).unwrap(), vec![1.0; 16]);

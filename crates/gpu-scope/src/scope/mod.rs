@@ -1,260 +1,22 @@
-//! `scope`, `spawn` and `join` (the chunk iterators, `crate::iter`, run
-//! their chunks as the tasks of a scope of this module).
+//! `scope`, `spawn` and `capture` (the chunk iterators, `crate::iter`, run
+//! their chunks as the tasks of a scope of this module; `crate::join` is a
+//! scope of two sides).
 
-use crate::pool;
+use crate::registry;
 use gpu_sched::{CaptureHandle, Error, Fence, Graph, Result, Runtime, TaskContext};
-use std::any::Any;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
+mod state;
 #[cfg(test)]
 mod test;
 
+pub(crate) use state::ScopeState;
+use state::{lock, Job, JobBody};
+
 /// The fences a spawned task is ordered after.
-type Fences = smallvec::SmallVec<[Fence; 1]>;
-
-/// A spawned task's body, taken by whoever runs it first: a worker thread,
-/// or the scope's own thread when it reaches the end of the scope first.
-type JobBody = Box<dyn FnOnce() + Send + 'static>;
-
-/// Locks `m`, ignoring poisoning: each critical section here is one take,
-/// pop, push or store, never a task's body, so the data is whole even when a
-/// panic passed through it (`finish` re-raises a task's panic holding the
-/// `panic` lock), and a scope whose task panicked still joins the others.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-struct Job {
-    body: Mutex<Option<JobBody>>,
-}
-
-impl Job {
-    fn take(&self) -> Option<JobBody> {
-        lock(&self.body).take()
-    }
-}
-
-/// What a scope collects from its tasks: their final fences, and the first
-/// panic or error; and the tasks not finished yet.
-#[derive(Default)]
-struct ScopeState {
-    /// Jobs spawned and not finished.
-    outstanding: AtomicUsize,
-    /// The scope's thread sleeps on `wake` (set and cleared under
-    /// `finished`): only then does a finishing job notify, which costs a
-    /// system call.
-    sleeping: std::sync::atomic::AtomicBool,
-    /// Set by anything that leaves work for the end of the scope (a spawn,
-    /// a final fence, an error, a panic): a scope with none ends with one
-    /// load (a `join` of two tasks with no GPU work, Rayon's common case).
-    touched: std::sync::atomic::AtomicBool,
-    /// The rest, made at its first use: a join that leaves nothing for its
-    /// end makes none, and keeps a few words on its stack rather than
-    /// all of it (a chain of joins keeps one state a level).
-    more: std::sync::OnceLock<Box<Collected>>,
-}
-
-/// The part of a [`ScopeState`] made at its first use.
-#[derive(Default)]
-struct Collected {
-    finals: Mutex<Vec<Fence>>,
-    panic: Mutex<Option<Box<dyn Any + Send>>>,
-    error: Mutex<Option<Error>>,
-    /// Spawned jobs, possibly not started.
-    pending: Mutex<Vec<Arc<Job>>>,
-    finished: Mutex<()>,
-    wake: Condvar,
-}
-
-impl ScopeState {
-    /// The collected part, made if this is its first use.
-    fn more(&self) -> &Collected {
-        self.more.get_or_init(Default::default)
-    }
-
-    /// The last touch of the state by a job. The count drops under the
-    /// lock, and `wait_all` returns only while holding that lock, so the
-    /// scope (and this state, on its stack) cannot end before this job has
-    /// let go of the lock: nothing of the state is used after it is gone.
-    fn job_finished(&self) {
-        let more = self.more();
-        let _g = lock(&more.finished);
-        if self.outstanding.fetch_sub(1, Ordering::AcqRel) == 1
-            && self.sleeping.load(Ordering::Relaxed)
-        {
-            more.wake.notify_all();
-        }
-    }
-
-    /// Returns once every job spawned into the scope has finished, running
-    /// the ones no worker has started yet on this thread (rayon's "help
-    /// while you wait"): each still takes a stream of its own. Only jobs
-    /// spawned from a join's sides are listed here, and only on a worker
-    /// (see `Scope::spawn_in`), so this thread is a worker of their pool.
-    fn wait_all(&self) {
-        // A spawn makes the collected part before it counts its job: with
-        // none, nothing was spawned.
-        let Some(more) = self.more.get() else {
-            debug_assert_eq!(self.outstanding.load(Ordering::Acquire), 0);
-            return;
-        };
-        loop {
-            let next = lock(&more.pending).pop();
-            if let Some(job) = next {
-                if let Some(body) = job.take() {
-                    body();
-                }
-                continue;
-            }
-            // A job a worker took is usually short: spin a little before
-            // sleeping, so its end costs no futex wake-up on this thread.
-            let spin_until = std::time::Instant::now() + Duration::from_micros(50);
-            while self.outstanding.load(Ordering::Acquire) != 0
-                && std::time::Instant::now() < spin_until
-                && more.pending.lock().map_or(true, |p| p.is_empty())
-            {
-                std::hint::spin_loop();
-            }
-            let g = lock(&more.finished);
-            if self.outstanding.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            // A running job may spawn more into this scope: look again soon.
-            self.sleeping.store(true, Ordering::Relaxed);
-            let (g, _) = more
-                .wake
-                .wait_timeout(g, Duration::from_micros(200))
-                .unwrap_or_else(|p| p.into_inner());
-            self.sleeping.store(false, Ordering::Relaxed);
-            drop(g);
-        }
-    }
-
-    fn touch(&self) {
-        if !self.touched.load(Ordering::Relaxed) {
-            self.touched.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether nothing was left for the end of the scope. Read by the
-    /// scope's thread after every task it ran returned; a task run by
-    /// another thread touched the state before it was counted done, so a
-    /// spawned task (which counts) is seen through `outstanding`.
-    fn untouched(&self) -> bool {
-        !self.touched.load(Ordering::Acquire) && self.outstanding.load(Ordering::Acquire) == 0
-    }
-
-    fn fail(&self, e: Error) {
-        self.touch();
-        let mut g = lock(&self.more().error);
-        if g.is_none() {
-            *g = Some(e);
-        }
-    }
-
-    fn panicked(&self, p: Box<dyn Any + Send>) {
-        self.touch();
-        let mut g = lock(&self.more().panic);
-        if g.is_none() {
-            *g = Some(p);
-        }
-    }
-
-    /// `join`'s `a` panicked: its panic is the one re-raised, whichever came
-    /// first (as Rayon's `join` does).
-    fn panicked_first(&self, p: Box<dyn Any + Send>) {
-        self.touch();
-        *lock(&self.more().panic) = Some(p);
-    }
-
-    fn push_final(&self, f: Fence) {
-        self.touch();
-        lock(&self.more().finals).push(f);
-    }
-
-    fn finals(&self) -> Vec<Fence> {
-        match self.more.get() {
-            Some(more) => std::mem::take(&mut *lock(&more.finals)),
-            None => Vec::new(),
-        }
-    }
-
-    /// Orders `ctx` after every task of the scope: a device wait on each
-    /// final fence when all went well (when `ctx` binds a stream, if it has
-    /// none yet: §9); a host wait for each when a task failed, so the
-    /// failure surfaces after every sibling's GPU work.
-    fn join_into(&self, ctx: &TaskContext, failed: bool) -> Result<()> {
-        let mut first = None;
-        for f in self.finals() {
-            let r = if failed {
-                f.synchronize()
-            } else {
-                ctx.after_fence(f)
-            };
-            if let Err(e) = r {
-                first.get_or_insert(e);
-            }
-        }
-        if failed && ctx.has_stream() {
-            if let Err(e) = ctx.synchronize() {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
-    }
-
-    fn failed(&self) -> bool {
-        self.more
-            .get()
-            .is_some_and(|m| lock(&m.panic).is_some() || lock(&m.error).is_some())
-    }
-
-    /// The end of a scope whose body returned: waits for every task, orders
-    /// `ctx` after their GPU work (see [`Join`]), then re-raises the first
-    /// panic or returns the first error.
-    fn end(&self, ctx: &TaskContext, join: Join) -> Result<()> {
-        self.wait_all();
-        let failed = self.failed();
-        if failed || join == Join::Always || ctx.has_submitted() {
-            if let Err(e) = self.join_into(ctx, failed) {
-                self.fail(e);
-            }
-        } else {
-            // The fences' events go back to the pool; their records stand.
-            drop(self.finals());
-        }
-        self.finish()
-    }
-
-    /// The end of a join whose side's panic unwinds through it: waits for
-    /// every task spawned into it, then on the host for their and `b`'s GPU
-    /// work and `ctx`'s, so the panic surfaces after all of it. The panic
-    /// going on is the one re-raised; what the tasks reported is dropped
-    /// with the state.
-    #[cold]
-    #[inline(never)]
-    fn end_unwinding(&self, ctx: &TaskContext) {
-        self.wait_all();
-        let _ = self.join_into(ctx, true);
-    }
-
-    /// Re-raises the first panic, else returns the first error.
-    fn finish(&self) -> Result<()> {
-        let Some(more) = self.more.get() else {
-            return Ok(());
-        };
-        if let Some(p) = lock(&more.panic).take() {
-            resume_unwind(p);
-        }
-        match lock(&more.error).take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
+pub(crate) type Fences = smallvec::SmallVec<[Fence; 1]>;
 
 /// A spawned task's life: a stream of its own, ordered after the spawn's
 /// fence; the body; a final fence for the joiner.
@@ -297,7 +59,7 @@ fn run_child<'scope, F>(
 /// state. A task that submitted hands a fence of its stream; one that did
 /// not hands the fences it was itself to wait for (its nested scopes'
 /// tasks', §9), which would otherwise go with it.
-fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
+pub(crate) fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
     if !ctx.has_submitted() {
         match ctx.fences_for_child() {
             Ok(fences) => {
@@ -347,6 +109,26 @@ pub struct Scope<'r, 'scope> {
     _invariant: std::marker::PhantomData<&'scope mut &'scope ()>,
 }
 
+impl<'r, 'scope> Scope<'r, 'scope> {
+    /// The handle of a join's side on `ctx` (`crate::join`): its spawns go
+    /// to `state`, the join's, with no Rayon scope.
+    #[inline]
+    pub(crate) fn of_side(ctx: &'r TaskContext, state: &'scope ScopeState) -> Self {
+        Scope {
+            ctx,
+            state,
+            rayon: None,
+            _invariant: std::marker::PhantomData,
+        }
+    }
+
+    /// The task this handle is on.
+    #[inline]
+    pub(crate) fn task(&self) -> &'r TaskContext {
+        self.ctx
+    }
+}
+
 impl std::fmt::Debug for Scope<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scope").field("task", self.ctx).finish()
@@ -388,6 +170,114 @@ impl std::ops::Deref for Scope<'_, '_> {
 /// calling thread: it sees that thread's thread-locals, and
 /// `current_thread_index()` is `None` in it. Call the scope inside
 /// [`crate::ThreadPool::install`] (or from a task) for Rayon's placement.
+///
+/// # Guarantees
+///
+/// What every `gpu` scope guarantees: this one, a nested [`Scope::scope`], and
+/// the scopes that [`crate::join`], the chunk iterators ([`crate::iter`]) and
+/// [`crate::par_map`] open. What a spawned task is ordered after, and its
+/// stream, are on [`Scope::spawn`]; what a join adds, on [`crate::join`]; what
+/// a capture refuses, on [`capture`].
+///
+/// **Ordering.** A task's GPU work runs in program order on its own stream.
+/// When `scope`, `join`, a chunk iterator's `for_each` (or `sum`, `collect`,
+/// ..) or `par_map` returns, the caller's later work is ordered after all GPU
+/// work of the scope's tasks; this ordering is on the device (the scope returns
+/// once every task's host code returned, not when the GPU is done). `&Buffer`
+/// is a read and `&mut Buffer` a write: readers never wait for each other, a
+/// writer is ordered after the last writer and every reader since; disjoint
+/// chunks never wait for each other. `to_vec`, `copy_to_host`, `synchronize`
+/// and `host_sync_ptr` return only once the data they cover is complete;
+/// `host_sync_ptr` waits only for what orders that buffer plus the task's own
+/// work.
+///
+/// **Panics.** A task's panic is caught; the scope waits until every task
+/// returned and all of the scope's GPU work finished, then re-raises the first
+/// panic on the caller's thread.
+///
+/// **Errors.** Every fallible call returns `gpu::Result`; the library does not
+/// panic on bad input or driver failure, and misuse is caught before anything
+/// is submitted. A task's error reaches the caller like a panic: after all
+/// sibling GPU work finished, the first error winning (a panic wins over an
+/// error). After any error but `StickyDeviceError` nothing leaked and the
+/// runtime keeps working; after a kernel fault the context is broken for good,
+/// every later call returns `StickyDeviceError`, and nothing hangs.
+///
+/// **Memory.** Dropping a buffer, view, event, task or scope never blocks;
+/// memory is freed in stream order, after every queued operation that uses it.
+/// Streams and events come from pools; `Runtime::live()` reports what exists
+/// and what is in use.
+///
+/// **Soundness.** Safe code, through the public API, cannot make two unordered
+/// accesses to one buffer where one writes, read or free memory still in use,
+/// read or write outside a buffer, or leave the runtime in a state that
+/// silently drops work (design note §8; tests `sound01`-`sound17` in
+/// `crates/gpu-sched/tests/soundness.rs`, on both backends, each shown to fail
+/// with its fix taken out). What the runtime cannot check is `unsafe`, with its
+/// contract written on the function:
+///
+/// | `unsafe` call | what the caller promises |
+/// |---|---|
+/// | `Launch::submit` (a hand-built launch) | the kernel reads only buffers passed with `.read`/`.write` and writes only those passed with `.write`, within their lengths (scalar lengths tell the truth); pointers passed with `.raw_ptr` are valid for what the kernel does and ordered by the caller; the launch configuration is one the kernel is written for. The wrappers of `gpu-kernels` take their lengths from their buffers and are safe. |
+/// | `TaskContext::block_on` | the kernel passed is a gate kernel (`gpu_kernels::gate` passes its own) |
+/// | `copy_from_host_async`, `copy_to_host_async` | the host memory stays alive, and untouched by others, until the stream reached the copy |
+/// | `DeviceRepr` (implementing it) | the type is plain old data |
+///
+/// The rest is checked: `DeviceSlice` and `DeviceSliceMut` are sealed (no user
+/// type can claim an address, length or stamps), and a read-only `View` is not
+/// `DeviceSliceMut`; the runtime's ledger is read-only to users
+/// (`Runtime::ledger()` answers questions and changes nothing); every pooled
+/// event that the runtime records with a call the ledger does not see covers
+/// nothing, and so does a new event; a split (`Buffer::split_chunks`) hands its
+/// views' stamps back at `rejoin`, and a split dropped or leaked without one
+/// leaves the buffer's uses unknown, so its next use (or its free) waits for
+/// every stream; operations on host memory, and records (events, the fences of
+/// `spawn` and `join`), are refused inside a capture before anything is
+/// submitted; a capture ends when its body errs or panics; a copy from
+/// page-locked memory (the runtime's own, another runtime's, or memory another
+/// library pinned: the driver is asked) waits for the device; a view of bytes
+/// off a word boundary is zeroed byte by byte; sizes are computed with checked
+/// arithmetic. Raw handles (`raw_ptr`, `cu_stream`, `cu_event`) are safe to
+/// take, and using them is the caller's `unsafe` FFI: an event whose handle was
+/// taken gives no facts.
+///
+/// **Not guaranteed.** Which of several concurrent panics or errors is
+/// reported; ordering of work submitted through a raw pointer or handle
+/// (`raw_ptr`, `cu_stream`, `cu_event`) after the buffer moved to another task
+/// (order it yourself); that the GPU has finished when `scope` returns; race
+/// detection on CUDA (the detector is the host backend's); bit-identical `sum`
+/// or scan results across GPU runs (atomic adds).
+///
+/// **Like Rayon, and not.** `in_place_scope` takes a body that is not `Send`;
+/// `ThreadPoolBuilder::num_threads(0)` is the default and `stack_size` sets the
+/// workers' stacks (nesting is bounded by the stack, as in Rayon); a
+/// `ThreadPool` of its own (`ThreadPoolBuilder::build`) runs the tasks of the
+/// `gpu` calls made inside its `install`, `scope` or `join`. Differences from
+/// Rayon that remain: no FIFO spawns, broadcast or yield, no start and exit
+/// handlers, and tasks return `gpu::Result`; and a scope opened outside every
+/// pool runs, at its end, the tasks no worker has started on the calling thread
+/// (see above).
+///
+/// **Misuse and what it gives.** Each is a typed error, returned before
+/// anything is submitted (the capture's own are on [`capture`]):
+///
+/// | misuse | error | message (what to do) |
+/// |---|---|---|
+/// | lengths that must agree differ (`axpy`, `copy`, `copy_from_host`, `par_map` output) | `Error::LengthMismatch` | "length mismatch: axpy's x has 4 elements, 8 expected; pass buffers (or views) of equal length" |
+/// | a range outside its buffer or view (`slice`, `slice_mut`, `split_at_mut`) | `Error::OutOfRange` | "Buffer::slice: the range 5..12 is not within 0..10; ask for start <= end <= 10" |
+/// | chunk size 0 (`par_chunks_mut(&mut b, 0)`, `PipelineOptions { chunk: 0, .. }`) | `Error::ZeroChunk` | "chunk size must be at least 1" |
+/// | `zip` of chunk iterators with different numbers of chunks | `Error::LengthMismatch` | "length mismatch: zip's second side (its number of chunks) has 5 elements, 4 expected; ..." |
+/// | a buffer, view, event, gate or graph of another runtime | `Error::WrongDevice` | "a kernel argument belongs to another device or runtime; copy it to this device first (`TaskContext::copy_peer` within a group of devices)" |
+/// | wrong kernel argument count or types | `Error::BadKernelArgs` | "kernel `fill_f32`: takes 3 arguments; got 2", "argument 2 is PtrWrite; got a read buffer (&)" |
+/// | any call after a kernel faulted | `Error::StickyDeviceError` | "the device context is broken by an earlier error (...); every call fails until the process restarts" |
+/// | `share_stream_of` a task of another runtime | `Error::WrongDevice` | "the task whose stream is shared belongs to another device or runtime; ..." |
+/// | `par_map_pinned` with staging buffers of two runtimes | `Error::WrongDevice` | "par_map_pinned's output (a staging buffer of another runtime than the input's) belongs to another device or runtime; ..." |
+/// | a size that does not fit in the address space (`alloc`, `zeros`, `Staging::new` of `usize::MAX / 4` elements) | `Error::TooLarge` | "N elements of 8 bytes overflow the address space while computing an allocation size; ask for fewer" |
+/// | more memory than the device has | `Error::OutOfMemory` | "out of device memory: asked for N bytes while ...; free buffers no longer needed or ask for less" |
+///
+/// Each is tested (`crates/gpu-scope/tests/bad_input.rs`,
+/// `crates/gpu-sched/tests/errors.rs`, `crates/gpu-sched/tests/soundness.rs`,
+/// `crates/gpu-sched/tests/ranges.rs`).
 ///
 /// # Panics
 ///
@@ -525,8 +415,24 @@ where
 /// [`TaskContext::cu_stream`] panics there. Host work in the tasks (their
 /// control flow) runs once, now; only the GPU operations are replayed. A
 /// task started otherwise inside a captured task (a top-level
-/// [`scope`] or [`join`], [`crate::with_task`], a plain Rayon job) is not
+/// [`scope`] or [`crate::join`], [`crate::with_task`], a plain Rayon job) is not
 /// part of the capture: it runs at once, outside the graph.
+///
+/// # Guarantees
+///
+/// A capture is a scope (see [`scope`]), with these refused inside it, each a
+/// typed error before anything is submitted:
+///
+/// | misuse | error | message (what to do) |
+/// |---|---|---|
+/// | a graph launch without a buffer the graph touches | `Error::BadKernelArgs` | "the graph writes 0x...; pass that buffer with .write(&mut buf)" |
+/// | `host_sync_ptr` inside a capture | `Error::Capturing` | "taking a host-sync pointer is not allowed while the stream is being captured into a graph; end the capture first" |
+/// | synchronizing a capturing stream | `Error::Capturing` | "synchronizing the stream is not allowed while ...; end the capture first" |
+/// | a record inside a capture (an event, or the fence of a `spawn` or `join`: another stream waiting on it would join the capture) | `Error::Capturing` | "recording an event is not allowed while the stream is being captured into a graph; end the capture first" |
+/// | host memory in a capture (`copy_to_host`, `to_vec`, `copy_from_host`, staging copies, `memset_zero` of an odd byte count or offset) | `Error::Capturing` | "copying to host memory is not allowed while the stream is being captured into a graph; end the capture first" |
+/// | in any capture (`TaskContext::capture`, `gpu::capture`): allocating (also a kernel's temporary, e.g. `inclusive_scan`), blocking on a gate, a nested capture | `Error::Capturing` | "allocating device memory in a capture (allocate before it) is not allowed while the stream is being captured into a graph; end the capture first" |
+/// | in `gpu::capture`: `raw_ptr`, waiting outside it for a fence of its tasks | `Error::Capturing` | "taking a raw pointer in a scope capture (take it before the capture) is not allowed while ..." |
+/// | a task of a `gpu::capture`, kept and used after the capture ended | `Error::CaptureEnded` | "this task joined a scope capture that has ended, so it submits nothing more; begin a new task" |
 ///
 /// # Examples
 ///
@@ -599,7 +505,7 @@ where
 
 /// [`run_scope`]; with `op_panic_wins`, a panic of `op` is re-raised
 /// rather than an earlier one of a task (`join`'s `a` over `b`).
-fn run_scope_with<'scope, OP, R>(
+pub(crate) fn run_scope_with<'scope, OP, R>(
     ctx: &TaskContext,
     op: OP,
     join: Join,
@@ -610,7 +516,7 @@ where
 {
     // A scope nested too deep on a worker's stack is refused (elsewhere
     // nothing is checked).
-    pool::check_stack()?;
+    registry::check_stack()?;
     let state = ScopeState::default();
     // On a worker, spawns are jobs of a Rayon scope, whose end runs the ones
     // no other worker took (Rayon's "help while you wait"). From outside
@@ -622,7 +528,7 @@ where
     // difference from Rayon is documented on `scope`: such a task may see
     // the caller's thread-locals, and `current_thread_index()` is `None`
     // in it.
-    let caught = if pool::on_worker() {
+    let caught = if registry::on_worker() {
         rayon_core::in_place_scope(|rs| {
             let s = Scope {
                 ctx,
@@ -661,7 +567,7 @@ where
 }
 
 /// Widens the state reference to the scope's lifetime.
-fn extend<'scope>(s: &ScopeState) -> &'scope ScopeState {
+pub(crate) fn extend<'scope>(s: &ScopeState) -> &'scope ScopeState {
     // SAFETY: the scope's owner keeps the state alive until every job
     // spawned into the scope (the only holders of `'scope` references) has
     // finished: `wait_all` has returned, or the Rayon scope the jobs were
@@ -685,6 +591,42 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     /// submitted so far (R8), and overlapping what this task does next.
     ///
     /// The task's error or panic is kept and reported by the scope.
+    ///
+    /// # Guarantees
+    ///
+    /// **Ordering.** A spawned task is ordered after everything its spawner
+    /// submitted *before* the `spawn` (and everything that was ordered before
+    /// that), and overlaps what the spawner submits afterwards. The order in
+    /// which sibling tasks run, on the host or the device, is not guaranteed.
+    ///
+    /// **Streams are a resource (§9).** A task takes a stream at its first GPU
+    /// operation and gives it back when it ends; a task that submits nothing (a
+    /// CPU-only Rayon program, any nesting) holds none, and waits on the device
+    /// for what it is ordered after only when it binds one. A scope's spawns
+    /// are Rayon jobs on a worker thread; after a burst of live tasks, the
+    /// streams beyond the pool's warm size are destroyed once idle, so
+    /// `Runtime::live()` falls back to the warm size plus what is in use. Not
+    /// guaranteed: that a task has a stream to itself when more tasks submit
+    /// GPU work at once than the runtime tracks streams (`max_streams`, at most
+    /// 256: streams are then shared, their work serialized and their facts
+    /// dropped, never an error).
+    ///
+    /// **Hardware queues.** CUDA maps streams onto
+    /// `CUDA_DEVICE_MAX_CONNECTIONS` hardware queues (8 by default); with more
+    /// busy streams than queues, one stream's kernel can wait behind another's.
+    /// The library sets it to 32 (the most CUDA allows) when it starts CUDA, if
+    /// the environment does not set it; a value you set is kept (set it before
+    /// the first CUDA call of the process). The project's own gated CUDA tests
+    /// set 32 whatever the environment says. On the H200 with 32, 33 streams
+    /// made one after another, the first blocked by a gate kernel, the other 32
+    /// all ran their kernels: no two shared a queue
+    /// (`benches/results/investigations/2026-12-01-siblings-dip/`). What does
+    /// order streams is CUDA's implicit synchronization: a page-locked
+    /// allocation issued between two streams' commands makes the later wait for
+    /// the earlier. `Gate::new`, `Staging::new` and a first `par_map` of a size
+    /// (its pinned buffers) make one; make gates and staging buffers before the
+    /// work they should run beside, not while a gate kernel is pending (later
+    /// work would wait behind that gate until it opens or times out).
     pub fn spawn<F>(&self, f: F)
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
@@ -774,10 +716,10 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         // The pool this thread works for, as Rayon's spawns from a join
         // side (a join side has no Rayon scope: see `join_in_worker`);
         // the global pool from outside every pool.
-        if pool::on_worker() {
+        if registry::on_worker() {
             rayon_core::spawn(run);
         } else {
-            pool::global().spawn(run);
+            registry::global().spawn(run);
         }
     }
 
@@ -794,321 +736,4 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     {
         run_scope(self.ctx, op, Join::Always)
     }
-
-    /// Runs `a` on this task and `b` as a spawned task, and returns both
-    /// results once both returned, this task ordered after `b`'s GPU work.
-    ///
-    /// # Errors
-    ///
-    /// The first error of either.
-    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> Result<(RA, RB)>
-    where
-        A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-        B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-        RB: Send,
-    {
-        if pool::on_worker() {
-            join_in_worker(self.ctx, a, b, Join::Always)
-        } else {
-            join_off_worker(self.ctx, a, b, Join::Always)
-        }
-    }
-}
-
-/// A value that `rayon_core::join` requires to be `Send` but that never
-/// leaves the calling thread: `join`'s `a` side.
-struct Here<T>(T);
-
-// SAFETY: only used for `rayon_core::join`'s first operand (it holds a
-// reference to the join's `a` side: the joining task's context, which is
-// not `Sync`, and `a`, which need not be `Send`), and only on a worker
-// thread of a pool, where rayon runs that operand on the calling thread
-// (rayon-core's `join_context`: `oper_a` runs inside `in_worker` on the
-// current worker thread; only `oper_b` may be stolen). So the value is
-// never used from another thread.
-unsafe impl<T> Send for Here<T> {}
-
-/// Hands a task's final over to its joiner when it ends, by returning or
-/// by a panic unwinding through it (`join`'s `b`): a guard, not a
-/// `catch_unwind`, which would cost stack at every level of a chain.
-struct HandOver<'a> {
-    ctx: &'a TaskContext,
-    state: &'a ScopeState,
-}
-
-impl Drop for HandOver<'_> {
-    fn drop(&mut self) {
-        hand_over_final(self.ctx, self.state);
-    }
-}
-
-/// While armed, a panic of a join side unwinding through the join (Rayon
-/// re-raises it once both sides returned) first waits for what the join
-/// must wait for: the tasks spawned from its sides, and their and `b`'s GPU
-/// work (as a scope's end does when a task failed). Disarmed (forgotten)
-/// when the sides returned.
-struct EndOnUnwind<'a> {
-    ctx: &'a TaskContext,
-    state: &'a ScopeState,
-}
-
-impl Drop for EndOnUnwind<'_> {
-    fn drop(&mut self) {
-        self.state.end_unwinding(self.ctx);
-    }
-}
-
-/// `join`'s `b` task: a [`TaskContext`] of its own (a stream only if it
-/// submits GPU work), ordered after `fences`. Not generic, so none of it is
-/// repeated in the frames of each `b`. A failure is the join's (its end returns it), so the caller's frame
-/// keeps no error of its own.
-#[inline(never)]
-fn begin_join_b(
-    rt: &Runtime,
-    cap: &CaptureHandle,
-    fences: Fences,
-    state: &ScopeState,
-) -> Option<TaskContext> {
-    let begun = rt.begin_task_in(cap).and_then(|ctx| {
-        for fence in fences {
-            ctx.after_fence(fence)?;
-        }
-        Ok(ctx)
-    });
-    begun.map_err(|e| state.fail(e)).ok()
-}
-
-/// `join`'s `a` side as `rayon_core::join` runs it: the closure given to
-/// Rayon holds only a reference to this (in the join's frame) and returns
-/// nothing, so Rayon's frames, at every level of a chain, stay as small as
-/// for a join of Rayon's own.
-struct SideA<'a, A, RA> {
-    ctx: &'a TaskContext,
-    state: &'a ScopeState,
-    a: Option<A>,
-    out: Option<Result<RA>>,
-}
-
-impl<A, RA> SideA<'_, A, RA>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-{
-    fn run(&mut self) {
-        if let Some(a) = self.a.take() {
-            self.out = Some(a(&Scope {
-                ctx: self.ctx,
-                state: self.state,
-                rayon: None,
-                _invariant: std::marker::PhantomData,
-            }));
-        }
-    }
-}
-
-/// `join`'s `b` side, as [`SideA`]: a task of its own, ordered after
-/// `fences`; its final fence goes to the join's state when it returns or
-/// panics (then before the panic reaches the join, so the join's end waits
-/// for `b`'s GPU work).
-struct SideB<'a, B, RB> {
-    rt: &'a Runtime,
-    cap: CaptureHandle,
-    state: &'a ScopeState,
-    fences: Fences,
-    b: Option<B>,
-    out: Option<Result<RB>>,
-}
-
-impl<B, RB> SideB<'_, B, RB>
-where
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB>,
-{
-    fn run(&mut self) {
-        let Some(b) = self.b.take() else { return };
-        let fences = std::mem::take(&mut self.fences);
-        // Matched by reference: the context is not moved into a slot of
-        // its own (a debug build keeps every such copy on the stack).
-        let task = begin_join_b(self.rt, &self.cap, fences, self.state);
-        let Some(ctx) = &task else { return };
-        let _hand_over = HandOver {
-            ctx,
-            state: self.state,
-        };
-        self.out = Some(b(&Scope {
-            ctx,
-            state: self.state,
-            rayon: None,
-            _invariant: std::marker::PhantomData,
-        }));
-    }
-}
-
-/// What a join does before its sides run (not generic): refuses a level
-/// that would start too close to the end of a worker's stack, and takes
-/// the fences `b` is ordered after.
-#[inline(never)]
-fn join_prelude(ctx: &TaskContext) -> Result<Fences> {
-    pool::check_stack()?;
-    ctx.fences_for_child()
-}
-
-/// `join` on a worker thread of a pool: rayon's own `join` (a job on the
-/// stack, `b` run here when no worker steals it), with `b` a task of its
-/// own. Spawns from either side go to one scope, run on this pool and
-/// waited for before the join returns; `a`'s panic wins, then `b`'s, as in
-/// Rayon (whose `join` re-raises it after both sides returned).
-///
-/// A chain of joins recursing in a side runs on one worker's stack, so
-/// what a level keeps there is kept small: no `catch_unwind` (guards
-/// instead), the sides' closures and results moved as little as possible,
-/// the rest in functions that are not generic or not on the way down.
-fn join_in_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RB: Send,
-{
-    let fences = join_prelude(ctx)?;
-    let state = ScopeState::default();
-    let st = extend(&state);
-    let mut side_a = SideA {
-        ctx,
-        state: st,
-        a: Some(a),
-        out: None,
-    };
-    let mut side_b = SideB {
-        rt: ctx.runtime(),
-        // `b` joins this task's scope capture, if any.
-        cap: ctx.capture_handle(),
-        state: st,
-        fences,
-        b: Some(b),
-        out: None,
-    };
-    let guard = EndOnUnwind { ctx, state: st };
-    let run_a = Here(&mut side_a);
-    let run_b = &mut side_b;
-    rayon_core::join(
-        move || {
-            // The whole `Here` moves in, not only its field (which is not
-            // `Send`).
-            let run_a = run_a;
-            run_a.0.run()
-        },
-        move || run_b.run(),
-    );
-    std::mem::forget(guard);
-    finish_join(side_a.out, side_b.out, &state, ctx, join)
-}
-
-/// A join's end, once both sides returned (not on the way down a chain of
-/// joins: a frame of its own, called after the sides): nothing to do when
-/// nothing touched the state (no spawn, no GPU work to join, no failure),
-/// else the end of a scope.
-#[inline(never)]
-fn finish_join<RA, RB>(
-    ra: Option<Result<RA>>,
-    rb: Option<Result<RB>>,
-    state: &ScopeState,
-    ctx: &TaskContext,
-    join: Join,
-) -> Result<(RA, RB)> {
-    match (ra, rb) {
-        (Some(Ok(ra)), Some(Ok(rb))) if state.untouched() => Ok((ra, rb)),
-        (ra, rb) => {
-            // `a`'s error first: the state keeps the first.
-            let ra = ra.and_then(|r| r.map_err(|e| state.fail(e)).ok());
-            let rb = rb.and_then(|r| r.map_err(|e| state.fail(e)).ok());
-            state.end(ctx, join)?;
-            // Both are `Some` here: an error of either was returned by `end`.
-            ra.zip(rb).ok_or(Error::TaskPanicked)
-        }
-    }
-}
-
-/// `Scope::join` from outside every pool (in a scope's body there): `b`
-/// a spawned task, on the global pool. A frame of its own, so a chain of
-/// joins on a worker does not carry its locals.
-#[inline(never)]
-fn join_off_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RB: Send,
-{
-    let mut rb = None;
-    let ra = run_scope_with(
-        ctx,
-        |s| {
-            let slot = &mut rb;
-            s.spawn(move |t| {
-                *slot = Some(b(t)?);
-                Ok(())
-            });
-            a(s)
-        },
-        join,
-        true,
-    )?;
-    Ok((ra, rb.ok_or(Error::TaskPanicked)?))
-}
-
-/// Runs `a` and `b` as two tasks, potentially in parallel on two streams,
-/// and returns both results (rayon's `join`).
-///
-/// ```
-/// use gpu_kernels as k;
-/// # fn main() -> gpu::Result<()> {
-/// let x = gpu::Buffer::from_host(&[1.0f32; 1024])?;
-/// let (sum, max) = gpu::join(
-///     |a| k::reduce::sum(a, &x), // both read x: neither waits for the other
-///     |b| k::reduce::max(b, &x),
-/// )?;
-/// assert_eq!((sum, max), (1024.0, 1.0));
-/// # Ok(()) }
-/// ```
-///
-/// # Errors
-///
-/// The first error of either; the runtime's start error.
-///
-/// # Panics
-///
-/// Re-raises a panic of either after both finished.
-pub fn join<A, B, RA, RB>(a: A, b: B) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA> + Send,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RA: Send,
-    RB: Send,
-{
-    // On a worker thread of the pool, as Rayon's `join` does from outside
-    // its pool: `a` runs there, `b` waits to be stolen or run after it.
-    if pool::on_worker() {
-        join_task(a, b)
-    } else {
-        pool::install(|| join_task(a, b))
-    }
-}
-
-/// [`join`] on a worker: the join's own task, then the join.
-fn join_task<A, B, RA, RB>(a: A, b: B) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RB: Send,
-{
-    // Matched by reference: the context is not moved into a slot of its
-    // own (a debug build keeps every such copy on the stack).
-    match &begin_join_task() {
-        Ok(ctx) => join_in_worker(ctx, a, b, Join::IfSubmitted),
-        Err(e) => Err(e.clone()),
-    }
-}
-
-/// The task of a [`join`] (not generic: none of it is repeated in the
-/// frames of each join).
-#[inline(never)]
-fn begin_join_task() -> Result<TaskContext> {
-    Runtime::global()?.begin_task()
 }

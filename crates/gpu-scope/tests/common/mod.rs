@@ -1,12 +1,11 @@
 //! Shared by the integration tests: the runtimes they start, the checks
 //! they end with, and the flags and gates they coordinate with. Below it,
-//! [`dag`], the random task DAGs (`tests/stress.rs`; the stress and soak
-//! examples include it by `#[path]`), and [`rayon_port`], what the ports of
+//! [`dag`], the random task DAGs (`tests/stress.rs`; from the test kit,
+//! `gpu-testkit`, whose `stress` and `soak` binaries run them too), and [`rayon_port`], what the ports of
 //! rayon-core's tests share.
 
 #![allow(dead_code)] // each test binary uses a part of this module
 
-pub(crate) mod dag;
 pub(crate) mod rayon_port;
 
 use gpu::{BackendChoice, Buffer, Gate, Runtime, RuntimeOptions};

@@ -1,3 +1,5 @@
+//! Tests: the multi-GPU bench's tables, goals and options.
+
 use super::*;
 
 fn rows(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {

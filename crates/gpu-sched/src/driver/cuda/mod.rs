@@ -84,6 +84,10 @@ impl Driver for CudaDriver {
         self.enter()
     }
 
+    fn collectives(&self) -> &dyn crate::driver::Collectives {
+        &nccl::Nccl
+    }
+
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
     }

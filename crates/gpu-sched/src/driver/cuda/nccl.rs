@@ -1,6 +1,7 @@
-//! NCCL, the CUDA backend's collectives (§11), through cudarc's raw
-//! bindings (`cudarc::nccl::sys`), loaded at run time. Every raw NCCL call
-//! of the crate is here; [`crate::nccl`] is the tracked, public side.
+//! NCCL, the CUDA backend's collectives (§11, [`Collectives`]), through
+//! cudarc's raw bindings (`cudarc::nccl::sys`), loaded at run time. Every
+//! raw NCCL call of the crate is here; [`crate::nccl`] is the tracked,
+//! public side.
 //!
 //! # The library
 //!
@@ -26,11 +27,55 @@
 //! call on this thread binds its own context again.
 
 use super::BOUND_DRIVER;
-use crate::driver::{CallKind, DataType, RankCall, ReduceOp};
+use crate::driver::collective::{Collectives, Comms};
+use crate::driver::{CallKind, DataType, Driver, RankCall, ReduceOp};
 use crate::error::{Error, Result};
 use cudarc::nccl::sys::{self, ncclDataType_t, ncclRedOp_t, ncclResult_t};
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The CUDA backend's collectives: NCCL's communicators.
+#[derive(Debug)]
+pub(crate) struct Nccl;
+
+impl Collectives for Nccl {
+    fn init_all(&self, _driver: &Arc<dyn Driver>, ordinals: &[usize]) -> Result<Box<dyn Comms>> {
+        Ok(Box::new(NcclComms(init_all(ordinals)?)))
+    }
+
+    fn init_rank(
+        &self,
+        driver: &Arc<dyn Driver>,
+        id: &[u8; 128],
+        nranks: usize,
+        rank: usize,
+    ) -> Result<Box<dyn Comms>> {
+        driver.bind_context()?;
+        Ok(Box::new(NcclComms(vec![init_rank(id, nranks, rank)?])))
+    }
+}
+
+/// NCCL's communicators of one communicator, one per local rank, as
+/// integers in rank order.
+#[derive(Debug)]
+struct NcclComms(Vec<u64>);
+
+impl Comms for NcclComms {
+    unsafe fn launch(&self, calls: &[RankCall], _timeout: Duration) -> Result<()> {
+        // SAFETY: the communicators came from `init_all` or `init_rank`
+        // and are live (destroyed only by `destroy`, after every call);
+        // the rest is the caller's contract, which is `launch`'s.
+        unsafe { launch(&self.0, calls) }
+    }
+
+    unsafe fn destroy(&self) {
+        // SAFETY: the communicators came from `init_all` or `init_rank`,
+        // go once (the caller's contract), and every call on them
+        // finished.
+        unsafe { destroy(&self.0) }
+    }
+}
 
 /// Every NCCL function called here, by the name cudarc loads.
 pub(crate) const REQUIRED_SYMBOLS: &[&str] = &[

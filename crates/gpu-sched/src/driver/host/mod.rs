@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 mod detector;
 mod graph;
+pub(crate) mod nccl;
 mod stream;
 use detector::{Clock, Detector};
 use graph::*;
@@ -96,6 +97,10 @@ fn host_alloc(bytes: usize, during: &'static str) -> Result<*mut u8> {
 impl Driver for HostDriver {
     fn kind(&self) -> BackendKind {
         BackendKind::Host
+    }
+
+    fn collectives(&self) -> &dyn crate::driver::Collectives {
+        &nccl::HostCollectives
     }
 
     fn device_name(&self) -> String {

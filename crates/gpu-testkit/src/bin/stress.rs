@@ -14,7 +14,7 @@
 //! besides.
 //!
 //! ```text
-//! cargo run --release -p gpu-scope --example 90-stress -- --tasks 100000 --seed 1
+//! cargo run --release -p gpu-testkit --bin stress -- --tasks 100000 --seed 1
 //! ```
 //!
 //! Other modes (flags):
@@ -40,7 +40,7 @@
 //! run out) exercise stream sharing (§9); CI runs seed 31 on 2 to 10
 //! streams, with and without collectives (see `tests/stress.rs`).
 //!
-//! (`cargo xtask stress` builds and runs it; `91-soak` runs the same
+//! (`cargo xtask stress` builds and runs it; `soak` runs the same
 //! generator in a loop for a while.)
 //!
 //! It prints progress, then the tasks run, the wrong values (must be 0),
@@ -48,14 +48,13 @@
 //! of the soundness operations above ran, and exits with status 1 if a
 //! value was wrong, a race was found or a scope failed.
 
-#[path = "../crates/gpu-scope/tests/common/dag.rs"]
-mod dag;
+use gpu_testkit::dag;
 
 use gpu::{BackendChoice, BackendKind, Runtime, RuntimeOptions};
 use std::process::ExitCode;
 use std::time::Duration;
 
-const USAGE: &str = "usage: 90-stress [--tasks N] [--seed S] [--devices N] [--comms C] \
+const USAGE: &str = "usage: stress [--tasks N] [--seed S] [--devices N] [--comms C] \
                      [--max-streams M] [--warm-streams W] [--stall SECONDS] [--multi]";
 
 /// The command line.
@@ -118,7 +117,7 @@ fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("90-stress: {e}");
+            eprintln!("stress: {e}");
             return ExitCode::from(2);
         }
     };
@@ -151,7 +150,7 @@ fn main() -> ExitCode {
         ok &= match runtime(a) {
             Ok(rt) => {
                 println!(
-                    "90-stress: backend {} ({}), {} device(s), {} communicator(s), seed {}",
+                    "stress: backend {} ({}), {} device(s), {} communicator(s), seed {}",
                     rt.backend(),
                     rt.device_name(),
                     a.devices,
@@ -161,7 +160,7 @@ fn main() -> ExitCode {
                 stress(&rt, a)
             }
             Err(e) => {
-                eprintln!("90-stress: no runtime: {e}");
+                eprintln!("stress: no runtime: {e}");
                 false
             }
         };
@@ -184,7 +183,7 @@ fn runtime(a: &Args) -> gpu::Result<Runtime> {
     let on_gpus = global.backend() == BackendKind::Cuda && global.device_count() >= a.devices;
     if !on_gpus && global.backend() == BackendKind::Cuda {
         println!(
-            "90-stress: {} devices asked for, {} GPU(s) here: this run is on the host \
+            "stress: {} devices asked for, {} GPU(s) here: this run is on the host \
              backend, simulating them",
             a.devices,
             global.device_count()

@@ -2,7 +2,7 @@
 //! and checks every value.
 //!
 //! Shared by `tests/stress.rs` (CI-sized, host backend),
-//! `examples/90-stress.rs` (`cargo xtask stress`) and `examples/91-soak.rs`
+//! the test kit's binaries `stress` (`cargo xtask stress`) and `soak`
 //! (`cargo xtask soak`); the examples use the global runtime: the GPU when
 //! there is one.
 //!
@@ -62,8 +62,7 @@
 
 #![allow(dead_code)] // each user takes the part it needs
 
-#[path = "dag_multi.rs"]
-pub(crate) mod multi;
+pub mod multi;
 
 use gpu::{
     BackendKind, Buffer, DeviceSliceMut, Error, Event, LaunchConfig, Result, Runtime, Scope, Split,
@@ -71,7 +70,7 @@ use gpu::{
 };
 use gpu_kernels as k;
 #[allow(unused_imports)] // each user takes the part it needs
-pub(crate) use multi::run_watched;
+pub use multi::run_watched;
 use multi::{MultiEnv, MultiOp};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -82,10 +81,10 @@ use std::time::{Duration, Instant};
 
 /// Largest magnitude of a value: sums over 1024 elements stay below 2^24,
 /// where `f32` holds every integer exactly.
-pub(crate) const LIMIT: f32 = 4096.0;
+pub const LIMIT: f32 = 4096.0;
 
 /// Event slots of a task's own (taken from the pool by the task).
-pub(crate) const LOCAL_EVENTS: usize = 3;
+pub const LOCAL_EVENTS: usize = 3;
 
 /// The first key of a split's view (buffers and temporaries are keyed by
 /// their index in the model, below this).
@@ -93,14 +92,14 @@ const VIEW_KEYS: usize = 1 << 20;
 
 /// SplitMix64: small, fast, reproducible everywhere.
 #[derive(Clone, Debug)]
-pub(crate) struct Rng(u64);
+pub struct Rng(u64);
 
 impl Rng {
-    pub(crate) fn new(seed: u64) -> Self {
+    pub fn new(seed: u64) -> Self {
         Rng(seed ^ 0x5851_f42d_4c95_7f2d)
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -109,12 +108,12 @@ impl Rng {
     }
 
     /// In `0..n` (`n > 0`).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
 
     /// True `percent` times in a hundred.
-    pub(crate) fn chance(&mut self, percent: usize) -> bool {
+    pub fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
 
@@ -126,32 +125,32 @@ impl Rng {
 
 /// What to generate.
 #[derive(Clone, Debug)]
-pub(crate) struct Config {
+pub struct Config {
     /// The seed: same seed, same programs.
-    pub(crate) seed: u64,
+    pub seed: u64,
     /// Stop after the top-level scope that brings the tasks run to this.
-    pub(crate) tasks: usize,
+    pub tasks: usize,
     /// Elements per buffer.
-    pub(crate) len: usize,
+    pub len: usize,
     /// Buffers the programs work on.
-    pub(crate) buffers: usize,
+    pub buffers: usize,
     /// User events the programs record, wait for, synchronize and query.
-    pub(crate) events: usize,
+    pub events: usize,
     /// How deep tasks nest.
-    pub(crate) max_depth: usize,
+    pub max_depth: usize,
     /// About how many tasks one top-level scope has.
-    pub(crate) scope_tasks: usize,
+    pub scope_tasks: usize,
     /// Devices the buffers and tasks are spread over (the runtime's group
     /// must have as many); 1: one device, none of [`multi`]'s operations.
-    pub(crate) devices: usize,
+    pub devices: usize,
     /// Communicators over all devices that tasks run collectives through
     /// (with `devices` above 1); 0: no collectives.
-    pub(crate) comms: usize,
+    pub comms: usize,
 }
 
 impl Config {
     /// Defaults for `tasks` tasks from `seed`.
-    pub(crate) fn new(seed: u64, tasks: usize) -> Self {
+    pub fn new(seed: u64, tasks: usize) -> Self {
         Config {
             seed,
             tasks,
@@ -168,7 +167,7 @@ impl Config {
 
 /// How a split ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SplitEnd {
+pub enum SplitEnd {
     /// `rejoin(split)` once the views' tasks joined.
     Rejoin,
     /// `drop(split)`: the parent's uses become unknown.
@@ -179,7 +178,7 @@ pub(crate) enum SplitEnd {
 
 /// What a task does with one of its own events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EvAct {
+pub enum EvAct {
     /// `rt.event()` into the slot (the event there, if any, is dropped and
     /// goes back to the pool).
     New,
@@ -197,7 +196,7 @@ pub(crate) enum EvAct {
 
 /// How a temporary starts.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum TempInit {
+pub enum TempInit {
     /// `alloc`, then `fill(v)`.
     Fill(f32),
     /// `zeros`.
@@ -209,7 +208,7 @@ pub(crate) enum TempInit {
 /// What a task does with its temporary after the temporary's scope, before
 /// dropping it.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum TempAfter {
+pub enum TempAfter {
     /// `axpy(a, &tmp, &mut y)`.
     Axpy { a: f32, y: usize },
     /// `copy(&tmp, &mut y)` (the runtime's device copy).
@@ -218,7 +217,7 @@ pub(crate) enum TempAfter {
 
 /// How a capture ends badly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CaptureEnd {
+pub enum CaptureEnd {
     /// The body returns an error.
     Error,
     /// The body panics (caught around the `capture` call).
@@ -247,7 +246,7 @@ pub(crate) enum CaptureEnd {
 
 impl CaptureEnd {
     /// Whether the ending is an allocation that must be refused.
-    pub(crate) fn allocates(self) -> bool {
+    pub fn allocates(self) -> bool {
         matches!(
             self,
             CaptureEnd::Alloc
@@ -261,7 +260,7 @@ impl CaptureEnd {
 
 /// What captures a [`Op::BadCapture`]'s work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CaptureHow {
+pub enum CaptureHow {
     /// `TaskContext::capture` of the task's stream.
     Task,
     /// A scope capture (`gpu::capture_on` the task's runtime): its body
@@ -277,7 +276,7 @@ pub(crate) enum CaptureHow {
 /// index in the model, a chunk task's view by its buffer's index, and a
 /// split's view by a key of its own.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Op {
+pub enum Op {
     /// `fill(b, v)`.
     Fill { b: usize, v: f32 },
     /// `add_scalar(b, v)`.
@@ -384,7 +383,7 @@ pub(crate) enum Op {
 
 impl Op {
     /// The operation's name, for censuses.
-    pub(crate) fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             Op::Fill { .. } => "fill",
             Op::Add { .. } => "add_scalar",
@@ -461,7 +460,7 @@ impl Op {
 }
 
 /// Counts the operations of `ops` and everything below them, by kind.
-pub(crate) fn census(ops: &[Op], into: &mut BTreeMap<&'static str, usize>) {
+pub fn census(ops: &[Op], into: &mut BTreeMap<&'static str, usize>) {
     for op in ops {
         *into.entry(op.kind()).or_default() += 1;
         match op {
@@ -500,7 +499,7 @@ pub(crate) fn census(ops: &[Op], into: &mut BTreeMap<&'static str, usize>) {
 }
 
 /// The depth of the deepest task below `ops` (a top-level scope is 0).
-pub(crate) fn depth(ops: &[Op]) -> usize {
+pub fn depth(ops: &[Op]) -> usize {
     ops.iter()
         .map(|op| match op {
             Op::Spawn { ops, .. } | Op::Scope(ops) => 1 + depth(ops),
@@ -522,26 +521,26 @@ pub(crate) fn depth(ops: &[Op]) -> usize {
 /// no scope joining the views' tasks into the user: only the parent's
 /// stamps order that use after the views' work.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct OuterSplit {
-    pub(crate) b: usize,
-    pub(crate) chunk: usize,
-    pub(crate) views: Vec<usize>,
-    pub(crate) end: SplitEnd,
-    pub(crate) realloc: bool,
+pub struct OuterSplit {
+    pub b: usize,
+    pub chunk: usize,
+    pub views: Vec<usize>,
+    pub end: SplitEnd,
+    pub realloc: bool,
 }
 
 /// One top-level scope: the splits around it, the device whose runtime it
 /// runs on, and its body.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Plan {
-    pub(crate) splits: Vec<OuterSplit>,
-    pub(crate) device: usize,
-    pub(crate) ops: Vec<Op>,
+pub struct Plan {
+    pub splits: Vec<OuterSplit>,
+    pub device: usize,
+    pub ops: Vec<Op>,
 }
 
 impl Plan {
     /// Counts the scope's operations (see [`census`]) and its splits.
-    pub(crate) fn census(&self, into: &mut BTreeMap<&'static str, usize>) {
+    pub fn census(&self, into: &mut BTreeMap<&'static str, usize>) {
         if self.device != 0 {
             *into
                 .entry(multi::kinds::SCOPE_ON_ANOTHER_DEVICE)
@@ -594,7 +593,7 @@ const NO_EVENTS: EvSlots = [EvState::Empty; LOCAL_EVENTS];
 
 /// The generator and its host model of every buffer.
 #[derive(Debug)]
-pub(crate) struct Generator {
+pub struct Generator {
     rng: Rng,
     cfg: Config,
     /// The buffers (`0..cfg.buffers`), then this scope's temporaries.
@@ -609,7 +608,7 @@ pub(crate) struct Generator {
 
 impl Generator {
     /// A generator for `cfg`; the buffers start as [`Generator::model`].
-    pub(crate) fn new(cfg: &Config) -> Self {
+    pub fn new(cfg: &Config) -> Self {
         let model = (0..cfg.buffers)
             .map(|b| {
                 (0..cfg.len)
@@ -629,19 +628,19 @@ impl Generator {
     }
 
     /// Every buffer's expected contents after the scopes generated so far.
-    pub(crate) fn model(&self) -> &[Vec<f32>] {
+    pub fn model(&self) -> &[Vec<f32>] {
         &self.model[..self.cfg.buffers]
     }
 
     /// The generator's own random numbers (for the harness's choices
     /// between scopes, so that they too follow the seed).
-    pub(crate) fn rng(&mut self) -> &mut Rng {
+    pub fn rng(&mut self) -> &mut Rng {
         &mut self.rng
     }
 
     /// The next top-level scope: its body holds every buffer, or the views
     /// of the ones the harness splits around it.
-    pub(crate) fn next_scope(&mut self) -> Plan {
+    pub fn next_scope(&mut self) -> Plan {
         self.scopes += 1;
         self.model.truncate(self.cfg.buffers);
         let mut held: Vec<Slot> = (0..self.cfg.buffers)
@@ -2097,67 +2096,67 @@ fn run_body<'sc>(
 
 /// What a run did.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Report {
+pub struct Report {
     /// Tasks run (scope bodies, spawns, joins' second halves, chunks).
-    pub(crate) tasks: usize,
+    pub tasks: usize,
     /// Top-level scopes run.
-    pub(crate) scopes: usize,
+    pub scopes: usize,
     /// Operations submitted.
-    pub(crate) ops: usize,
+    pub ops: usize,
     /// Values that differed from the model, and outcomes that differed
     /// from the expected (must be 0).
-    pub(crate) wrong: usize,
+    pub wrong: usize,
     /// The first wrong value, described.
-    pub(crate) first_wrong: Option<String>,
+    pub first_wrong: Option<String>,
     /// Races the host backend's detector found (must be 0).
-    pub(crate) races: usize,
+    pub races: usize,
     /// The first race found.
-    pub(crate) first_race: Option<String>,
+    pub first_race: Option<String>,
     /// Hand-offs that waited on the device, and that synchronized the host.
-    pub(crate) device_waits: u64,
+    pub device_waits: u64,
     /// Hand-offs that synchronized the old stream on the host.
-    pub(crate) host_syncs: u64,
+    pub host_syncs: u64,
     /// Stream switches whose wait the ledger's facts avoided.
-    pub(crate) waits_avoided: u64,
+    pub waits_avoided: u64,
     /// Operations of the scopes run, by kind (see [`census`]), and the
     /// harness's own between scopes.
-    pub(crate) census: BTreeMap<&'static str, usize>,
+    pub census: BTreeMap<&'static str, usize>,
     /// Wall time.
-    pub(crate) elapsed: Duration,
+    pub elapsed: Duration,
 }
 
 impl Report {
     /// Whether every value was right and no race was found.
-    pub(crate) fn ok(&self) -> bool {
+    pub fn ok(&self) -> bool {
         self.wrong == 0 && self.races == 0
     }
 
     /// How many operations of `kind` ran.
-    pub(crate) fn count(&self, kind: &str) -> usize {
+    pub fn count(&self, kind: &str) -> usize {
         self.census.get(kind).copied().unwrap_or(0)
     }
 }
 
 /// Operations the harness counts itself (besides the generator's kinds).
-pub(crate) mod harness_kinds {
+pub mod harness_kinds {
     /// A parent used (checked, or freed) right after a top-level split that
     /// was not rejoined, while the ledger did not know all the views' work
     /// complete: only the parent's stamps order the use after it.
-    pub(crate) const USED_AFTER_SPLIT_BUSY: &str =
+    pub const USED_AFTER_SPLIT_BUSY: &str =
         "top-level split not rejoined, parent used while the views' work may be queued";
     /// A buffer dropped and made again from the model between scopes.
-    pub(crate) const REALLOC: &str = "buffer dropped and reallocated";
+    pub const REALLOC: &str = "buffer dropped and reallocated";
     /// A shared event dropped (back to the pool) and a new one taken.
-    pub(crate) const EVENT_REPLACED: &str = "shared event replaced";
+    pub const EVENT_REPLACED: &str = "shared event replaced";
     /// A capture refused because its task's stream was shared (the pool
     /// ran out, §9); a graph's work then ran uncaptured.
-    pub(crate) const CAPTURE_ON_SHARED_STREAM: &str = "capture refused on a shared stream";
+    pub const CAPTURE_ON_SHARED_STREAM: &str = "capture refused on a shared stream";
 }
 
 /// The operations that exercise the runtime's soundness rules (pooled
 /// events, splits, frees, captures that end badly), by kind: the
 /// generator's and the harness's.
-pub(crate) const SOUNDNESS_KINDS: &[&str] = &[
+pub const SOUNDNESS_KINDS: &[&str] = &[
     "own event taken",
     "own event record",
     "own event wait before a record",
@@ -2198,7 +2197,7 @@ pub(crate) const SOUNDNESS_KINDS: &[&str] = &[
 
 impl Report {
     /// The counts of [`SOUNDNESS_KINDS`], one per line.
-    pub(crate) fn soundness_census(&self) -> String {
+    pub fn soundness_census(&self) -> String {
         SOUNDNESS_KINDS
             .iter()
             .map(|k| format!("  {:>6}  {k}", self.count(k)))
@@ -2242,7 +2241,7 @@ impl fmt::Display for Report {
 ///
 /// The first error a scope returned (none is expected), with its seed and
 /// scope number in the message printed by the caller.
-pub(crate) fn run(
+pub fn run(
     rt: &Runtime,
     cfg: &Config,
     mut after_scope: impl FnMut(&Report) -> bool,

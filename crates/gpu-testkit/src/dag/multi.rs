@@ -23,7 +23,7 @@ const GARBAGE: f32 = 999.0;
 
 /// How staged values reach a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum StageVia {
+pub enum StageVia {
     /// `copy_from_host(&mut b, staging.as_slice())`: page-locked source,
     /// so the call waits for its copy (the staging memory may be another
     /// device's).
@@ -36,7 +36,7 @@ pub(crate) enum StageVia {
 
 /// A collective call.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Coll {
+pub enum Coll {
     /// `all_reduce(bufs, op)` (`Sum` or `Max`), one buffer per device.
     AllReduce(ReduceOp),
     /// `broadcast(bufs, root)`.
@@ -48,7 +48,7 @@ pub(crate) enum Coll {
 
 /// An operation that may cross devices.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum MultiOp {
+pub enum MultiOp {
     /// `copy_peer(&src, &mut dst)`; `cross`: of two devices.
     Peer { src: usize, dst: usize, cross: bool },
     /// Staging memory of device `dev` filled with `values` by the host,
@@ -78,14 +78,14 @@ pub(crate) enum MultiOp {
 }
 
 /// The kinds the census counts here.
-pub(crate) mod kinds {
+pub mod kinds {
     /// A top-level scope on another device's runtime than device 0's.
-    pub(crate) const SCOPE_ON_ANOTHER_DEVICE: &str = "top-level scope on another device";
+    pub const SCOPE_ON_ANOTHER_DEVICE: &str = "top-level scope on another device";
 }
 
 impl MultiOp {
     /// The operation's name, for censuses.
-    pub(crate) fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             MultiOp::Peer { cross: true, .. } => "copy_peer across devices",
             MultiOp::Peer { cross: false, .. } => "copy_peer within a device",
@@ -123,7 +123,7 @@ impl MultiOp {
 
 /// The kinds a run over several devices makes (with communicators: all
 /// of them; without, all but the collectives).
-pub(crate) const MULTI_KINDS: &[&str] = &[
+pub const MULTI_KINDS: &[&str] = &[
     "spawn_on",
     kinds::SCOPE_ON_ANOTHER_DEVICE,
     "copy_peer across devices",
@@ -137,7 +137,7 @@ pub(crate) const MULTI_KINDS: &[&str] = &[
 ];
 
 /// The collectives' kinds.
-pub(crate) const COLLECTIVE_KINDS: &[&str] = &[
+pub const COLLECTIVE_KINDS: &[&str] = &[
     "all_reduce sum",
     "all_reduce max",
     "broadcast",
@@ -336,8 +336,9 @@ impl Generator {
 /// What tasks share across devices: the devices' runtimes (in order),
 /// staging memory of each (a pool: a block is used by one task at a time,
 /// by tasks of any device one after another), and the communicators.
-pub(crate) struct MultiEnv {
-    pub(crate) devices: Vec<Runtime>,
+#[allow(missing_debug_implementations)] // holds communicators and runtimes; printed by its counts
+pub struct MultiEnv {
+    pub devices: Vec<Runtime>,
     staging: Vec<Mutex<Vec<Staging<f32>>>>,
     comms: Vec<Communicator>,
     len: usize,
@@ -346,7 +347,7 @@ pub(crate) struct MultiEnv {
 impl MultiEnv {
     /// The devices of `rt`'s group (`cfg.devices` of them) and
     /// `cfg.comms` communicators over them.
-    pub(crate) fn new(rt: &Runtime, cfg: &Config) -> Result<MultiEnv> {
+    pub fn new(rt: &Runtime, cfg: &Config) -> Result<MultiEnv> {
         let devices = (0..cfg.devices)
             .map(|d| rt.device(d))
             .collect::<Result<Vec<_>>>()?;
@@ -535,7 +536,7 @@ enum Msg {
 ///
 /// As [`super::run`]; the hang; a panic of the run (its message printed
 /// by the panic hook).
-pub(crate) fn run_watched(
+pub fn run_watched(
     rt: &Runtime,
     cfg: &Config,
     stall: Duration,

@@ -56,23 +56,23 @@ use std::sync::{Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// The generator's seed.
-pub(crate) const SEED: u64 = 13;
+pub const SEED: u64 = 13;
 /// Buffers in the graph.
-pub(crate) const BUFFERS: usize = 256;
+pub const BUFFERS: usize = 256;
 /// `f32` elements per buffer.
-pub(crate) const LEN: usize = 1024;
+pub const LEN: usize = 1024;
 /// Tasks in the graph on the GPU; the host backend runs [`HOST_TASKS`].
-pub(crate) const TASKS: usize = 10_000;
+pub const TASKS: usize = 10_000;
 /// Tasks in the host backend's smaller run of the same generator.
-pub(crate) const HOST_TASKS: usize = 500;
+pub const HOST_TASKS: usize = 500;
 /// Each task's spin. PyTorch's `torch.cuda._sleep` counts clock cycles;
 /// `torch_dag.py` calibrates its count to this time (about 20,000 cycles at
 /// 1.98 GHz); `B13/spin-alone` and `B13/torch-spin-alone` measure both.
-pub(crate) const SPIN: Duration = Duration::from_micros(10);
+pub const SPIN: Duration = Duration::from_micros(10);
 
 /// [`fingerprint`] of the first [`TASKS`] and [`HOST_TASKS`] tasks from
 /// [`SEED`], as `torch_dag.py` computes them too.
-pub(crate) const FINGERPRINTS: [(usize, u64); 2] = [
+pub const FINGERPRINTS: [(usize, u64); 2] = [
     (TASKS, 0x5dfb_66a8_346c_d022),
     (HOST_TASKS, 0xc3cc_2f1b_cdef_6c5a),
 ];
@@ -92,9 +92,9 @@ impl SplitMix64 {
 
 /// One task of the graph, with its turns.
 #[derive(Clone, Debug)]
-pub(crate) struct Task {
+pub struct Task {
     /// The buffer it writes.
-    pub(crate) own: usize,
+    pub own: usize,
     /// The buffers it reads (the first `k`), in the order they are added.
     reads: [usize; 3],
     k: usize,
@@ -106,13 +106,13 @@ pub(crate) struct Task {
 
 impl Task {
     /// The buffers it reads, in the order they are added.
-    pub(crate) fn reads(&self) -> &[usize] {
+    pub fn reads(&self) -> &[usize] {
         &self.reads[..self.k]
     }
 }
 
 /// The first `tasks` tasks of the graph from `seed` over `buffers` buffers.
-pub(crate) fn dag(seed: u64, tasks: usize, buffers: usize) -> Vec<Task> {
+pub fn dag(seed: u64, tasks: usize, buffers: usize) -> Vec<Task> {
     assert!(buffers >= 4, "three reads distinct from the own buffer");
     let mut rng = SplitMix64(seed);
     let n = buffers as u64;
@@ -152,7 +152,7 @@ pub(crate) fn dag(seed: u64, tasks: usize, buffers: usize) -> Vec<Task> {
 
 /// FNV-1a over 64-bit words of, for each task in order, `own`, `k` and its
 /// reads.
-pub(crate) fn fingerprint(tasks: &[Task]) -> u64 {
+pub fn fingerprint(tasks: &[Task]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for t in tasks {
         for x in [t.own, t.k].iter().chain(t.reads()) {
@@ -163,12 +163,12 @@ pub(crate) fn fingerprint(tasks: &[Task]) -> u64 {
 }
 
 /// Buffer `b`'s starting values.
-pub(crate) fn initial(b: usize) -> Vec<f32> {
+pub fn initial(b: usize) -> Vec<f32> {
     (0..LEN).map(|e| ((b + e) % 4 + 1) as f32 / 4.0).collect()
 }
 
 /// The values after `tasks`, computed on the host in program order.
-pub(crate) fn model(tasks: &[Task]) -> Vec<Vec<f32>> {
+pub fn model(tasks: &[Task]) -> Vec<Vec<f32>> {
     let mut v: Vec<Vec<f32>> = (0..BUFFERS).map(initial).collect();
     for t in tasks {
         let mut own = std::mem::take(&mut v[t.own]);
@@ -255,7 +255,7 @@ impl Drop for HandOn<'_> {
 /// # Errors
 ///
 /// Allocation errors.
-pub(crate) fn pristine() -> Result<Vec<Buffer<f32>>> {
+pub fn pristine() -> Result<Vec<Buffer<f32>>> {
     (0..BUFFERS)
         .map(|b| Buffer::from_host(&initial(b)))
         .collect()
@@ -266,7 +266,7 @@ pub(crate) fn pristine() -> Result<Vec<Buffer<f32>>> {
 /// # Errors
 ///
 /// Allocation errors.
-pub(crate) fn buffers() -> Result<Vec<RwLock<Buffer<f32>>>> {
+pub fn buffers() -> Result<Vec<RwLock<Buffer<f32>>>> {
     (0..BUFFERS)
         .map(|_| Buffer::zeros(LEN).map(RwLock::new))
         .collect()
@@ -277,7 +277,7 @@ pub(crate) fn buffers() -> Result<Vec<RwLock<Buffer<f32>>>> {
 /// # Errors
 ///
 /// Driver errors.
-pub(crate) fn reset(
+pub fn reset(
     t: &gpu::TaskContext,
     pristine: &[Buffer<f32>],
     bufs: &mut [RwLock<Buffer<f32>>],
@@ -293,10 +293,7 @@ pub(crate) fn reset(
 /// # Errors
 ///
 /// Driver errors.
-pub(crate) fn first_difference(
-    bufs: &[RwLock<Buffer<f32>>],
-    want: &[Vec<f32>],
-) -> Result<Option<usize>> {
+pub fn first_difference(bufs: &[RwLock<Buffer<f32>>], want: &[Vec<f32>]) -> Result<Option<usize>> {
     for (b, (buf, want)) in bufs.iter().zip(want).enumerate() {
         if buf
             .read()
@@ -317,7 +314,7 @@ pub(crate) fn first_difference(
 /// # Errors
 ///
 /// The first error of a task.
-pub(crate) fn run(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<()> {
+pub fn run(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<()> {
     let turns: Vec<Turns> = (0..bufs.len()).map(|_| Turns::default()).collect();
     gpu::scope(|s| {
         spawn_all(s, bufs, tasks, &turns);
@@ -331,7 +328,7 @@ pub(crate) fn run(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<()> {
 /// # Errors
 ///
 /// The first error of a task.
-pub(crate) fn capture(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<gpu::Graph> {
+pub fn capture(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<gpu::Graph> {
     let turns: Vec<Turns> = (0..bufs.len()).map(|_| Turns::default()).collect();
     gpu::capture(|s| {
         spawn_all(s, bufs, tasks, &turns);
@@ -345,7 +342,7 @@ pub(crate) fn capture(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<gp
 /// # Errors
 ///
 /// Driver errors.
-pub(crate) fn launch(
+pub fn launch(
     t: &gpu::TaskContext,
     g: &gpu::Graph,
     bufs: &mut [RwLock<Buffer<f32>>],

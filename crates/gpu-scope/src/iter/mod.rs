@@ -63,10 +63,14 @@
 //!     gpu::par_chunks_mut(&mut y, 4).map(|_t, c| Ok(c)).collect().unwrap(); // error
 //! ```
 
+mod adaptors;
+mod map;
+
+pub use adaptors::{Enumerate, EnumerateParts, InTask, Zip, ZipParts};
+pub use map::Map;
+
 use crate::scope::{run_scope, Join, Scope};
-use gpu_sched::{
-    Buffer, DeviceRepr, DeviceSliceMut, Error, Result, Runtime, Split, TaskContext, View, ViewMut,
-};
+use gpu_sched::{Buffer, DeviceRepr, Error, Result, Runtime, Split, TaskContext, View, ViewMut};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 pub(crate) mod sealed {
@@ -378,132 +382,8 @@ impl<'a, T: DeviceRepr> ChunkIterator for ParChunksMut<'a, T> {
     }
 }
 
-/// Chunk `i` of one iterator with chunk `i` of another
-/// ([`ParChunks::zip`]): items are pairs.
-#[derive(Debug)]
-pub struct Zip<A, B> {
-    a: A,
-    b: B,
-}
-
-/// [`Zip`]'s two sides' parts.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct ZipParts<A, B>(A, B);
-
-impl<'s, A: Parts, B: Parts> Lend<'s> for ZipParts<A, B> {
-    type Item = (<A as Lend<'s>>::Item, <B as Lend<'s>>::Item);
-    fn lend(&'s mut self) -> Vec<Self::Item> {
-        self.0.lend().into_iter().zip(self.1.lend()).collect()
-    }
-}
-
-impl<A: Parts, B: Parts> Parts for ZipParts<A, B> {
-    fn runtime(&self) -> &Runtime {
-        self.0.runtime()
-    }
-    fn rejoins(&self) -> bool {
-        self.0.rejoins() || self.1.rejoins()
-    }
-    fn finish(self, t: &TaskContext) -> Result<()> {
-        let a = self.0.finish(t);
-        let b = self.1.finish(t);
-        a.and(b)
-    }
-}
-
-impl<A: ChunkIterator, B: ChunkIterator> ChunkIterator for Zip<A, B> {
-    type Parts = ZipParts<A::Parts, B::Parts>;
-    type Task = (A::Task, B::Task);
-    fn chunks(&self) -> Result<usize> {
-        let (a, b) = (self.a.chunks()?, self.b.chunks()?);
-        if a != b {
-            return Err(Error::LengthMismatch {
-                what: "zip's second side (its number of chunks)",
-                expected: a,
-                got: b,
-            });
-        }
-        Ok(a)
-    }
-    fn prepare(self) -> Result<(Self::Parts, Self::Task)> {
-        // Both sides' checks before either splits: a failed zip leaves
-        // every buffer's stamps as they were.
-        self.chunks()?;
-        let (pa, ta) = self.a.prepare()?;
-        let (pb, tb) = self.b.prepare()?;
-        Ok((ZipParts(pa, pb), (ta, tb)))
-    }
-}
-
-/// Each item with its chunk's index ([`ParChunks::enumerate`]).
-#[derive(Debug)]
-pub struct Enumerate<I> {
-    inner: I,
-}
-
-/// [`Enumerate`]'s inner parts.
-#[doc(hidden)]
-#[derive(Debug)]
-pub struct EnumerateParts<P>(P);
-
-impl<'s, P: Parts> Lend<'s> for EnumerateParts<P> {
-    type Item = (usize, <P as Lend<'s>>::Item);
-    fn lend(&'s mut self) -> Vec<Self::Item> {
-        self.0.lend().into_iter().enumerate().collect()
-    }
-}
-
-impl<P: Parts> Parts for EnumerateParts<P> {
-    fn runtime(&self) -> &Runtime {
-        self.0.runtime()
-    }
-    fn rejoins(&self) -> bool {
-        self.0.rejoins()
-    }
-    fn finish(self, t: &TaskContext) -> Result<()> {
-        self.0.finish(t)
-    }
-}
-
-impl<I: ChunkIterator> ChunkIterator for Enumerate<I> {
-    type Parts = EnumerateParts<I::Parts>;
-    type Task = I::Task;
-    fn chunks(&self) -> Result<usize> {
-        self.inner.chunks()
-    }
-    fn prepare(self) -> Result<(Self::Parts, I::Task)> {
-        let (p, t) = self.inner.prepare()?;
-        Ok((EnumerateParts(p), t))
-    }
-}
-
-/// An iterator whose chunks run as the tasks of a scope on a given task
-/// ([`ParChunks::in_task`], [`Scope::par_chunks`]): they are ordered after
-/// that task's work so far, and it after them, as a nested scope's tasks
-/// are. Without it, a run is a task of its own.
-#[derive(Debug)]
-pub struct InTask<'r, I> {
-    inner: I,
-    task: &'r TaskContext,
-}
-
-impl<'r, I: ChunkIterator> ChunkIterator for InTask<'r, I> {
-    type Parts = I::Parts;
-    type Task = &'r TaskContext;
-    fn chunks(&self) -> Result<usize> {
-        self.inner.chunks()
-    }
-    fn prepare(self) -> Result<(I::Parts, &'r TaskContext)> {
-        Ok((self.inner.prepare()?.0, self.task))
-    }
-}
-
 impl<T: DeviceRepr> sealed::Sealed for ParChunks<'_, T> {}
 impl<T: DeviceRepr> sealed::Sealed for ParChunksMut<'_, T> {}
-impl<A, B> sealed::Sealed for Zip<A, B> {}
-impl<I> sealed::Sealed for Enumerate<I> {}
-impl<I> sealed::Sealed for InTask<'_, I> {}
 
 /// The adaptors every chunk iterator has, as its own methods.
 macro_rules! adaptors {
@@ -522,7 +402,7 @@ macro_rules! adaptors {
 
             /// Each item with its chunk's index, from 0 in buffer order.
             pub fn enumerate(self) -> Enumerate<Self> {
-                Enumerate { inner: self }
+                Enumerate { base: self }
             }
 
             /// Maps each chunk to a host value: `f` runs once per chunk, in
@@ -535,7 +415,7 @@ macro_rules! adaptors {
                 R: Send,
                 F: for<'s> Fn(&Scope<'_, '_>, Item<'s, Self>) -> Result<R> + Send + Sync,
             {
-                Map { inner: self, f }
+                Map { base: self, f }
             }
 
             /// Runs the chunks as the tasks of a scope on `task` (a [`Scope`]
@@ -543,7 +423,7 @@ macro_rules! adaptors {
             /// after them. Without it, a run is a task of its own, ordered
             /// with other work through the buffers' stamps only.
             pub fn in_task(self, task: &TaskContext) -> InTask<'_, Self> {
-                InTask { inner: self, task }
+                InTask { base: self, task }
             }
         }
     };
@@ -618,155 +498,6 @@ impl<T: DeviceRepr> ParChunksMut<'_, T> {
         F: Fn(&Scope<'_, '_>, &mut ViewMut<'_, T>) -> Result<()> + Send + Sync,
     {
         drive(self, move |t, mut v| f(t, &mut v), |_, _| Ok(()))
-    }
-}
-
-/// Chunks mapped to host values ([`ParChunks::map`]); its methods run it.
-pub struct Map<I, F> {
-    inner: I,
-    f: F,
-}
-
-impl<I: std::fmt::Debug, F> std::fmt::Debug for Map<I, F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Map").field("inner", &self.inner).finish()
-    }
-}
-
-/// The value a `min` or `max` keeps: a value not comparable with itself
-/// (a float NaN) wins over any other, the first in chunk order; else
-/// `better(v, best)` says whether `v` replaces `best`.
-fn pick<R: PartialOrd>(values: Vec<R>, better: impl Fn(&R, &R) -> bool) -> Option<R> {
-    let nan = |v: &R| v.partial_cmp(v).is_none();
-    let mut it = values.into_iter();
-    let mut best = it.next()?;
-    for v in it {
-        if nan(&best) {
-            break;
-        }
-        if nan(&v) || better(&v, &best) {
-            best = v;
-        }
-    }
-    Some(best)
-}
-
-/// Every terminal method runs one task per chunk (ordered as
-/// [`ParChunks::for_each`]'s) and returns the same errors: a chunk size of
-/// 0 ([`Error::ZeroChunk`]) or a zip's [`Error::LengthMismatch`] before any
-/// task runs; the error of the first chunk (in chunk order) whose closure
-/// failed, once every chunk's task returned and its GPU work finished. A
-/// chunk's panic is re-raised once every chunk's task returned.
-impl<I, F, R> Map<I, F>
-where
-    I: ChunkIterator,
-    R: Send,
-    F: for<'s> Fn(&Scope<'_, '_>, Item<'s, I>) -> Result<R> + Send + Sync,
-{
-    fn run<X>(self, then: impl FnOnce(&TaskContext, Vec<R>) -> Result<X>) -> Result<X> {
-        drive(self.inner, self.f, then)
-    }
-
-    /// The values, in chunk order, into any collection (`Vec<R>` first).
-    ///
-    /// # Errors
-    ///
-    /// As the type's.
-    pub fn collect<C: FromIterator<R>>(self) -> Result<C> {
-        self.run(|_, v| Ok(v.into_iter().collect()))
-    }
-
-    /// `op` over the values in chunk order, from `identity()`:
-    /// `op(op(op(identity(), v0), v1), v2)`; `identity()` for no chunks.
-    /// (Rayon's `reduce` combines in an order it picks; this one is fixed,
-    /// so a float reduction gives the same bits on every run.)
-    ///
-    /// # Errors
-    ///
-    /// As the type's.
-    pub fn reduce<ID, OP>(self, identity: ID, op: OP) -> Result<R>
-    where
-        ID: FnOnce() -> R,
-        OP: FnMut(R, R) -> R,
-    {
-        self.run(|_, v| Ok(v.into_iter().fold(identity(), op)))
-    }
-
-    /// The values' sum in chunk order (`S::sum`; 0 for no chunks). To add
-    /// `f32` values in `f64`, map to `f64`.
-    ///
-    /// # Errors
-    ///
-    /// As the type's.
-    pub fn sum<S: std::iter::Sum<R>>(self) -> Result<S> {
-        self.run(|_, v| Ok(v.into_iter().sum()))
-    }
-
-    /// The least value, `None` for no chunks. NaN wins: a value not
-    /// comparable with itself (a float NaN) is the result if there is one
-    /// (the first in chunk order), as in IEEE 754's `minimum`, NumPy and
-    /// PyTorch. Of equal values the first is kept (as `Iterator::min`); of
-    /// two values neither less than the other, the earlier.
-    ///
-    /// # Errors
-    ///
-    /// As the type's.
-    pub fn min(self) -> Result<Option<R>>
-    where
-        R: PartialOrd,
-    {
-        self.run(|_, v| Ok(pick(v, |v, best| v < best)))
-    }
-
-    /// The greatest value, `None` for no chunks. NaN wins, as in
-    /// [`Map::min`]. Of equal values the last is kept (as `Iterator::max`);
-    /// of two values neither greater than nor equal to the other, the
-    /// earlier.
-    ///
-    /// # Errors
-    ///
-    /// As the type's.
-    pub fn max(self) -> Result<Option<R>>
-    where
-        R: PartialOrd,
-    {
-        self.run(|_, v| Ok(pick(v, |v, best| v >= best)))
-    }
-
-    /// Runs `g` on each value, in the chunk's task right after the map.
-    ///
-    /// # Errors
-    ///
-    /// As the type's.
-    pub fn for_each<G: Fn(R) + Send + Sync>(self, g: G) -> Result<()> {
-        let f = self.f;
-        drive(self.inner, move |t, item| f(t, item).map(&g), |_, _| Ok(()))
-    }
-
-    /// The values, in chunk order, copied into `out` on the device (one
-    /// element per chunk) from the joining task (the iterator's task, or
-    /// the run's own), once every chunk's task returned: a host round trip
-    /// of one value per chunk. To keep per-chunk results on the device
-    /// instead, zip with `par_chunks_mut(&mut out, 1)` and write each
-    /// chunk's element in its task.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LengthMismatch`] unless `out` has one element per chunk
-    /// (before any task runs); as the type's; the copy's.
-    pub fn collect_into(self, out: &mut (impl DeviceSliceMut<R> + ?Sized)) -> Result<()>
-    where
-        R: DeviceRepr,
-    {
-        let n = self.inner.chunks()?;
-        if out.len() != n {
-            return Err(Error::LengthMismatch {
-                what: "collect_into's output (one element per chunk)",
-                expected: n,
-                got: out.len(),
-            });
-        }
-        self.run(|t, v| t.copy_from_host(out, &v))
     }
 }
 

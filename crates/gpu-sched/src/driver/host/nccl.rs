@@ -1,6 +1,6 @@
-//! The host backend's collectives: each rank's part is an operation on its
-//! stream's thread, and the parts of one call meet at a rendezvous (see the
-//! [module above](super)).
+//! The host backend's collectives ([`Collectives`]): each rank's part is an
+//! operation on its stream's thread, and the parts of one call meet at a
+//! rendezvous (see [`crate::nccl`]'s Backends).
 //!
 //! Rank `r`'s part arrives at the rendezvous once its stream reached it,
 //! so every rank's inputs are written; it waits for the others, reads what
@@ -21,15 +21,55 @@
 //! every later use of any device is an error, not a read of a buffer the
 //! call left unwritten.
 
-use super::pair_sends;
+use crate::driver::collective::{pair_sends, Collectives, Comms};
 use crate::driver::{CallKind, DataType, Driver, MemAccess, RankCall, ReduceOp};
-use crate::error::Result;
-use crate::runtime::Runtime;
+use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The host backend's collectives: communicators that are the driver
+/// alone (the ranks meet at each call's rendezvous).
+#[derive(Debug)]
+pub(crate) struct HostCollectives;
+
+impl Collectives for HostCollectives {
+    fn init_all(&self, driver: &Arc<dyn Driver>, _ordinals: &[usize]) -> Result<Box<dyn Comms>> {
+        Ok(Box::new(HostComms {
+            driver: driver.clone(),
+        }))
+    }
+
+    fn init_rank(
+        &self,
+        _driver: &Arc<dyn Driver>,
+        _id: &[u8; 128],
+        _nranks: usize,
+        _rank: usize,
+    ) -> Result<Box<dyn Comms>> {
+        Err(Error::Unsupported(
+            "a communicator across processes on the host backend (its collectives run \
+             within one process: Communicator::all_devices)",
+        ))
+    }
+}
+
+/// A communicator of the host backend: the driver its devices share,
+/// through which every rank's part is queued.
+#[derive(Debug)]
+struct HostComms {
+    driver: Arc<dyn Driver>,
+}
+
+impl Comms for HostComms {
+    unsafe fn launch(&self, calls: &[RankCall], timeout: Duration) -> Result<()> {
+        launch(&self.driver, calls, timeout)
+    }
+
+    unsafe fn destroy(&self) {}
+}
 
 /// How often a rank waiting at the rendezvous checks whether it was
 /// abandoned or the backend broke.
@@ -122,16 +162,20 @@ struct RankPart {
 }
 
 /// Queues `calls` (every rank local; handed off and stamped, their buffers
-/// borrowed until this returns) on their streams of `rt`'s backend; each
-/// part waits at most `timeout` at each meeting with the others.
+/// borrowed until this returns) on their streams of `driver` (the host
+/// backend's); each part waits at most `timeout` at each meeting with the
+/// others.
 ///
 /// # Errors
 ///
 /// Errors of pairing sends and receives (checked before, so none); driver
 /// errors queuing a part (the parts queued before it do nothing).
-pub(super) fn launch(rt: &Runtime, calls: &[RankCall], timeout: Duration) -> Result<()> {
+pub(crate) fn launch(
+    driver: &Arc<dyn Driver>,
+    calls: &[RankCall],
+    timeout: Duration,
+) -> Result<()> {
     let ranks = plan(calls)?;
-    let driver = rt.core().driver.clone();
     let rv = Arc::new(Rendezvous {
         ranks: ranks.len(),
         arrived: Mutex::new([0; 2]),

@@ -1,6 +1,6 @@
 //! # 91: soak
 //!
-//! The stress generator (`90-stress`) in a loop: rounds of random scopes,
+//! The stress generator (`stress`) in a loop: rounds of random scopes,
 //! each round with fresh buffers and events and a new seed, every value
 //! checked, until the time is up. Once a minute, and at the end, it prints
 //! the runtime's live resources at a quiet moment (between rounds, after a
@@ -12,14 +12,13 @@
 //! off: more than a quarter (at least 4) of growth is a leak.
 //!
 //! ```text
-//! cargo run --release -p gpu-scope --example 91-soak -- --minutes 10
+//! cargo run --release -p gpu-testkit --bin soak -- --minutes 10
 //! ```
 //!
 //! (`cargo xtask soak --minutes N` builds and runs it.) Exit status 1 if
 //! a count grew, a value was wrong, a race was found or a scope failed.
 
-#[path = "../crates/gpu-scope/tests/common/dag.rs"]
-mod dag;
+use gpu_testkit::dag;
 
 use gpu::{LiveCounts, Runtime};
 use std::process::ExitCode;
@@ -50,7 +49,7 @@ fn parse() -> Result<Args, String> {
             "--every" => a.every = Duration::from_secs_f64(num(&value("--every")?)?),
             "--seed" => a.seed = num(&value("--seed")?)?,
             "-h" | "--help" => {
-                return Err("usage: 91-soak [--minutes M] [--every SECONDS] [--seed S]".into())
+                return Err("usage: soak [--minutes M] [--every SECONDS] [--seed S]".into())
             }
             other => return Err(format!("unknown argument `{other}` (try --help)")),
         }
@@ -69,19 +68,19 @@ fn main() -> ExitCode {
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("91-soak: {e}");
+            eprintln!("soak: {e}");
             return ExitCode::from(2);
         }
     };
     let rt = match gpu::runtime() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("91-soak: no runtime: {e}");
+            eprintln!("soak: no runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
     println!(
-        "91-soak: backend {} ({}), {} min, seeds from {}",
+        "soak: backend {} ({}), {} min, seeds from {}",
         rt.backend(),
         rt.device_name(),
         args.minutes,
