@@ -447,7 +447,7 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
         // From here until a rejoin restamps it, the parent's uses are those
         // of views that may be anywhere (§8): a leaked split cannot leave
         // stale stamps behind.
-        rt.inner.ledger.forget_uses(parent.get_mut());
+        rt.ledger_rw().forget_uses(parent.get_mut());
         Split {
             rt,
             parent,

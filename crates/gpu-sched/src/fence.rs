@@ -1,7 +1,7 @@
 //! Fences: a recorded point on a task's stream that other tasks are
 //! ordered after (spawn, join, R8). Below the task context, which keeps the
 //! fences a task must wait for; recording and waiting are
-//! `TaskContext::fence` and `TaskContext::wait_fence` (event.rs).
+//! `TaskContext::fence` and `TaskContext::wait_fence` (context/event.rs).
 
 use crate::error::Result;
 use crate::pool::PooledEvent;
@@ -14,7 +14,7 @@ use crate::runtime::Runtime;
 /// captures the record when it is submitted), so it may be recorded again.
 #[derive(Clone)]
 pub struct Fence {
-    pub(crate) inner: std::sync::Arc<FenceEvent>,
+    pub(crate) shared: std::sync::Arc<FenceEvent>,
 }
 
 /// The pooled event of a fence and its runtime; in a scope capture, the
@@ -42,7 +42,7 @@ impl std::fmt::Debug for Fence {
 
 impl Fence {
     pub(crate) fn event(&self) -> &PooledEvent {
-        self.inner
+        self.shared
             .ev
             .as_ref()
             .expect("a fence's event lives as long as it")
@@ -50,7 +50,7 @@ impl Fence {
 
     /// The fence's runtime (its device).
     pub(crate) fn runtime(&self) -> &Runtime {
-        &self.inner.rt
+        &self.shared.rt
     }
 
     /// Waits on the host for the fence (R6) and consumes it. A fence of a
@@ -61,15 +61,14 @@ impl Fence {
     ///
     /// Driver errors.
     pub fn synchronize(self) -> Result<()> {
-        if self.inner.nodes.is_some() {
+        if self.shared.nodes.is_some() {
             // A fence of a scope capture: its operations run only when the
             // graph is launched; nothing of them is queued to wait for.
             return Ok(());
         }
-        let rt = &self.inner.rt;
+        let rt = &self.shared.rt;
         let p = self.event();
-        rt.inner
-            .ledger
+        rt.ledger_rw()
             .event_complete(&p.coverage, || rt.driver().event_sync(p.raw).map(|()| true))?;
         Ok(())
     }

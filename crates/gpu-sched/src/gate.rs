@@ -53,9 +53,7 @@ impl Runtime {
     /// A driver error from allocating mapped pinned memory.
     pub fn gate(&self) -> Result<Gate> {
         let (host, dev) = self.driver().alloc_host(GATE_BYTES, true)?;
-        self.inner
-            .pinned_bytes
-            .fetch_add(GATE_BYTES, Ordering::Relaxed);
+        self.pinned_bytes().fetch_add(GATE_BYTES, Ordering::Relaxed);
         let g = Gate {
             rt: self.clone(),
             host,
@@ -119,8 +117,7 @@ impl Drop for Gate {
         // refused), and `&mut self` leaves no reference to them.
         let _ = unsafe { self.rt.driver().free_host(self.host, GATE_BYTES) };
         self.rt
-            .inner
-            .pinned_bytes
+            .pinned_bytes()
             .fetch_sub(GATE_BYTES, Ordering::Relaxed);
     }
 }
@@ -145,7 +142,7 @@ impl TaskContext {
     pub unsafe fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
         self.rt.check_same(gate.rt.id(), "the gate")?;
         self.bind()?;
-        if self.in_scope_capture() || self.rt.inner.ledger.is_capturing(self.sid()) {
+        if self.in_scope_capture() || self.rt.ledger_rw().is_capturing(self.sid()) {
             // Every launch of the graph would wait on the gate's flags,
             // which the graph cannot own: refused before anything is
             // queued (the gate keeps no lost flags).

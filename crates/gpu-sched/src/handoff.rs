@@ -1,13 +1,14 @@
-//! Hand-offs (R9, R11) and ordered frees (X4): carrying out the ledger's
-//! decision for a buffer that moves to a stream, by a device wait or a host
-//! wait, and freeing a buffer's memory once every use is ordered before
-//! the free. Below the task context, which calls these for every tracked
-//! operation, and below buffers, whose drop frees through them.
+//! Hand-off decisions (R9, R11) and ordered frees (X4): the ledger's
+//! decision for a buffer that moves to a stream, and freeing a buffer's
+//! memory once every use is ordered before the free. The decisions are
+//! carried out (a device wait or a host wait) by `context::wait_streams`
+//! (context/tracked.rs), which every tracked operation and the free here
+//! go through; buffers' drops free through this file.
 
-use crate::driver::RawStream;
+use crate::context::wait_streams;
 use crate::error::Result;
-use crate::runtime::Runtime;
-use gpu_epoch::{Access, Decision, StreamId, Task, Uses};
+use crate::runtime::{device_bytes, Runtime};
+use gpu_epoch::{Access, Decision, StreamId, Uses};
 
 impl Runtime {
     /// X4: frees `ptr` in stream order on the reclaim stream, after a
@@ -32,7 +33,7 @@ impl Runtime {
     /// (each kept again if it fails again). Never blocks.
     pub(crate) fn retry_deferred_frees(&self) {
         let retry = {
-            let mut d = self.inner.deferred_frees.lock();
+            let mut d = self.deferred_frees().lock();
             if d.is_empty() {
                 return;
             }
@@ -58,13 +59,14 @@ impl Runtime {
     ///
     /// As [`Runtime::free_ordered`].
     unsafe fn free_or_defer(&self, ptr: u64, bytes: usize, uses: &Uses) {
-        let i = &self.inner;
-        let s = i.reclaim_stream;
+        let s = self.reclaim_stream();
         let raw = self.raw_stream(s);
         let d = self.decide(uses, s, Access::Write, true);
-        if let Err(e) = wait_streams(self, &i.reclaimer, s, raw, d) {
+        if let Err(e) = wait_streams(self, self.reclaimer(), s, raw, d) {
             if !e.is_sticky() {
-                i.deferred_frees.lock().push((ptr, bytes, uses.clone()));
+                self.deferred_frees()
+                    .lock()
+                    .push((ptr, bytes, uses.clone()));
             }
             return;
         }
@@ -72,9 +74,9 @@ impl Runtime {
         // by this driver, freed once and used no more; the hand-off above
         // ordered every use before the reclaim stream reaches the free.
         if unsafe { self.driver().free(ptr, device_bytes(bytes), raw) }.is_ok() {
-            i.allocations
+            self.allocations()
                 .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            i.device_bytes
+            self.device_bytes()
                 .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -88,7 +90,7 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
-        self.inner.ledger.hand_off(uses, s2, access, device)
+        self.ledger_rw().hand_off(uses, s2, access, device)
     }
 
     /// R9, X3: the ledger's decision for `range` of `uses` moving to `s2`.
@@ -101,8 +103,7 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
-        self.inner
-            .ledger
+        self.ledger_rw()
             .hand_off_range(uses, range, s2, access, device)
     }
 }
@@ -142,112 +143,4 @@ impl Runtime {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
-}
-
-/// The size the driver allocates (and frees: the two must agree, §8) for
-/// a buffer of `bytes`: at least 4, so that every buffer has an address of
-/// its own and 4-byte memsets.
-#[inline]
-pub(crate) fn device_bytes(bytes: usize) -> usize {
-    bytes.max(4)
-}
-
-/// Carries out a hand-off decision for `task` on `s2`.
-pub(crate) fn wait_streams(
-    rt: &Runtime,
-    task: &Task,
-    s2: StreamId,
-    raw2: RawStream,
-    d: Decision,
-) -> Result<()> {
-    match d {
-        Decision::NoWait(_) => Ok(()),
-        Decision::DeviceWait(set) => {
-            for s in set.iter() {
-                let l = &rt.inner.ledger;
-                let covered = l.closed_counted(s);
-                // The device whose stream `s` is (§11): the event is
-                // recorded there, and waited for here (a wait on another
-                // device's event is a device wait too). None: retired since
-                // the decision, idle.
-                let Some(core) = rt.inner.group.owner(&rt.inner.core, s) else {
-                    l.mark_ordered(task, s2, s, covered);
-                    continue;
-                };
-                // While `s`'s owner captures it, its captured work runs only
-                // when the graph is launched: wait for what was queued
-                // before the capture, never record into another task's
-                // graph.
-                let slot = core.streams.capture_slot(s).lock();
-                // Read under the slot's lock, which a retiring stream's
-                // handle is taken away under (§9): 0 is a stream retired
-                // since the decision, idle, so its work is done.
-                let raw = core.streams.raw(s);
-                let r = match slot.as_ref() {
-                    Some(pre) => rt.driver().wait_event(raw2, pre.raw),
-                    None if raw.0 == 0 => Ok(()),
-                    None => {
-                        let ev = core.events.take(&*core.driver)?;
-                        // A record the ledger does not make: the event
-                        // covers nothing from now on (§8), or a user who
-                        // gets it from the pool next would learn a false
-                        // fact by synchronizing it.
-                        l.record_untracked(&ev.coverage);
-                        let r = core
-                            .driver
-                            .record(ev.raw, raw)
-                            .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
-                        // The wait captured the record: the event may be
-                        // reused now.
-                        core.events.give(ev);
-                        r
-                    }
-                };
-                drop(slot);
-                r?;
-                l.mark_ordered(task, s2, s, covered);
-            }
-            Ok(())
-        }
-        Decision::HostSync(set) => {
-            for s in set.iter() {
-                host_wait(rt, s)?;
-            }
-            Ok(())
-        }
-    }
-}
-
-/// Waits on the host for everything queued on `s` so far. A stream its
-/// owner is capturing cannot be synchronized (an error) nor recorded on
-/// (that would add to the owner's graph): wait for what was queued before
-/// the capture began, the only work of it that runs on the stream.
-fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
-    // The device whose stream `s` is (§11); none: retired, idle.
-    let Some(core) = rt.inner.group.owner(&rt.inner.core, s) else {
-        return Ok(());
-    };
-    let slot = core.streams.capture_slot(s).lock();
-    if let Some(pre) = slot.as_ref() {
-        // Synchronized under the lock: once the lock is let go, the capture
-        // may end and its pre event go back to the pool and be recorded on
-        // another stream, and a synchronize then would wait for that
-        // stream instead. The capture's end waits for this (the work before
-        // the capture runs whatever the capture does: no deadlock); the
-        // lock is the pool's, no ledger lock (R14).
-        return core.driver.event_sync(pre.raw);
-    }
-    let raw = core.streams.raw(s);
-    if raw.0 == 0 {
-        // Retired since the decision (§9): idle, its work done.
-        return Ok(());
-    }
-    let ev = core.events.take(&*core.driver)?;
-    // Untracked record: the event covers nothing (§8).
-    rt.inner.ledger.record_untracked(&ev.coverage);
-    let recorded = core.driver.record(ev.raw, raw);
-    drop(slot);
-    let r = recorded.and_then(|_| core.driver.event_sync(ev.raw));
-    core.events.give(ev);
-    r
 }

@@ -14,20 +14,31 @@
 //! import circle:
 //!
 //! ```text
-//! error, kernel -> driver (cuda/, host/) -> pool, trace -> runtime
-//!   -> handoff, fence -> buffer -> capture -> context -> event, launch, graph, gate, staging,
-//!   nccl
+//! error, kernel -> ptx, driver (cuda/, host/) -> pool, trace
+//!   -> runtime (mod.rs, options.rs, group.rs) -> fence, event, graph -> buffer -> capture
+//!   -> context (mod.rs, tracked.rs, memory.rs, copy.rs, host.rs, event.rs, graph.rs)
+//!   -> handoff, launch, staging, typed -> gate, loader, nccl
 //! ```
+//!
+//! `kernel` is kernels as the backends see them (modules, parameter lists,
+//! a launch's arguments); `ptx` is what is checked of PTX text before a
+//! backend loads it (its header and each entry's parameters); `typed` is
+//! typed kernels (a signature declared once, checked against the PTX
+//! entry); `loader` is users' modules (PTX or CUDA C, loaded once per
+//! runtime and source).
 //!
 //! A type's core lives in its own module. A module above it may add an
 //! `impl` block for what it alone makes or needs, and nothing else:
-//! `Runtime` gets `free_ordered`/`decide` (handoff.rs), `begin_task`
-//! (context/), `event` (event.rs), `gate` (gate.rs) and its page-locked
+//! `Runtime` gets `free_ordered`/`decide` (handoff.rs: the ordered free,
+//! called by buffers' drops, carries out its hand-off with the context's
+//! `wait_streams`), `begin_task` (context/), `event` (event.rs), `gate`
+//! (gate.rs), `load_ptx`/`compile_cuda` (loader.rs) and its page-locked
 //! memory pool (staging.rs); `Buffer` gets its one-off-task conveniences
-//! (context/); `TaskContext` gets its operations by kind (in `context/`:
-//! `tracked.rs`, the path every operation takes, `memory.rs`, `copy.rs`,
-//! `host.rs`; outside it: event.rs, launch.rs, graph.rs, gate.rs).
-//! Everything else of a type is in its module.
+//! (context/);
+//! `TaskContext` gets its operations by kind (in `context/`: `tracked.rs`,
+//! the path every operation takes and its hand-offs, `memory.rs`,
+//! `copy.rs`, `host.rs`, `event.rs`, `graph.rs`; outside it: launch.rs,
+//! gate.rs). Everything else of a type is in its module.
 
 mod buffer;
 mod capture;
@@ -52,7 +63,7 @@ mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use capture::CaptureHandle;
-pub use context::TaskContext;
+pub use context::{GraphLaunch, TaskContext};
 pub use driver::{BackendChoice, BackendKind, SyncMode};
 #[doc(hidden)]
 pub use driver::{FaultInjector, FaultKind};
@@ -63,7 +74,7 @@ pub use gate::Gate;
 pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
-pub use graph::{Graph, GraphLaunch};
+pub use graph::Graph;
 pub use kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig, Module, Param};
 pub use launch::{KernelRef, Launch, ScalarArg};
 pub use loader::LoadedModule;

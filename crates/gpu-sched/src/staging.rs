@@ -397,7 +397,7 @@ impl Runtime {
     /// a block of that size (pinning pages costs milliseconds).
     pub(crate) fn pinned_take(&self, bytes: usize) -> Result<*mut u8> {
         let cached = {
-            let mut c = self.inner.pinned_cache.lock();
+            let mut c = self.pinned_cache().lock();
             c.iter()
                 .position(|(b, _)| *b == bytes)
                 .map(|i| c.swap_remove(i).1)
@@ -406,18 +406,18 @@ impl Runtime {
             Some(p) => p as *mut u8,
             None => {
                 let (p, _) = self.driver().alloc_host(bytes, false)?;
-                self.inner.pinned_bytes.fetch_add(bytes, Ordering::Relaxed);
+                self.pinned_bytes().fetch_add(bytes, Ordering::Relaxed);
                 p
             }
         };
-        self.inner.pinned_live.lock().push((ptr as usize, bytes));
+        self.pinned_live().lock().push((ptr as usize, bytes));
         Ok(ptr)
     }
 
     /// Whether `[addr, addr + bytes)` overlaps page-locked memory this
     /// runtime handed out (a [`Staging`] buffer's).
     pub(crate) fn is_pinned(&self, addr: usize, bytes: usize) -> bool {
-        let live = self.inner.pinned_live.lock();
+        let live = self.pinned_live().lock();
         live.iter()
             .any(|&(p, n)| addr < p + n && p < addr + bytes.max(1))
     }
@@ -432,12 +432,12 @@ impl Runtime {
     /// is left.
     pub(crate) unsafe fn pinned_give(&self, ptr: *mut u8, bytes: usize) {
         {
-            let mut live = self.inner.pinned_live.lock();
+            let mut live = self.pinned_live().lock();
             if let Some(i) = live.iter().position(|&(p, _)| p == ptr as usize) {
                 live.swap_remove(i);
             }
         }
-        let mut c = self.inner.pinned_cache.lock();
+        let mut c = self.pinned_cache().lock();
         let cached: usize = c.iter().map(|(b, _)| *b).sum();
         if cached + bytes <= 1 << 30 {
             c.push((bytes, ptr as usize));
@@ -446,19 +446,19 @@ impl Runtime {
         drop(c);
         // SAFETY: the caller's contract; the block is not in the cache.
         if unsafe { self.driver().free_host(ptr, bytes) }.is_ok() {
-            self.inner.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.pinned_bytes().fetch_sub(bytes, Ordering::Relaxed);
         }
     }
 
     /// Frees the cached pinned memory.
     pub fn release_cached_memory(&self) {
-        let blocks = std::mem::take(&mut *self.inner.pinned_cache.lock());
+        let blocks = std::mem::take(&mut *self.pinned_cache().lock());
         for (bytes, p) in blocks {
             // SAFETY: a cached block came from `alloc_host` with `bytes` and
             // was given back with no copy in flight (`pinned_give`); it left
             // the cache above, once.
             if unsafe { self.driver().free_host(p as *mut u8, bytes) }.is_ok() {
-                self.inner.pinned_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                self.pinned_bytes().fetch_sub(bytes, Ordering::Relaxed);
             }
         }
     }

@@ -212,7 +212,7 @@ impl TaskContext {
         src: &(impl DeviceSlice<T> + ?Sized),
         dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
-        let group = &self.rt.inner.group;
+        let group = self.rt.group();
         let src_rt = group.member(src.runtime_id()).ok_or(Error::WrongDevice {
             what: "the source buffer",
         })?;

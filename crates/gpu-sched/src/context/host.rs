@@ -1,10 +1,10 @@
 //! Where host code meets a task's stream: synchronizes, raw and host-sync
 //! pointers (R10, R11), and rejoining a split.
 
+use super::tracked::wait_streams;
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut, Split};
 use crate::error::{Error, Result};
-use crate::handoff::wait_streams;
 use gpu_epoch::Access;
 
 impl TaskContext {
@@ -19,12 +19,11 @@ impl TaskContext {
     pub fn synchronize(&self) -> Result<()> {
         self.bind()?;
         self.rt
-            .inner
-            .ledger
+            .ledger_rw()
             .stream_sync(self.task(), self.sid(), || {
                 self.rt
                     .driver()
-                    .stream_sync(self.raw(), self.rt.inner.sync_mode)
+                    .stream_sync(self.raw(), self.rt.sync_mode())
             })
             .map_err(|_| Error::Capturing {
                 what: "synchronizing the stream",
@@ -67,7 +66,7 @@ impl TaskContext {
         self.bind()?;
         let u = buf.stamps_mut().get_mut();
         self.hand_off(u, Access::Write)?;
-        self.rt.inner.ledger.escape(u, self.sid());
+        self.rt.ledger_rw().escape(u, self.sid());
         Ok(buf.device_ptr())
     }
 
@@ -86,14 +85,14 @@ impl TaskContext {
     ) -> Result<u64> {
         self.check(buf, "the buffer")?;
         self.bind()?;
-        if self.rt.inner.ledger.is_capturing(self.sid()) {
+        if self.rt.ledger_rw().is_capturing(self.sid()) {
             return Err(Error::Capturing {
                 what: "taking a host-sync pointer",
             });
         }
         let u = buf.stamps_mut().get_mut();
         self.hand_off(u, Access::Write)?;
-        self.rt.inner.ledger.stamp_write(u, self.sid());
+        self.rt.ledger_rw().stamp_write(u, self.sid());
         self.synchronize()?;
         Ok(buf.device_ptr())
     }
@@ -119,13 +118,13 @@ impl TaskContext {
     ) -> Result<u64> {
         self.check(buf, "the buffer")?;
         let (sid, raw) = self.bind()?;
-        if self.rt.inner.ledger.is_capturing(sid) {
+        if self.rt.ledger_rw().is_capturing(sid) {
             return Err(Error::Capturing {
                 what: "taking a host-sync pointer",
             });
         }
         // As a tracked read: decide under the lock, wait without it (R14).
-        let (r, l) = (buf.range(), &self.rt.inner.ledger);
+        let (r, l) = (buf.range(), self.rt.ledger_rw());
         let d = self
             .rt
             .decide_range(&buf.stamps().lock(), r.clone(), sid, Access::Read, true);
@@ -153,8 +152,7 @@ impl TaskContext {
             self.hand_off(v.get_mut(), Access::Write)?;
         }
         self.rt
-            .inner
-            .ledger
+            .ledger_rw()
             .stamp_write(parent.get_mut(), self.sid());
         Ok(())
     }

@@ -3,7 +3,7 @@
 use super::{TaskContext, Touch};
 use crate::buffer::{Buffer, DeviceRepr, DeviceSliceMut};
 use crate::error::{Error, Result};
-use crate::handoff::device_bytes;
+use crate::runtime::device_bytes;
 use std::marker::PhantomData;
 
 impl TaskContext {
@@ -18,7 +18,7 @@ impl TaskContext {
     /// [`Error::OutOfMemory`] or a driver error.
     pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
         self.bind()?;
-        if self.in_scope_capture() || self.rt.inner.ledger.is_capturing(self.sid()) {
+        if self.in_scope_capture() || self.rt.ledger_rw().is_capturing(self.sid()) {
             // The graph would own the memory (an allocation node: the
             // address is valid only while a launch of the graph runs), and
             // the buffer outlive it: a later use reads freed memory, and a
@@ -35,10 +35,10 @@ impl TaskContext {
                 during: "computing an allocation size",
             })?;
         let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw())?;
-        let i = &self.rt.inner;
-        i.allocations
+        let rt = &self.rt;
+        rt.allocations()
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        i.device_bytes
+        rt.device_bytes()
             .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         let mut b = Buffer {
             ptr,
@@ -49,7 +49,7 @@ impl TaskContext {
             _t: PhantomData,
         };
         // The allocation is an operation on this stream: stamp it (R1).
-        i.ledger.stamp_write(b.stamps.get_mut(), self.sid());
+        rt.ledger_rw().stamp_write(b.stamps.get_mut(), self.sid());
         Ok(b)
     }
 

@@ -1,8 +1,10 @@
 //! A task's handle on its stream: the type, its start and end, its stream
 //! (R3, §9) and its fences. The operations are in the files beside this
-//! one: `tracked.rs` (the path every operation takes, R1, R9),
-//! `memory.rs` (allocation), `copy.rs` (copies), `host.rs` (synchronizes
-//! and pointers for host code, R10, R11).
+//! one: `tracked.rs` (the path every operation takes and its hand-offs,
+//! R1, R9), `memory.rs` (allocation), `copy.rs` (copies), `host.rs`
+//! (synchronizes and pointers for host code, R10, R11), `event.rs`
+//! (records and waits of events and fences, R4-R8), `graph.rs` (captures,
+//! R12).
 
 use crate::buffer::{Buffer, DeviceRepr};
 use crate::capture::{CaptureHandle, ScopeCapture};
@@ -14,11 +16,14 @@ use gpu_epoch::{Binding, StreamId, Task};
 use std::marker::PhantomData;
 
 mod copy;
+mod event;
+mod graph;
 mod host;
 mod memory;
 mod tracked;
 
-pub(crate) use tracked::{Touch, MAX_TOUCHES};
+pub use graph::GraphLaunch;
+pub(crate) use tracked::{wait_streams, Touch, MAX_TOUCHES};
 
 /// A running task's handle on its stream: every tracked operation goes
 /// through one. It owns its stream (R3) for as long as it lives; dropping it
@@ -249,7 +254,7 @@ impl TaskContext {
     /// The ledger's task.
     #[inline]
     pub(crate) fn task(&self) -> &Task {
-        self.task.get_or_init(|| self.rt.inner.ledger.begin_task())
+        self.task.get_or_init(|| self.rt.ledger_rw().begin_task())
     }
 
     /// The ledger's id of this task.
@@ -273,7 +278,7 @@ impl TaskContext {
         // another table.
         self.rt
             .check_same(other.rt.id(), "the task whose stream is shared")?;
-        Ok(self.rt.inner.ledger.bind(self.task(), other.bound()?.0))
+        Ok(self.rt.ledger_rw().bind(self.task(), other.bound()?.0))
     }
 
     /// Ends the task: the stream goes back to the pool (R13). Work already
@@ -290,7 +295,7 @@ impl TaskContext {
         let b = self.bound()?;
         self.submitted.set(true);
         self.pending.set(true);
-        self.rt.inner.ledger.bind(self.task(), b.0);
+        self.rt.ledger_rw().bind(self.task(), b.0);
         Ok(b)
     }
 
@@ -344,22 +349,26 @@ impl TaskContext {
 
     /// [`TaskContext::bind_stream`]; a stream of its own if `own`.
     fn bind_stream_as(&self, own: bool) -> Result<(StreamId, RawStream)> {
-        let i = &self.rt.inner;
+        let rt = &self.rt;
         if let Some(cap) = self.capture.borrow().clone() {
             // A task of a scope capture submits to the capturing stream.
             cap.check_open()?;
-            i.ledger.bind(self.task(), cap.slot.0);
+            rt.ledger_rw().bind(self.task(), cap.slot.0);
             self.slot.set(Some(cap.slot));
             self.pending.set(true);
             self.wait_after()?;
             return Ok(cap.slot);
         }
         let (stream, idle) = if own {
-            i.core.streams.acquire_own(self.rt.driver(), &i.ledger)?
+            rt.core()
+                .streams
+                .acquire_own(self.rt.driver(), rt.ledger_rw())?
         } else {
-            i.core.streams.acquire(self.rt.driver(), &i.ledger)?
+            rt.core()
+                .streams
+                .acquire(self.rt.driver(), rt.ledger_rw())?
         };
-        i.ledger.bind(self.task(), stream);
+        rt.ledger_rw().bind(self.task(), stream);
         let b = (stream, self.rt.raw_stream(stream));
         self.slot.set(Some(b));
         self.pending.set(!idle);
@@ -420,12 +429,12 @@ impl Drop for TaskContext {
             // the capture's, which ends them (`capture_scope`).
             return;
         }
-        let i = &self.rt.inner;
+        let rt = &self.rt;
         let Some((s, _)) = self.slot.get() else {
             // Never bound a stream: nothing to close or give back (the
             // fences it would have waited for go back with `after`).
             if let Some(t) = self.task.get() {
-                i.ledger.finish_task(t);
+                rt.ledger_rw().finish_task(t);
             }
             return;
         };
@@ -435,18 +444,20 @@ impl Drop for TaskContext {
             // this stream learns it (closed_counted), and a synchronize after
             // that wait completes it. Without it, `Buffer::zeros` then
             // `to_vec` left the next writer a needless device wait (§8).
-            i.ledger.close(self.task(), s);
+            rt.ledger_rw().close(self.task(), s);
         }
-        i.ledger.finish_task(self.task());
-        let tail = if i.ledger.is_shared(s) || self.capture_log.borrow().is_some() {
+        rt.ledger_rw().finish_task(self.task());
+        let tail = if rt.ledger_rw().is_shared(s) || self.capture_log.borrow().is_some() {
             // Another live task may have work on it (§9), or a write now
             // would go into the graph: ask the driver when it comes back.
             Tail::Unknown
         } else if !self.pending.get() && !self.raw_used.get() {
             Tail::Idle
         } else {
-            i.core.streams.end_of_work(self.rt.driver(), s)
+            rt.core().streams.end_of_work(self.rt.driver(), s)
         };
-        i.core.streams.release(s, tail, self.rt.driver(), &i.ledger);
+        rt.core()
+            .streams
+            .release(s, tail, self.rt.driver(), rt.ledger_rw());
     }
 }

@@ -284,7 +284,7 @@ impl Communicator {
         let n = rt.device_count();
         let devices = (0..n).map(|d| rt.device(d)).collect::<Result<Vec<_>>>()?;
         let ordinals: Vec<_> = devices.iter().map(Runtime::ordinal).collect();
-        let driver = &devices[0].inner.core.driver;
+        let driver = &devices[0].core().driver;
         let comms = driver.collectives().init_all(driver, &ordinals)?;
         Communicator::with_comms(devices, 0, n, comms)
     }
@@ -335,7 +335,7 @@ impl Communicator {
                 problem: format!("rank {rank} of {nranks} ranks"),
             });
         }
-        let driver = &rt.inner.core.driver;
+        let driver = &rt.core().driver;
         let comms = driver
             .collectives()
             .init_rank(driver, &id.0, nranks, rank)?;

@@ -71,8 +71,7 @@ fn detector_flags_a_collective_without_its_hand_off() {
             }
         })
         .collect();
-    crate::driver::host::nccl::launch(&rt.inner.core.driver, &calls, Duration::from_secs(60))
-        .unwrap();
+    crate::driver::host::nccl::launch(&rt.core().driver, &calls, Duration::from_secs(60)).unwrap();
     rt.synchronize().unwrap();
     d1.synchronize().unwrap();
     let races = rt.races();
@@ -170,7 +169,7 @@ fn a_part_that_cannot_be_queued_abandons_the_others() {
     let good = t0.bind().unwrap().1;
     let bad = crate::driver::RawStream(u64::MAX);
     let e = crate::driver::host::nccl::launch(
-        &rt.inner.core.driver,
+        &rt.core().driver,
         &[call(0, good), call(1, bad)],
         Duration::from_secs(60),
     )
@@ -187,8 +186,8 @@ fn streams_are_its_own(comm: &Communicator) -> bool {
         let Some((sid, _)) = c.slot.get() else {
             return false;
         };
-        let i = &c.rt.inner;
-        i.core.streams.holders(sid) == 1 && !i.ledger.is_shared(sid)
+        let rt = &c.rt;
+        rt.core().streams.holders(sid) == 1 && !rt.ledger_rw().is_shared(sid)
     })
 }
 

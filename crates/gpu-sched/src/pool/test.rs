@@ -41,9 +41,8 @@ fn a_stream_is_recycled_before_anyone_can_share_it() {
     t.zeros::<u8>(4).unwrap();
     t.synchronize().unwrap();
     drop(t);
-    let i = rt.inner.clone();
-    let ledger = i.ledger.clone();
-    let reclaim = i.reclaim_stream;
+    let ledger = rt.ledger_rw().clone();
+    let reclaim = rt.reclaim_stream();
     // The sharer's write, made from the hook.
     let stamps = std::rc::Rc::new(RefCell::new(None::<BufferStamps>));
     let out = stamps.clone();
@@ -51,7 +50,7 @@ fn a_stream_is_recycled_before_anyone_can_share_it() {
     HELD.with(|h| {
         *h.borrow_mut() = Some(Box::new(move |id| {
             // The pool, out of streams, gives the stream to a second task.
-            let shared = hook_rt.inner.core.streams.share(&hook_ledger);
+            let shared = hook_rt.core().streams.share(&hook_ledger);
             assert_eq!(shared, Some(id), "the stream is shareable once held");
             let task = hook_ledger.begin_task();
             hook_ledger.bind(&task, id);
@@ -60,7 +59,7 @@ fn a_stream_is_recycled_before_anyone_can_share_it() {
             *out.borrow_mut() = Some(b);
         }))
     });
-    let (first, recycled) = i.core.streams.acquire(rt.driver(), &ledger).unwrap();
+    let (first, recycled) = rt.core().streams.acquire(rt.driver(), &ledger).unwrap();
     assert!(
         recycled,
         "the warm stream was taken from the free list, idle"

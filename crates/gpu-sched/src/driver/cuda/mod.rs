@@ -2,9 +2,11 @@
 //! (`cudarc::driver::sys`), loaded at run time.
 //!
 //! Every raw driver call of the crate is in this folder: [`probe`] loads the
-//! library and checks it, [`error`] reads results, this file is the
-//! [`Driver`]. Nothing here tracks anything: cudarc's safe types (and their
-//! per-slice events) are not used.
+//! library and checks it, [`error`] reads results, [`device`] opens a device
+//! and makes its context current (the [`CudaDriver`] type and the call
+//! helpers), [`args`] lays out a launch's arguments, [`nccl`] is the
+//! collectives, this file is the [`Driver`]. Nothing here tracks anything:
+//! cudarc's safe types (and their per-slice events) are not used.
 //!
 //! # The library and the device
 //!
@@ -37,25 +39,26 @@ use super::{
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
 use cudarc::driver::sys::{self, CUresult};
-use parking_lot::Mutex;
-use std::cell::Cell;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_void, CString};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod args;
+mod device;
 mod error;
 pub(crate) mod nccl;
 mod probe;
 #[cfg(test)]
 mod test;
 
-use error::{check_free, sticky_error};
+use args::{pack_args, ArgSlot};
+pub(crate) use device::CudaDriver;
+use device::BOUND_DRIVER;
+
+use error::sticky_error;
 #[cfg(test)]
 pub(crate) use probe::cuda_available;
 pub(crate) use probe::device_count;
-use probe::driver_probe;
 
 /// The most arguments [`Driver::launch`] passes (they live in a stack array).
 pub(crate) const MAX_KERNEL_ARGS: usize = 16;
@@ -63,14 +66,6 @@ pub(crate) const MAX_KERNEL_ARGS: usize = 16;
 /// How long [`SyncMode::SpinThenYield`] polls a stream in a busy loop before
 /// it yields the thread between polls.
 const SPIN_FOR: Duration = Duration::from_micros(10);
-
-static NEXT_DRIVER_ID: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    /// The id of the driver whose context this thread made current last
-    /// (0: none).
-    static BOUND_DRIVER: Cell<u64> = const { Cell::new(0) };
-}
 
 fn cu_stream(s: RawStream) -> sys::CUstream {
     s.0 as usize as sys::CUstream
@@ -82,287 +77,6 @@ fn cu_event(e: RawEvent) -> sys::CUevent {
 
 fn cu_graph_exec(g: RawGraph) -> sys::CUgraphExec {
     g.0 as usize as sys::CUgraphExec
-}
-
-/// One kernel argument's value, at offset 0 whatever its type.
-#[derive(Clone, Copy)]
-#[repr(C)]
-union ArgSlot {
-    u64: u64,
-    u32: u32,
-    i32: i32,
-    f32: f32,
-    f64: f64,
-}
-
-impl ArgSlot {
-    const ZERO: ArgSlot = ArgSlot { u64: 0 };
-}
-
-/// Writes each argument into `slots` and a pointer to it into `ptrs`, the
-/// `kernelParams` layout of `cuLaunchKernel`. No allocation.
-fn pack_args(
-    args: &[KernelArg],
-    slots: &mut [ArgSlot; MAX_KERNEL_ARGS],
-    ptrs: &mut [*mut c_void; MAX_KERNEL_ARGS],
-) -> Result<()> {
-    if args.len() > MAX_KERNEL_ARGS {
-        return Err(too_many_args("(launch)", args.len()));
-    }
-    for (slot, arg) in slots.iter_mut().zip(args) {
-        *slot = match *arg {
-            KernelArg::Ptr(v) | KernelArg::U64(v) => ArgSlot { u64: v },
-            KernelArg::U32(v) => ArgSlot { u32: v },
-            KernelArg::I32(v) => ArgSlot { i32: v },
-            KernelArg::F32(v) => ArgSlot { f32: v },
-            KernelArg::F64(v) => ArgSlot { f64: v },
-        };
-    }
-    let base = slots.as_mut_ptr();
-    for (i, p) in ptrs.iter_mut().enumerate().take(args.len()) {
-        *p = base.wrapping_add(i).cast();
-    }
-    Ok(())
-}
-
-#[cold]
-fn too_many_args(kernel: &'static str, n: usize) -> Error {
-    Error::BadKernelArgs {
-        kernel,
-        problem: format!("{n} arguments; the CUDA backend passes at most {MAX_KERNEL_ARGS}"),
-    }
-}
-
-/// The CUDA backend for one device: its retained primary context and the
-/// modules loaded into it.
-///
-/// Handles are integers and the context is made current per calling thread,
-/// so the driver is `Send + Sync` without `unsafe impl`.
-#[derive(Debug)]
-pub(crate) struct CudaDriver {
-    /// Unique per driver, never reused: the thread-local binding cache key.
-    id: u64,
-    /// The device ordinal.
-    ordinal: usize,
-    /// The `CUdevice`.
-    device: sys::CUdevice,
-    /// The retained primary `CUcontext`, as an integer.
-    ctx: u64,
-    name: String,
-    total_memory: usize,
-    /// The first sticky error: code and name.
-    sticky: OnceLock<(i32, String)>,
-    /// Loaded `CUmodule`s, unloaded on drop.
-    modules: Mutex<Vec<u64>>,
-    /// (major, minor), for NVRTC's target.
-    compute_capability: (i32, i32),
-}
-
-impl CudaDriver {
-    /// Opens device `ordinal`: checks the library, initialises the driver and
-    /// retains the device's primary context.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NoDevice`] when libcuda is absent or too old, `cuInit` fails,
-    /// there is no device `ordinal`, or the device has no stream-ordered
-    /// allocator; [`Error::Driver`] when a later setup call fails. Never
-    /// panics.
-    pub(crate) fn new(ordinal: usize) -> Result<CudaDriver> {
-        let count = *driver_probe()
-            .as_ref()
-            .map_err(|e| Error::NoDevice(e.clone()))?;
-        let index = match i32::try_from(ordinal) {
-            Ok(i) if i < count => i,
-            _ => {
-                return Err(Error::NoDevice(format!(
-                    "there is no CUDA device {ordinal}: the driver reports {count}"
-                )))
-            }
-        };
-        let mut device: sys::CUdevice = 0;
-        // SAFETY: the driver is initialised (probe) and `index` is in range;
-        // `device` is a valid out-pointer.
-        let r = unsafe { sys::cuDeviceGet(&mut device, index) };
-        check_free(r, "cuDeviceGet")?;
-
-        use sys::CUdevice_attribute as A;
-        let attribute = |a: A| -> Result<i32> {
-            let mut v: i32 = 0;
-            // SAFETY: `device` is a valid device; `v` is a valid out-pointer.
-            let r = unsafe { sys::cuDeviceGetAttribute(&mut v, a, device) };
-            check_free(r, "cuDeviceGetAttribute").map(|()| v)
-        };
-        if attribute(A::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)? == 0 {
-            return Err(Error::NoDevice(format!(
-                "CUDA device {ordinal} has no stream-ordered allocator (memory pools)"
-            )));
-        }
-
-        let mut name_buf: [c_char; 256] = [0; 256];
-        // SAFETY: the buffer holds 256 bytes and the driver writes at most
-        // `len` bytes, NUL included.
-        let r = unsafe { sys::cuDeviceGetName(name_buf.as_mut_ptr(), 256, device) };
-        check_free(r, "cuDeviceGetName")?;
-        // SAFETY: the driver wrote a NUL-terminated string into the buffer,
-        // and the buffer was zeroed, so a NUL is within its bounds.
-        let name = unsafe { CStr::from_ptr(name_buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-
-        let mut total_memory: usize = 0;
-        // SAFETY: `device` is valid; `total_memory` is a valid out-pointer.
-        let r = unsafe { sys::cuDeviceTotalMem_v2(&mut total_memory, device) };
-        check_free(r, "cuDeviceTotalMem")?;
-
-        let mut ctx: sys::CUcontext = ptr::null_mut();
-        // SAFETY: `device` is valid; `ctx` is a valid out-pointer. The
-        // reference is released in `Drop`.
-        let r = unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, device) };
-        check_free(r, "cuDevicePrimaryCtxRetain")?;
-
-        let compute_capability = (
-            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
-            attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
-        );
-
-        let driver = CudaDriver {
-            compute_capability,
-            id: NEXT_DRIVER_ID.fetch_add(1, Ordering::Relaxed),
-            ordinal,
-            device,
-            ctx: ctx as usize as u64,
-            name,
-            total_memory,
-            sticky: OnceLock::new(),
-            modules: Mutex::new(Vec::new()),
-        };
-        // From here on `Drop` releases the context on failure.
-        driver.enter()?;
-        Ok(driver)
-    }
-
-    /// The device ordinal.
-    pub(crate) fn ordinal(&self) -> usize {
-        self.ordinal
-    }
-
-    /// Sets the release threshold of the device's default memory pool (the
-    /// pool `alloc` draws from): freed memory up to `bytes` stays with the
-    /// pool across synchronisations instead of going back to the system.
-    /// The driver's default is 0, which makes the first allocation after a
-    /// synchronize map memory again; `u64::MAX` keeps everything.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Driver`] when the driver refuses.
-    pub(crate) fn set_pool_release_threshold(&self, bytes: u64) -> Result<()> {
-        let mut pool: sys::CUmemoryPool = ptr::null_mut();
-        // SAFETY: `call` made the context current; `pool` is a valid
-        // out-pointer.
-        self.call("cuDeviceGetDefaultMemPool", || unsafe {
-            sys::cuDeviceGetDefaultMemPool(&mut pool, self.device)
-        })?;
-        let mut value: u64 = bytes;
-        // SAFETY: `pool` is the device's default pool; the release threshold
-        // attribute reads a `cuuint64_t` through `value`, which lives for the
-        // call.
-        self.call("cuMemPoolSetAttribute", || unsafe {
-            sys::cuMemPoolSetAttribute(
-                pool,
-                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
-                (&mut value as *mut u64).cast(),
-            )
-        })
-    }
-
-    /// The sticky-error check and the context binding, done before every
-    /// driver call: one atomic load and one thread-local read on the hot path.
-    #[inline]
-    fn enter(&self) -> Result<()> {
-        self.check_sticky()?;
-        if BOUND_DRIVER.get() != self.id {
-            return self.bind();
-        }
-        Ok(())
-    }
-
-    /// Makes the context current on this thread.
-    #[cold]
-    fn bind(&self) -> Result<()> {
-        // SAFETY: `ctx` is the primary context retained by this driver and
-        // not released before `Drop`.
-        let r = unsafe { sys::cuCtxSetCurrent(self.ctx as usize as sys::CUcontext) };
-        self.check(r, "cuCtxSetCurrent")?;
-        BOUND_DRIVER.set(self.id);
-        Ok(())
-    }
-
-    /// A driver call: [`Self::enter`], then `f`, then its result checked.
-    /// Every call goes through here, or through [`Self::query`] and
-    /// [`Self::call_alloc`], which read one more code as an answer; only
-    /// setup ([`Self::new`]), `Drop`, and clean-ups that must run whatever
-    /// came before call the driver directly.
-    #[inline]
-    fn call(&self, during: &'static str, f: impl FnOnce() -> CUresult) -> Result<()> {
-        self.enter()?;
-        self.check(f(), during)
-    }
-
-    /// [`Self::call`] for a query: `Ok(false)` when not ready yet.
-    #[inline]
-    fn query(&self, during: &'static str, f: impl FnOnce() -> CUresult) -> Result<bool> {
-        self.enter()?;
-        self.ready(f(), during)
-    }
-
-    /// [`Self::call`] for an allocation of `requested` bytes: out of memory
-    /// is [`Error::OutOfMemory`].
-    #[inline]
-    fn call_alloc(
-        &self,
-        during: &'static str,
-        requested: usize,
-        f: impl FnOnce() -> CUresult,
-    ) -> Result<()> {
-        self.enter()?;
-        self.check_alloc(f(), requested, during)
-    }
-
-    /// Looks up one kernel of a loaded module (the caller entered).
-    fn get_function(&self, module: sys::CUmodule, name: &str) -> Result<sys::CUfunction> {
-        let c_name = CString::new(name).map_err(|_| Error::NoSuchKernel(name.to_owned()))?;
-        let mut f: sys::CUfunction = ptr::null_mut();
-        // SAFETY: the context is current (the caller entered); `module` is a
-        // loaded module, `c_name` a NUL-terminated string and `f` a valid
-        // out-pointer.
-        match unsafe { sys::cuModuleGetFunction(&mut f, module, c_name.as_ptr()) } {
-            CUresult::CUDA_ERROR_NOT_FOUND => Err(Error::NoSuchKernel(name.to_owned())),
-            r => self.check(r, "cuModuleGetFunction").map(|()| f),
-        }
-    }
-}
-
-impl Drop for CudaDriver {
-    fn drop(&mut self) {
-        // Bind even after a sticky error: unloading and releasing are still
-        // owed. Errors are ignored: there is no one to report them to.
-        // SAFETY: `ctx` is still retained by this driver.
-        let r = unsafe { sys::cuCtxSetCurrent(self.ctx as usize as sys::CUcontext) };
-        if r == CUresult::CUDA_SUCCESS {
-            for module in self.modules.get_mut().drain(..) {
-                // SAFETY: each module was loaded by this driver into its
-                // context, which is current, and is unloaded once.
-                let _ = unsafe { sys::cuModuleUnload(module as usize as sys::CUmodule) };
-            }
-        }
-        // SAFETY: this driver retained the primary context once in `new` and
-        // releases it once, here.
-        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.device) };
-        if BOUND_DRIVER.get() == self.id {
-            BOUND_DRIVER.set(0);
-        }
-    }
 }
 
 impl Driver for CudaDriver {

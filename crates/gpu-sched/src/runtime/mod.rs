@@ -1,14 +1,24 @@
-//! The runtime of one device: backend, ledger, pools, loaded modules.
+//! The runtime of one device: the `Runtime` handle, its state and what
+//! reads it, and its kernel modules. Beside this file: `options.rs` (how a
+//! runtime is set up, and the views it hands out), `group.rs` (the devices
+//! of a process: one ledger, a core per device, §11).
 
 use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
 use crate::kernel::Module;
-use crate::pool::{EventPool, PooledEvent, StreamPool};
+use crate::pool::PooledEvent;
 use crate::ptx::LoadedPtx;
-use gpu_epoch::{CounterSnapshot, Generation, Ledger, StreamEpoch, StreamId, Task, TaskId};
+use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+
+mod group;
+mod options;
+
+use group::Member;
+pub(crate) use group::{DeviceCore, Group};
+pub use options::{LedgerView, LiveCounts, RuntimeOptions};
 
 /// How many kernel modules one runtime can load.
 const MAX_MODULES: usize = 64;
@@ -19,186 +29,22 @@ type LoadedModule = (usize, Box<[RawKernel]>);
 /// A module being loaded from text, or its outcome.
 type LoadSlot = Arc<OnceLock<Result<Arc<LoadedPtx>>>>;
 
-/// How a runtime is set up.
-#[derive(Clone, Debug)]
-pub struct RuntimeOptions {
-    /// The backend.
-    pub backend: BackendChoice,
-    /// The CUDA device ordinal.
-    pub device: usize,
-    /// Streams created up front (X5).
-    pub warm_streams: usize,
-    /// Events created up front (X5).
-    pub warm_events: usize,
-    /// The most streams the ledger tracks (at most 256).
-    pub max_streams: usize,
-    /// How stream synchronizes wait.
-    pub sync_mode: SyncMode,
-    /// Host backend: bytes of "device" memory before allocations fail.
-    pub host_memory_limit: usize,
-    /// Host backend: how many streams it creates before creating one fails
-    /// (a driver error, as a device out of resources gives).
-    pub host_stream_limit: usize,
-    /// Whether the device marks the end of each task's work in mapped
-    /// pinned memory (`cuStreamWriteValue32`), so that the stream pool sees
-    /// a stream idle with a load. Off, or where the device refuses, the pool
-    /// asks the driver (`cuStreamQuery`, about 1.4 us on an H200).
-    pub end_flags: bool,
-    /// Host backend: how many devices it simulates (one driver, one race
-    /// detector, so that ordering across devices is checked). CUDA counts
-    /// the devices the driver reports.
-    pub host_devices: usize,
-    /// Host backend, tests only: faults injected into its driver calls
-    /// (the `k`-th fails, see [`crate::FaultInjector`]). Ignored by CUDA.
-    #[doc(hidden)]
-    pub fault_injection: Option<Arc<crate::FaultInjector>>,
+/// The size the driver allocates (and frees: the two must agree, §8) for
+/// a buffer of `bytes`: at least 4, so that every buffer has an address of
+/// its own and 4-byte memsets.
+#[inline]
+pub(crate) fn device_bytes(bytes: usize) -> usize {
+    bytes.max(4)
 }
 
-impl Default for RuntimeOptions {
-    fn default() -> Self {
-        RuntimeOptions {
-            backend: BackendChoice::Auto,
-            device: 0,
-            warm_streams: 8,
-            warm_events: 32,
-            max_streams: 256,
-            sync_mode: SyncMode::SpinThenYield,
-            host_memory_limit: 8 << 30,
-            host_stream_limit: usize::MAX,
-            end_flags: true,
-            host_devices: 1,
-            fault_injection: None,
-        }
-    }
-}
-
-/// Read-only questions to a runtime's ledger ([`Runtime::ledger`]).
-#[derive(Clone, Copy, Debug)]
-pub struct LedgerView<'a>(&'a Ledger);
-
-impl LedgerView<'_> {
-    /// `s`'s current epoch (the stamp of new work).
-    pub fn epoch(&self, s: StreamId) -> StreamEpoch {
-        self.0.epoch(s)
-    }
-
-    /// The highest epoch of `s` known finished.
-    pub fn completed(&self, s: StreamId) -> StreamEpoch {
-        self.0.completed(s)
-    }
-
-    /// The highest epoch of `of` that `s` is known ordered after.
-    pub fn waited(&self, s: StreamId, of: StreamId) -> StreamEpoch {
-        self.0.waited(s, of)
-    }
-
-    /// `s`'s generation (moves on when it is recycled).
-    pub fn generation(&self, s: StreamId) -> Generation {
-        self.0.generation(s)
-    }
-
-    /// The task that owns `s`, if any.
-    pub fn owner(&self, s: StreamId) -> Option<TaskId> {
-        self.0.owner(s)
-    }
-
-    /// Whether `s` is shared (its closes no longer count).
-    pub fn is_shared(&self, s: StreamId) -> bool {
-        self.0.is_shared(s)
-    }
-
-    /// Whether `s` is being captured into a graph.
-    pub fn is_capturing(&self, s: StreamId) -> bool {
-        self.0.is_capturing(s)
-    }
-
-    /// How many streams the ledger tracks (retired ones left out).
-    pub fn stream_count(&self) -> usize {
-        self.0.live_stream_count()
-    }
-
-    /// The decision counters.
-    pub fn counters(&self) -> CounterSnapshot {
-        self.0.counters()
-    }
-}
-
-/// Counts of live resources, to check that faults leak nothing.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub struct LiveCounts {
-    /// Streams created.
-    pub streams: usize,
-    /// Streams held by tasks (not in the pool).
-    pub streams_in_use: usize,
-    /// Events created.
-    pub events: usize,
-    /// Events out of the pool.
-    pub events_in_use: usize,
-    /// Live device allocations.
-    pub allocations: usize,
-    /// Bytes of live device allocations.
-    pub device_bytes: usize,
-    /// Bytes of live pinned host allocations.
-    pub pinned_bytes: usize,
-}
-
-/// One device's driver and pools: what every runtime of the group reaches
-/// (§11: a hand-off from another device's stream records an event of that
-/// device on it). Kept while the group lives, so that a stream id of any
-/// member always finds its driver.
-pub(crate) struct DeviceCore {
-    pub(crate) ordinal: usize,
-    pub(crate) driver: Arc<dyn Driver>,
-    pub(crate) streams: StreamPool,
-    pub(crate) events: EventPool,
-}
-
-impl std::fmt::Debug for DeviceCore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceCore")
-            .field("ordinal", &self.ordinal)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The devices of a process (§11): one ledger, one stream-id space, a core
-/// per device opened on first use, and the runtime of each device while
-/// one lives. Each runtime holds its group; the group holds the cores but
-/// not the runtimes (no cycle).
-pub(crate) struct Group {
-    pub(crate) ledger: Arc<Ledger>,
-    opts: RuntimeOptions,
-    backend: BackendKind,
-    /// The host backend's one driver, which every simulated device shares.
-    host: Option<Arc<dyn Driver>>,
-    cores: Box<[OnceLock<Arc<DeviceCore>>]>,
-    members: parking_lot::Mutex<Vec<Member>>,
-}
-
-/// A device's runtime as its group knows it.
-#[derive(Clone, Default)]
-enum Member {
-    #[default]
-    None,
-    Static(&'static RuntimeInner),
-    Counted(std::sync::Weak<RuntimeInner>),
-}
-
-impl std::fmt::Debug for Group {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Group")
-            .field("devices", &self.cores.len())
-            .finish_non_exhaustive()
-    }
-}
-
+/// The state of one device's runtime, behind every [`Runtime`] handle.
 pub(crate) struct RuntimeInner {
-    pub(crate) id: u64,
-    pub(crate) core: Arc<DeviceCore>,
-    pub(crate) group: Arc<Group>,
+    id: u64,
+    core: Arc<DeviceCore>,
+    group: Arc<Group>,
     /// The group's ledger, held here too: every tracked operation reaches
     /// it, one pointer from the runtime rather than two.
-    pub(crate) ledger: Arc<Ledger>,
+    ledger: Arc<Ledger>,
     /// Loaded modules by the address of their `Module`, filled front to
     /// back: a launch finds its kernel with a load or two, no lock.
     modules: Box<[OnceLock<LoadedModule>]>,
@@ -208,23 +54,23 @@ pub(crate) struct RuntimeInner {
     /// source is loaded (or compiled) once per runtime, the built-in
     /// modules and users' alike.
     by_source: parking_lot::Mutex<HashMap<String, LoadSlot>>,
-    pub(crate) sync_mode: SyncMode,
-    pub(crate) allocations: AtomicUsize,
-    pub(crate) device_bytes: AtomicUsize,
-    pub(crate) pinned_bytes: AtomicUsize,
+    sync_mode: SyncMode,
+    allocations: AtomicUsize,
+    device_bytes: AtomicUsize,
+    pinned_bytes: AtomicUsize,
     /// The task that frees memory (X4), and its stream.
-    pub(crate) reclaimer: Task,
-    pub(crate) reclaim_stream: StreamId,
-    pub(crate) tracer: crate::trace::Tracer,
+    reclaimer: Task,
+    reclaim_stream: StreamId,
+    tracer: crate::trace::Tracer,
     /// Pinned host blocks kept for reuse: (bytes, address).
-    pub(crate) pinned_cache: parking_lot::Mutex<Vec<(usize, usize)>>,
+    pinned_cache: parking_lot::Mutex<Vec<(usize, usize)>>,
     /// Pinned host blocks handed out (address, bytes): a safe copy from
     /// one of them must wait for the device (§8).
-    pub(crate) pinned_live: parking_lot::Mutex<Vec<(usize, usize)>>,
+    pinned_live: parking_lot::Mutex<Vec<(usize, usize)>>,
     /// Buffers' frees whose hand-off failed on a live context (address,
     /// bytes, uses): tried again at the next free and synchronize
     /// (`Runtime::retry_deferred_frees`), and at the drop.
-    pub(crate) deferred_frees: parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>>,
+    deferred_frees: parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -241,7 +87,7 @@ impl std::fmt::Debug for RuntimeInner {
 /// stream and event pools, and the backend. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Runtime {
-    pub(crate) inner: RtRef,
+    inner: RtRef,
 }
 
 /// A handle on a runtime's state: counted, or, for the process-wide runtime
@@ -439,7 +285,7 @@ impl Runtime {
         let streams = &self.inner.core.streams;
         let (_held, all) = streams.all_held_with_ids();
         for (id, s) in all {
-            // Under the stream's capture slot lock, as `handoff::host_wait`:
+            // Under the stream's capture slot lock, as `context::tracked::host_wait`:
             // a stream a task is capturing cannot be synchronized (that
             // would fail, and end the capture), so wait for what it queued
             // before the capture, the only work of it that runs; any other
@@ -542,6 +388,83 @@ impl Runtime {
     #[inline]
     pub(crate) fn raw_stream(&self, s: StreamId) -> RawStream {
         self.inner.core.streams.raw(s)
+    }
+
+    /// The ledger itself, to change (the crate's own operations;
+    /// [`Runtime::ledger`] is the read-only view).
+    #[inline]
+    pub(crate) fn ledger_rw(&self) -> &Arc<Ledger> {
+        &self.inner.ledger
+    }
+
+    /// This device's core: its driver and its stream and event pools.
+    #[inline]
+    pub(crate) fn core(&self) -> &DeviceCore {
+        &self.inner.core
+    }
+
+    /// The group of devices this runtime is of (§11).
+    #[inline]
+    pub(crate) fn group(&self) -> &Group {
+        &self.inner.group
+    }
+
+    /// How stream synchronizes wait ([`RuntimeOptions::sync_mode`]).
+    #[inline]
+    pub(crate) fn sync_mode(&self) -> SyncMode {
+        self.inner.sync_mode
+    }
+
+    /// The count of live device allocations.
+    #[inline]
+    pub(crate) fn allocations(&self) -> &AtomicUsize {
+        &self.inner.allocations
+    }
+
+    /// The count of bytes of live device allocations.
+    #[inline]
+    pub(crate) fn device_bytes(&self) -> &AtomicUsize {
+        &self.inner.device_bytes
+    }
+
+    /// The count of bytes of live pinned host allocations.
+    #[inline]
+    pub(crate) fn pinned_bytes(&self) -> &AtomicUsize {
+        &self.inner.pinned_bytes
+    }
+
+    /// The task that frees memory (X4).
+    #[inline]
+    pub(crate) fn reclaimer(&self) -> &Task {
+        &self.inner.reclaimer
+    }
+
+    /// The reclaimer's stream.
+    #[inline]
+    pub(crate) fn reclaim_stream(&self) -> StreamId {
+        self.inner.reclaim_stream
+    }
+
+    /// The tracer of tracked operations ([`crate::trace`]).
+    #[inline]
+    pub(crate) fn tracer(&self) -> &crate::trace::Tracer {
+        &self.inner.tracer
+    }
+
+    /// Pinned host blocks kept for reuse: (bytes, address).
+    pub(crate) fn pinned_cache(&self) -> &parking_lot::Mutex<Vec<(usize, usize)>> {
+        &self.inner.pinned_cache
+    }
+
+    /// Pinned host blocks handed out: (address, bytes).
+    pub(crate) fn pinned_live(&self) -> &parking_lot::Mutex<Vec<(usize, usize)>> {
+        &self.inner.pinned_live
+    }
+
+    /// Buffers' frees whose hand-off failed on a live context: (address,
+    /// bytes, uses).
+    pub(crate) fn deferred_frees(&self) -> &parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>> {
+        &self.inner.deferred_frees
     }
 
     /// The driver's handle of `kernel` (`CUfunction` as an integer on CUDA,
@@ -671,216 +594,6 @@ impl Runtime {
     }
 }
 
-impl Group {
-    /// The group of the backend `opts` chooses (§11), no device open yet
-    /// (CUDA `Auto` opens `opts.device` to decide, and takes the host
-    /// backend if it does not open).
-    fn open(opts: RuntimeOptions) -> Result<Arc<Group>> {
-        let ledger = Arc::new(Ledger::new(
-            opts.max_streams.clamp(2, gpu_epoch::MAX_STREAMS),
-        ));
-        let host = |opts: RuntimeOptions| -> Arc<Group> {
-            let driver = crate::driver::open_host(
-                opts.host_memory_limit,
-                opts.host_stream_limit,
-                opts.fault_injection.clone(),
-            );
-            Group::with(
-                opts.host_devices.max(1),
-                BackendKind::Host,
-                Some(driver),
-                opts,
-                ledger.clone(),
-            )
-        };
-        match crate::driver::resolve(opts.backend) {
-            BackendChoice::Host => Ok(host(opts)),
-            BackendChoice::Cuda => {
-                let n = crate::driver::cuda_device_count()?;
-                Ok(Group::with(
-                    n,
-                    BackendKind::Cuda,
-                    None,
-                    opts,
-                    ledger.clone(),
-                ))
-            }
-            BackendChoice::Auto => match crate::driver::cuda_device_count() {
-                Ok(n) => {
-                    let g = Group::with(n, BackendKind::Cuda, None, opts.clone(), ledger.clone());
-                    match g.core(opts.device) {
-                        Ok(_) => Ok(g),
-                        Err(_) => Ok(host(opts)),
-                    }
-                }
-                Err(_) => Ok(host(opts)),
-            },
-        }
-    }
-
-    fn with(
-        n: usize,
-        backend: BackendKind,
-        host: Option<Arc<dyn Driver>>,
-        opts: RuntimeOptions,
-        ledger: Arc<Ledger>,
-    ) -> Arc<Group> {
-        Arc::new(Group {
-            ledger,
-            opts,
-            backend,
-            host,
-            cores: (0..n).map(|_| OnceLock::new()).collect(),
-            members: parking_lot::Mutex::new(vec![Member::None; n]),
-        })
-    }
-
-    /// Device `ordinal`'s core, opened on first use: its driver (the host
-    /// backend's shared one), its pools, and peer access both ways with
-    /// every core open so far.
-    fn core(&self, ordinal: usize) -> Result<&Arc<DeviceCore>> {
-        let slot = self.cores.get(ordinal).ok_or_else(|| {
-            Error::NoDevice(format!(
-                "there is no device {ordinal}: the {} backend has {}",
-                self.backend,
-                self.cores.len()
-            ))
-        })?;
-        if let Some(c) = slot.get() {
-            return Ok(c);
-        }
-        // One opener at a time (the members' lock is not held here when
-        // called from `runtime`, which holds it: a separate lock).
-        static OPENING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
-        let _g = OPENING.lock();
-        if let Some(c) = slot.get() {
-            return Ok(c);
-        }
-        let driver = match &self.host {
-            Some(d) => d.clone(),
-            None => crate::driver::open_cuda(ordinal)?,
-        };
-        let opts = &self.opts;
-        let streams = StreamPool::new(self.ledger.capacity(), opts.warm_streams);
-        if opts.end_flags {
-            streams.init_flags(&*driver);
-        }
-        let events = EventPool::new();
-        let core = Arc::new(DeviceCore {
-            ordinal,
-            driver,
-            streams,
-            events,
-        });
-        core.streams
-            .warm(&*core.driver, &self.ledger, opts.warm_streams.max(1))?;
-        core.events.warm(&*core.driver, opts.warm_events)?;
-        if self.host.is_none() {
-            for other in self.cores.iter().filter_map(OnceLock::get) {
-                // Peer access where the topology allows; without it peer
-                // copies still work (staged by the driver).
-                let _ = core.driver.enable_peer_access(&*other.driver);
-                let _ = other.driver.enable_peer_access(&*core.driver);
-            }
-        }
-        let _ = slot.set(core);
-        Ok(slot.get().expect("set above"))
-    }
-
-    /// Device `ordinal`'s runtime: the live one, or a new one.
-    fn runtime(self: &Arc<Self>, ordinal: usize) -> Result<Runtime> {
-        let mut members = self.members.lock();
-        let live = match members.get(ordinal) {
-            Some(Member::Static(r)) => Some(RtRef::Static(r)),
-            Some(Member::Counted(w)) => w.upgrade().map(RtRef::Counted),
-            _ => None,
-        };
-        if let Some(inner) = live {
-            return Ok(Runtime { inner });
-        }
-        let core = self.core(ordinal)?.clone();
-        let ledger = &self.ledger;
-        let reclaimer = ledger.begin_task();
-        let (reclaim_stream, _) = core.streams.acquire(&*core.driver, ledger)?;
-        core.streams.reserve(reclaim_stream);
-        ledger.bind(&reclaimer, reclaim_stream);
-        let inner = Arc::new(RuntimeInner {
-            // The low byte is the device (see `Group::member`).
-            id: (NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed) << 8) | (ordinal as u64 & 0xff),
-            core,
-            group: self.clone(),
-            ledger: ledger.clone(),
-            modules: (0..MAX_MODULES).map(|_| OnceLock::new()).collect(),
-            loading: parking_lot::Mutex::new(()),
-            by_source: Default::default(),
-            sync_mode: self.opts.sync_mode,
-            allocations: AtomicUsize::new(0),
-            device_bytes: AtomicUsize::new(0),
-            pinned_bytes: AtomicUsize::new(0),
-            reclaimer,
-            reclaim_stream,
-            tracer: Default::default(),
-            pinned_cache: Default::default(),
-            pinned_live: Default::default(),
-            deferred_frees: Default::default(),
-        });
-        members[ordinal] = Member::Counted(Arc::downgrade(&inner));
-        Ok(Runtime {
-            inner: RtRef::Counted(inner),
-        })
-    }
-
-    /// The live runtime whose id is `id`, if it is of this group: a
-    /// runtime's id holds its device in its low byte.
-    pub(crate) fn member(&self, id: u64) -> Option<Runtime> {
-        let members = self.members.lock();
-        let inner = match members.get((id & 0xff) as usize)? {
-            Member::Static(r) => RtRef::Static(r),
-            Member::Counted(w) => RtRef::Counted(w.upgrade()?),
-            Member::None => return None,
-        };
-        (inner.id == id).then_some(Runtime { inner })
-    }
-
-    /// The core that owns stream `s` now, if any (`None`: retired, idle).
-    /// Its own core first; a read of the handle, which may change before
-    /// the caller locks the stream's capture slot and reads it again.
-    pub(crate) fn owner<'a>(&'a self, own: &'a DeviceCore, s: StreamId) -> Option<&'a DeviceCore> {
-        if own.streams.raw(s).0 != 0 {
-            return Some(own);
-        }
-        self.cores
-            .iter()
-            .filter_map(OnceLock::get)
-            .find(|c| c.streams.raw(s).0 != 0)
-            .map(|c| &**c)
-    }
-}
-
-impl Drop for DeviceCore {
-    fn drop(&mut self) {
-        // The group goes: every runtime of it dropped, each after
-        // synchronizing this device's streams; again here, cheaply, for
-        // work queued by hand-offs since.
-        for s in self.streams.all_raw() {
-            let _ = self.driver.stream_sync(s, SyncMode::Blocking);
-        }
-        for e in self.events.drain() {
-            let _ = self.driver.destroy_event(e.raw);
-        }
-        if let Some((p, bytes)) = self.streams.flag_memory() {
-            // SAFETY: the end-of-work flags came from `alloc_host` with
-            // `bytes`; every stream that writes them was synchronized above
-            // (on a broken context the CUDA driver refuses the free), and
-            // nothing reads them once the core drops.
-            let _ = unsafe { self.driver.free_host(p, bytes) };
-        }
-        for s in self.streams.all_raw() {
-            let _ = self.driver.destroy_stream(s);
-        }
-    }
-}
-
 impl Drop for RuntimeInner {
     fn drop(&mut self) {
         // Finish everything on the device before its memory goes: no
@@ -905,7 +618,7 @@ impl Drop for RuntimeInner {
                 // of this size, freed once, used by nothing submitted since);
                 // every stream of the group finished all its work above, so
                 // no use of it is left. On a broken context it is kept.
-                let _ = unsafe { c.driver.free(ptr, crate::handoff::device_bytes(bytes), raw) };
+                let _ = unsafe { c.driver.free(ptr, device_bytes(bytes), raw) };
             }
         }
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
