@@ -185,6 +185,38 @@ pub enum Error {
         /// About how many bytes of the stack were left.
         left: usize,
     },
+    /// An error from outside the runtime: a library called in a task (a
+    /// foreign operation's device closure, cudarc), or the user's own.
+    /// `?` on a cudarc error gives one; [`Error::external`] makes one of any
+    /// error.
+    #[error("{during}: {source}")]
+    External {
+        /// What was being done (the library or operation).
+        during: &'static str,
+        /// The cause.
+        #[source]
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl Error {
+    /// An [`Error::External`] of `source`, during `during` (say the library
+    /// or operation: `"cublasSgemm"`).
+    pub fn external(
+        during: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::External {
+            during,
+            source: std::sync::Arc::new(source),
+        }
+    }
+}
+
+impl From<cudarc::driver::DriverError> for Error {
+    fn from(e: cudarc::driver::DriverError) -> Self {
+        Error::external("a CUDA driver call through cudarc", e)
+    }
 }
 
 impl Error {

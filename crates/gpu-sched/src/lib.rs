@@ -63,7 +63,10 @@ mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use capture::CaptureHandle;
-pub use context::{GraphLaunch, TaskContext};
+pub use context::{
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, TaskContext,
+    TouchList, WriteArg, Writes,
+};
 pub use driver::{BackendChoice, BackendKind, SyncMode};
 #[doc(hidden)]
 pub use driver::{FaultInjector, FaultKind};

@@ -17,11 +17,15 @@ use std::marker::PhantomData;
 
 mod copy;
 mod event;
+mod foreign;
 mod graph;
 mod host;
 mod memory;
 mod tracked;
 
+pub use foreign::{
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
+};
 pub use graph::GraphLaunch;
 pub(crate) use tracked::{wait_streams, Touch, MAX_TOUCHES};
 

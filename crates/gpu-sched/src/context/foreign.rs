@@ -1,0 +1,573 @@
+//! Foreign work (§13): a library call, or any code that queues work on the
+//! task's stream itself, run as a tracked operation over the buffers it
+//! declares, with an optional safe host twin for the host backend.
+//!
+//! ```text
+//! unsafe { t.foreign("cublasSgemm", (&a, &b), (&mut c,)) }
+//!     .host(|(a, b), (c,)| { host_gemm(a, b, c); Ok(()) })   // the host backend's twin
+//!     .run(|s, (a, b), (c,)| { sgemm(handle, s.raw(), a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) })
+//! ```
+
+use super::tracked::Touch;
+use super::TaskContext;
+use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
+use crate::driver::{MemAccess, RawStream};
+use crate::error::{Error, Result};
+use crate::BackendKind;
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// A buffer a foreign operation reads, as its device closure sees it: the
+/// device address of its first element and its length. `Copy`; valid only
+/// inside the closure it was given to.
+#[derive(Debug)]
+pub struct DevicePtr<T> {
+    ptr: u64,
+    len: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+/// A buffer a foreign operation writes (and may read), as its device closure
+/// sees it. Valid only inside the closure it was given to.
+#[derive(Debug)]
+pub struct DevicePtrMut<T> {
+    ptr: u64,
+    len: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for DevicePtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DevicePtr<T> {}
+
+impl<T> DevicePtr<T> {
+    /// The device address (`CUdeviceptr`).
+    pub fn raw(&self) -> u64 {
+        self.ptr
+    }
+    /// The address as a pointer to `T`, for a library's `const T*`.
+    pub fn as_ptr(&self) -> *const T {
+        self.ptr as usize as *const T
+    }
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<T> DevicePtrMut<T> {
+    /// The device address (`CUdeviceptr`).
+    pub fn raw(&self) -> u64 {
+        self.ptr
+    }
+    /// The address as a pointer to `T`, for a library's `T*`.
+    pub fn as_mut_ptr(&self) -> *mut T {
+        self.ptr as usize as *mut T
+    }
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The task's stream as a foreign operation's device closure gets it.
+#[derive(Debug)]
+pub struct ForeignStream {
+    raw: u64,
+}
+
+impl ForeignStream {
+    /// The `CUstream` (a library's `cudaStream_t`), as an integer: queue
+    /// the operation's work on it and nowhere else.
+    pub fn raw(&self) -> u64 {
+        self.raw
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// One buffer a foreign operation reads: `&B` for a [`DeviceSlice<T>`]
+/// (a [`crate::Buffer`] or a view). Sealed.
+pub trait ReadArg<'b, T: DeviceRepr>: sealed::Sealed {
+    #[doc(hidden)]
+    fn touch(self, l: &mut TouchList<'b>) -> (DevicePtr<T>, usize);
+}
+
+/// One buffer a foreign operation writes: `&mut B` for a
+/// [`DeviceSliceMut<T>`] (a buffer or a mutable view). Sealed.
+pub trait WriteArg<'b, T: DeviceRepr>: sealed::Sealed {
+    #[doc(hidden)]
+    fn touch(self, l: &mut TouchList<'b>) -> (DevicePtrMut<T>, usize);
+}
+
+impl<B: ?Sized> sealed::Sealed for &B {}
+impl<B: ?Sized> sealed::Sealed for &mut B {}
+
+impl<'b, T: DeviceRepr, B: DeviceSlice<T> + ?Sized> ReadArg<'b, T> for &'b B {
+    fn touch(self, l: &mut TouchList<'b>) -> (DevicePtr<T>, usize) {
+        l.runtimes.push(self.runtime_id());
+        l.touches.push(Touch::read(self));
+        let p = DevicePtr {
+            ptr: self.device_ptr(),
+            len: self.len(),
+            _t: PhantomData,
+        };
+        (p, self.len())
+    }
+}
+
+impl<'b, T: DeviceRepr, B: DeviceSliceMut<T> + ?Sized> WriteArg<'b, T> for &'b mut B {
+    fn touch(self, l: &mut TouchList<'b>) -> (DevicePtrMut<T>, usize) {
+        let (ptr, len) = (self.device_ptr(), self.len());
+        l.runtimes.push(self.runtime_id());
+        l.touches.push(Touch::write(self));
+        let p = DevicePtrMut {
+            ptr,
+            len,
+            _t: PhantomData,
+        };
+        (p, len)
+    }
+}
+
+/// The buffers of one foreign operation, as the runtime tracks them.
+#[doc(hidden)]
+#[allow(missing_debug_implementations)] // internal; holds borrowed stamps
+pub struct TouchList<'b> {
+    touches: SmallVec<[Touch<'b>; 4]>,
+    runtimes: SmallVec<[u64; 4]>,
+}
+
+/// The buffers a foreign operation reads: a tuple of up to 8 [`ReadArg`]s
+/// (`()` for none), `(&a, &b)`. `E` is the tuple of their element types,
+/// which the compiler infers.
+pub trait Reads<'b, E> {
+    /// What the device closure gets: a [`DevicePtr`] per buffer.
+    type Ptrs: Copy;
+    /// What the host twin gets: a `&[T]` per buffer.
+    type Host<'h>;
+    #[doc(hidden)]
+    fn touch_all(self, l: &mut TouchList<'b>) -> Self::Ptrs;
+    /// # Safety
+    ///
+    /// `p` came from `touch_all` on buffers that are live and ordered for
+    /// the caller, and nothing writes them while the result lives.
+    #[doc(hidden)]
+    unsafe fn host<'h>(p: Self::Ptrs) -> Self::Host<'h>;
+}
+
+/// The buffers a foreign operation writes: a tuple of up to 8
+/// [`WriteArg`]s (`()` for none), `(&mut c,)`. `E` is the tuple of their
+/// element types, which the compiler infers.
+pub trait Writes<'b, E> {
+    /// What the device closure gets: a [`DevicePtrMut`] per buffer.
+    type Ptrs: Copy;
+    /// What the host twin gets: a `&mut [T]` per buffer.
+    type Host<'h>;
+    #[doc(hidden)]
+    fn touch_all(self, l: &mut TouchList<'b>) -> Self::Ptrs;
+    /// # Safety
+    ///
+    /// `p` came from `touch_all` on buffers that are live and ordered for
+    /// the caller, and nothing else reads or writes them while the result
+    /// lives.
+    #[doc(hidden)]
+    unsafe fn host<'h>(p: Self::Ptrs) -> Self::Host<'h>;
+}
+
+impl<T> Clone for DevicePtrMut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for DevicePtrMut<T> {}
+
+impl<'b> Reads<'b, ()> for () {
+    type Ptrs = ();
+    type Host<'h> = ();
+    fn touch_all(self, _: &mut TouchList<'b>) {}
+    unsafe fn host<'h>(_: ()) -> Self::Host<'h> {}
+}
+impl<'b> Writes<'b, ()> for () {
+    type Ptrs = ();
+    type Host<'h> = ();
+    fn touch_all(self, _: &mut TouchList<'b>) {}
+    unsafe fn host<'h>(_: ()) -> Self::Host<'h> {}
+}
+
+macro_rules! tuples {
+    ($($a:ident $t:ident $i:tt),+) => {
+        impl<'b, $($t: DeviceRepr, $a: ReadArg<'b, $t>),+> Reads<'b, ($($t,)+)> for ($($a,)+) {
+            type Ptrs = ($(DevicePtr<$t>,)+);
+            type Host<'h> = ($(&'h [$t],)+);
+            fn touch_all(self, l: &mut TouchList<'b>) -> Self::Ptrs {
+                ($(self.$i.touch(l).0,)+)
+            }
+            unsafe fn host<'h>(p: Self::Ptrs) -> Self::Host<'h> {
+                // SAFETY: the caller's contract: each pointer holds `len`
+                // live, ordered elements that nothing writes meanwhile.
+                ($(unsafe { std::slice::from_raw_parts(p.$i.as_ptr(), p.$i.len) },)+)
+            }
+        }
+        impl<'b, $($t: DeviceRepr, $a: WriteArg<'b, $t>),+> Writes<'b, ($($t,)+)> for ($($a,)+) {
+            type Ptrs = ($(DevicePtrMut<$t>,)+);
+            type Host<'h> = ($(&'h mut [$t],)+);
+            fn touch_all(self, l: &mut TouchList<'b>) -> Self::Ptrs {
+                ($(self.$i.touch(l).0,)+)
+            }
+            unsafe fn host<'h>(p: Self::Ptrs) -> Self::Host<'h> {
+                // SAFETY: the caller's contract: each pointer holds `len`
+                // live, ordered elements, and the buffers are distinct
+                // (each was borrowed `&mut`), so the slices do not alias.
+                ($(unsafe { std::slice::from_raw_parts_mut(p.$i.as_mut_ptr(), p.$i.len) },)+)
+            }
+        }
+    };
+}
+tuples!(A0 T0 0);
+tuples!(A0 T0 0, A1 T1 1);
+tuples!(A0 T0 0, A1 T1 1, A2 T2 2);
+tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3);
+tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3, A4 T4 4);
+tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3, A4 T4 4, A5 T5 5);
+tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3, A4 T4 4, A5 T5 5, A6 T6 6);
+tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3, A4 T4 4, A5 T5 5, A6 T6 6, A7 T7 7);
+
+/// A host twin: safe code over the operation's buffers as slices.
+type HostTwin<'f, 'b, RE, WE, R, W, O> = Box<
+    dyn for<'h> FnOnce(<R as Reads<'b, RE>>::Host<'h>, <W as Writes<'b, WE>>::Host<'h>) -> Result<O>
+        + Send
+        + 'f,
+>;
+
+/// A foreign operation being declared: made by [`TaskContext::foreign`],
+/// given a host twin by [`Foreign::host`], run by [`Foreign::run`].
+#[must_use = "a foreign operation does nothing until run"]
+pub struct Foreign<'t, 'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> {
+    t: &'t TaskContext,
+    name: &'static str,
+    list: TouchList<'b>,
+    reads: R::Ptrs,
+    writes: W::Ptrs,
+    host: Option<HostTwin<'f, 'b, RE, WE, R, W, O>>,
+    capture_safe: bool,
+}
+
+impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> std::fmt::Debug
+    for Foreign<'_, 'b, '_, RE, WE, R, W, O>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Foreign")
+            .field("name", &self.name)
+            .field("buffers", &self.list.touches.len())
+            .field("host", &self.host.is_some())
+            .field("capture_safe", &self.capture_safe)
+            .finish()
+    }
+}
+
+impl TaskContext {
+    /// Declares a foreign operation named `name` (for traces and errors)
+    /// on this task's stream: a library call, or any code that queues
+    /// device work itself, that reads the buffers `reads` (a tuple of `&`
+    /// buffers or views, `()` for none) and writes the buffers `writes` (a
+    /// tuple of `&mut` ones, `()` for none). [`Foreign::run`] hands every
+    /// buffer to this stream first and stamps it after, exactly as a
+    /// kernel launch does (R1, R9), so the work is ordered with every other
+    /// use of those buffers and waits for nothing else (where `raw_ptr` +
+    /// `cu_stream` by hand must wait for everything, R10).
+    ///
+    /// ```
+    /// # fn main() -> gpu_sched::Result<()> {
+    /// let rt = gpu_sched::Runtime::global()?;
+    /// let t = rt.begin_task()?;
+    /// let x = t.from_host(&[1.0f32, 2.0, 3.0])?;
+    /// let mut y = t.zeros::<f32>(3)?;
+    /// let op = t
+    ///     .foreign("twice", (&x,), (&mut y,))
+    ///     .host(|(x,): (&[f32],), (y,): (&mut [f32],)| {
+    ///         y.iter_mut().zip(x).for_each(|(y, x)| *y = 2.0 * x);
+    ///         Ok(())
+    ///     });
+    /// // SAFETY: the device closure queues nothing (a library call on
+    /// // `s.raw()` over `x` and `y` would go here).
+    /// unsafe { op.run(|_s, (_x,), (_y,)| Ok(()))? };
+    /// if rt.backend() == gpu_sched::BackendKind::Host {
+    ///     assert_eq!(t.to_vec(&y)?, [2.0, 4.0, 6.0]);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn foreign<'t, 'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
+        &'t self,
+        name: &'static str,
+        reads: R,
+        writes: W,
+    ) -> Foreign<'t, 'b, 'f, RE, WE, R, W, O> {
+        let mut list = TouchList {
+            touches: SmallVec::new(),
+            runtimes: SmallVec::new(),
+        };
+        let reads = reads.touch_all(&mut list);
+        let writes = writes.touch_all(&mut list);
+        Foreign {
+            t: self,
+            name,
+            list,
+            reads,
+            writes,
+            host: None,
+            capture_safe: false,
+        }
+    }
+
+    /// Whether this task's stream is capturing (either kind of capture).
+    fn capturing(&self) -> bool {
+        self.in_scope_capture()
+            || self
+                .slot
+                .get()
+                .is_some_and(|(s, _)| self.rt.ledger_rw().is_capturing(s))
+    }
+}
+
+impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
+    Foreign<'_, 'b, 'f, RE, WE, R, W, O>
+where
+    R::Ptrs: Send,
+    W::Ptrs: Send,
+{
+    /// Gives the operation a host twin: safe code over the same buffers as
+    /// slices (`&[T]` for the reads, `&mut [T]` for the writes, in the
+    /// declared order), which the host backend runs in the device
+    /// closure's place, on the task's stream thread, in stream order (the
+    /// race detector checks its accesses as a kernel's). Without one, the
+    /// operation is [`Error::NoHostImplementation`] on the host backend.
+    /// The CUDA backend never runs it. Annotate the closure's parameters:
+    /// `|(a, b): (&[f32], &[f32]), (c,): (&mut [f32],)|`.
+    pub fn host(
+        mut self,
+        twin: impl for<'h> FnOnce(R::Host<'h>, W::Host<'h>) -> Result<O> + Send + 'f,
+    ) -> Self {
+        self.host = Some(Box::new(twin));
+        self
+    }
+
+    /// Declares that the device closure is safe to record in a CUDA graph
+    /// (see the contract of [`Foreign::run`]), so the operation may run
+    /// inside `TaskContext::capture` and `gpu::capture` on the CUDA
+    /// backend. Without it, a foreign operation in a capture is
+    /// [`Error::Capturing`]. Capture-safe, as their vendors document:
+    /// cuBLAS (given a workspace set before the capture,
+    /// `cublasSetWorkspace`), cuFFT's execution calls, cuRAND's generation
+    /// on a device generator, cuSPARSE's SpMV and SpMM given their buffer;
+    /// not cuSOLVER's factorizations (they synchronize), nor anything that
+    /// allocates or copies synchronously. The host backend never captures a
+    /// host twin (the graph would outlive its borrows): [`Error::Capturing`]
+    /// there.
+    pub fn capture_safe(mut self) -> Self {
+        self.capture_safe = true;
+        self
+    }
+
+    /// Runs the operation: hands every declared buffer to the task's
+    /// stream, then, on the CUDA backend, calls `device` with the stream
+    /// and the buffers' device pointers (in the declared order), or on the
+    /// host backend runs the host twin in stream order and waits for it;
+    /// then stamps the buffers with the stream's epoch. `device`'s error is
+    /// returned as it is (use [`Error::external`] or `?` on a cudarc
+    /// error).
+    ///
+    /// # Safety
+    ///
+    /// The runtime orders the buffers declared, and cannot see what
+    /// `device` does. The caller guarantees that it:
+    /// - queues work on the stream it is given ([`ForeignStream::raw`]) and
+    ///   no other (a library handle is bound to that stream for the call,
+    ///   e.g. `cublasSetStream`), and returns once the work is queued: it
+    ///   neither waits for other streams' work nor keeps the stream;
+    /// - reads only memory of the buffers declared, within their lengths,
+    ///   and writes only memory of those declared as writes, besides memory
+    ///   it owns and orders itself (a library's workspace used on this
+    ///   stream only);
+    /// - where [`Foreign::capture_safe`] is declared, queues only work that
+    ///   CUDA's stream capture records (no synchronous calls, no
+    ///   allocation but stream-ordered, no host callbacks that touch the
+    ///   buffers).
+    ///
+    /// The host twin is safe code over slices and needs no such promise.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`] for a buffer of another runtime;
+    /// [`Error::Capturing`] in a capture without
+    /// [`Foreign::capture_safe`] (or with a host twin on the host backend);
+    /// [`Error::NoHostImplementation`] on the host backend without a twin;
+    /// the hand-offs' and the device closure's or the twin's errors.
+    /// Nothing is queued when the checks fail.
+    ///
+    /// # Panics
+    ///
+    /// A panic of the host twin is resumed here, after it was caught on
+    /// the stream thread and the stream drained.
+    pub unsafe fn run(
+        self,
+        device: impl FnOnce(&ForeignStream, R::Ptrs, W::Ptrs) -> Result<O>,
+    ) -> Result<O> {
+        let Foreign {
+            t,
+            name,
+            mut list,
+            reads,
+            writes,
+            host,
+            capture_safe,
+        } = self;
+        let rt = t.runtime();
+        for id in &list.runtimes {
+            rt.check_same(*id, "a buffer of a foreign operation")?;
+        }
+        let capturing = t.capturing();
+        match rt.backend() {
+            BackendKind::Cuda => {
+                if capturing && !capture_safe {
+                    return Err(Error::Capturing {
+                        what: "a foreign operation not declared capture-safe",
+                    });
+                }
+                // The caller's contract: `device` queues only on `raw` and
+                // touches only the declared buffers, which `tracked`
+                // handed to this stream and stamps.
+                t.tracked(name, &mut list.touches, |_, raw| {
+                    device(&ForeignStream { raw: raw.0 }, reads, writes)
+                })
+            }
+            BackendKind::Host => {
+                let Some(twin) = host else {
+                    return Err(Error::NoHostImplementation {
+                        kernel: name.to_owned(),
+                    });
+                };
+                if capturing {
+                    return Err(Error::Capturing {
+                        what: "a foreign operation's host twin",
+                    });
+                }
+                let outcome = t.tracked(name, &mut list.touches, |mem, raw| {
+                    // SAFETY: `mem` lists every declared buffer, handed to
+                    // `raw` by `tracked`; `run_twin` returns only once the
+                    // twin has run or can never run.
+                    Ok(unsafe { run_twin::<RE, WE, R, W, O>(t, raw, mem, twin, reads, writes) })
+                })?;
+                match outcome {
+                    Ok(r) => r,
+                    Err(Payload(p)) => resume_unwind(p),
+                }
+            }
+        }
+    }
+}
+
+/// `f` with its lifetime erased: the same fat pointer.
+///
+/// # Safety
+///
+/// `f` is never called once what it borrows is gone, and dropping it then
+/// touches none of it.
+unsafe fn erase<'a>(f: Arc<dyn Fn() + Send + Sync + 'a>) -> Arc<dyn Fn() + Send + Sync + 'static> {
+    // SAFETY: the two types differ in the trait object's lifetime bound
+    // only, which has no run-time form; the caller's contract.
+    unsafe { std::mem::transmute(f) }
+}
+
+/// A panic of a host twin, carried to the caller.
+struct Payload(Box<dyn std::any::Any + Send>);
+
+/// What a host twin left: its result, or its panic.
+type Outcome<O> = std::result::Result<Result<O>, Payload>;
+
+/// Runs `twin` on the host backend's stream `raw` as an operation over
+/// `mem` (so the race detector checks it as a kernel), waits for the
+/// stream, and returns what the twin returned; if the stream never runs it
+/// (a failed submission or a broken backend), its error, with the twin
+/// disarmed so that it can never run later.
+///
+/// # Safety
+///
+/// `mem` lists the buffers of `reads` and `writes`, live and handed to
+/// `raw` for their accesses until the stream drained.
+unsafe fn run_twin<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>(
+    t: &TaskContext,
+    raw: RawStream,
+    mem: &[MemAccess],
+    twin: HostTwin<'f, 'b, RE, WE, R, W, O>,
+    reads: R::Ptrs,
+    writes: W::Ptrs,
+) -> Outcome<O>
+where
+    R::Ptrs: Send,
+    W::Ptrs: Send,
+{
+    type Armed<'f, 'b, RE, WE, R, W, O> = (
+        HostTwin<'f, 'b, RE, WE, R, W, O>,
+        <R as Reads<'b, RE>>::Ptrs,
+        <W as Writes<'b, WE>>::Ptrs,
+    );
+    let armed: Arc<Mutex<Option<Armed<'f, 'b, RE, WE, R, W, O>>>> =
+        Arc::new(Mutex::new(Some((twin, reads, writes))));
+    let out: Arc<Mutex<Option<Outcome<O>>>> = Arc::new(Mutex::new(None));
+    let body = {
+        let (armed, out) = (armed.clone(), out.clone());
+        Arc::new(move || {
+            // Held while the twin runs: the caller's disarming below waits
+            // for it.
+            let mut slot = armed.lock();
+            if let Some((twin, reads, writes)) = slot.take() {
+                // SAFETY: the stream reached this operation, so the
+                // hand-offs before it are done: each pointer holds its
+                // buffer's live, ordered elements, written by nothing else
+                // (writes were borrowed `&mut`) until the caller returns,
+                // which is after this ran (see below).
+                let (r, w) = unsafe { (R::host(reads), W::host(writes)) };
+                let res = catch_unwind(AssertUnwindSafe(|| twin(r, w))).map_err(Payload);
+                *out.lock() = Some(res);
+            }
+        })
+    };
+    // SAFETY: only the lifetime is erased (the same fat pointer). The body
+    // is never called after this function returns: it either ran (its
+    // outcome is in `out`) or is disarmed below, under the lock it runs
+    // under, before this returns; once disarmed, what the stream thread
+    // still holds is an empty slot, whose drop touches no borrowed data.
+    let body = unsafe { erase(body) };
+    let rt = t.runtime();
+    // SAFETY: this function's contract: `mem` is the operation's accesses,
+    // live until the stream drained, which the wait below sees to.
+    let queued = unsafe { rt.driver().host_op(raw, body, mem) };
+    let drained = queued.and_then(|()| rt.driver().stream_sync(raw, rt.sync_mode()));
+    // Disarm: from here the twin cannot run, whatever the stream does.
+    drop(armed.lock().take());
+    let ran = out.lock().take();
+    match (drained, ran) {
+        (_, Some(outcome)) => outcome,
+        (Err(e), None) => Ok(Err(e)),
+        (Ok(()), None) => Ok(Err(Error::Unsupported(
+            "a host twin that the drained stream did not run",
+        ))),
+    }
+}
