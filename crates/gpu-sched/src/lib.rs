@@ -15,9 +15,12 @@
 //!
 //! ```text
 //! error, kernel -> driver (cuda/, host/) -> pool, trace -> runtime
-//!   -> handoff, fence -> buffer -> capture -> context -> event, launch, graph, gate, staging,
+//!   -> handoff, fence -> buffer -> capture -> context -> event, typed, graph, gate, staging,
 //!   nccl
 //! ```
+//!
+//! but for `context/gate.rs` (a task blocking on a gate, with the gate
+//! kernel), which names `gate` and `typed`.
 //!
 //! A type's core lives in its own module. A module above it may add an
 //! `impl` block for what it alone makes or needs, and nothing else:
@@ -26,7 +29,7 @@
 //! memory pool (staging.rs); `Buffer` gets its one-off-task conveniences
 //! (context/); `TaskContext` gets its operations by kind (in `context/`:
 //! `tracked.rs`, the path every operation takes, `memory.rs`, `copy.rs`,
-//! `host.rs`; outside it: event.rs, launch.rs, graph.rs, gate.rs).
+//! `host.rs`, `launch.rs`, `gate.rs`; outside it: event.rs, graph.rs).
 //! Everything else of a type is in its module.
 
 mod buffer;
@@ -40,7 +43,6 @@ mod gate;
 mod graph;
 mod handoff;
 mod kernel;
-mod launch;
 mod loader;
 pub mod nccl;
 mod pool;
@@ -64,9 +66,16 @@ pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
 pub use graph::{Graph, GraphLaunch};
-pub use kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig, Module, Param};
-pub use launch::{KernelRef, Launch, ScalarArg};
+pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
 pub use loader::LoadedModule;
 pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};
 pub use staging::{par_copy, Staging};
-pub use typed::{Arg, Args, HostFn, In, Kernel, KernelParam, Out, Signature};
+pub use typed::{Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked};
+
+/// The low-level form of kernel parameters and arguments: what a
+/// [`Signature`] lowers to and what the backends launch with. Not needed to
+/// declare or launch a kernel ([`Kernel`], [`Builtin`]); named by the
+/// hidden items of the typed path's sealed traits.
+pub mod raw {
+    pub use crate::kernel::{KernelArg, Param};
+}

@@ -167,7 +167,7 @@ backend_tests!(sound03_safe_launches_stay_in_their_buffers);
 /// views.
 fn total(t: &TaskContext, x: &(impl DeviceSlice<f32> + ?Sized)) -> f32 {
     let mut out = t.zeros::<f32>(1).unwrap();
-    k::sum(t, x, &mut out).unwrap();
+    k::sum_atomic_into(t, x, &mut out).unwrap();
     t.to_vec(&out).unwrap()[0]
 }
 

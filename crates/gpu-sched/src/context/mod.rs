@@ -2,7 +2,8 @@
 //! (R3, §9) and its fences. The operations are in the files beside this
 //! one: `tracked.rs` (the path every operation takes, R1, R9),
 //! `memory.rs` (allocation), `copy.rs` (copies), `host.rs` (synchronizes
-//! and pointers for host code, R10, R11).
+//! and pointers for host code, R10, R11), `launch.rs` (the one path of
+//! every kernel launch), `gate.rs` (blocking on a gate).
 
 use crate::buffer::{Buffer, DeviceRepr};
 use crate::capture::{CaptureHandle, ScopeCapture};
@@ -14,7 +15,9 @@ use gpu_epoch::{Binding, StreamId, Task};
 use std::marker::PhantomData;
 
 mod copy;
+mod gate;
 mod host;
+mod launch;
 mod memory;
 mod tracked;
 

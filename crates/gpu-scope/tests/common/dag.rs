@@ -1843,7 +1843,7 @@ fn run_body<'sc>(
             }
             Op::Sum { b, expect } => {
                 let mut out = s.alloc::<f32>(1)?;
-                k::sum(s, held.r(*b), &mut out)?;
+                k::sum_atomic_into(s, held.r(*b), &mut out)?;
                 let got = s.to_vec(&out)?;
                 env.stats.compare(
                     &format!("scope {}: sum of buffer {b}", env.scope),
