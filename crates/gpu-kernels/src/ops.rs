@@ -16,7 +16,10 @@ use gpu_sched::{
 };
 use std::time::Duration;
 
+/// `(T* x, T v, u64 n)`.
 type Unary<T> = (Out<T>, T, u64);
+/// `scan_block_*`'s `(const T* in, T* out, T* block_sums, u64 n)`.
+type ScanBlock<T> = (In<T>, Out<T>, Out<T>, u64);
 
 builtins! {
     module MODULE("gpu-kernels", KERNELS_PTX), names NAMES;
@@ -174,7 +177,7 @@ pub trait Float:
     /// `sum_*` (atomic).
     fn sum_atomic() -> &'static Builtin<(In<Self>, Out<Self>, u64)>;
     /// `scan_block_*`.
-    fn scan_block() -> &'static Builtin<(In<Self>, Out<Self>, Out<Self>, u64)>;
+    fn scan_block() -> &'static Builtin<ScanBlock<Self>>;
     /// `scan_sums_*`.
     fn scan_sums() -> &'static Builtin<(Out<Self>, u64)>;
     /// `scan_add_*`.
@@ -215,7 +218,7 @@ macro_rules! float {
             fn sum_atomic() -> &'static Builtin<(In<$t>, Out<$t>, u64)> {
                 &$sum
             }
-            fn scan_block() -> &'static Builtin<(In<$t>, Out<$t>, Out<$t>, u64)> {
+            fn scan_block() -> &'static Builtin<ScanBlock<$t>> {
                 &$sb
             }
             fn scan_sums() -> &'static Builtin<(Out<$t>, u64)> {

@@ -201,18 +201,21 @@ where
     Y: DeviceSlice<I> + ?Sized,
     P: DeviceSliceMut<A> + ?Sized,
 {
-    // SAFETY (both): the kernel reads `x[..n]` and `y[..n]` and writes
-    // `partials[..reduce_parts(n)]` (the caller's contract); blocks stride
-    // over parts, so it touches nothing else whatever the grid.
     match *first {
         First::Unary(k, x) => {
             let n = x.len();
             let grid = LaunchConfig::linear(reduce_parts(n as u64) as u32, BLOCK);
+            // SAFETY: the kernel reads `x[..n]` and writes
+            // `partials[..reduce_parts(n)]` (the caller's contract); blocks
+            // stride over parts, so it touches nothing else whatever the
+            // grid.
             unsafe { k.launch(t, grid, (x, partials, n)) }
         }
         First::Dot(k, x, y) => {
             let n = x.len();
             let grid = LaunchConfig::linear(reduce_parts(n as u64) as u32, BLOCK);
+            // SAFETY: as above, and `y[..n]` is read (`y` as long as `x`:
+            // the caller's contract).
             unsafe { k.launch(t, grid, (x, y, partials, n)) }
         }
     }
