@@ -24,8 +24,9 @@
 //!   `axpy`, `copy`, `spin_touch_f32`) use grid-stride loops: any grid and any block size
 //!   cover any `n`. [`grid_for`] picks a grid of [`BLOCK`]-thread blocks.
 //! - `sum_*` ([`sum_atomic_into`]): [`BLOCK`] threads per block, any grid;
-//!   the caller zeroes `*out` first; each block adds its partial sum with one `atomicAdd`, so the
-//!   order of additions, and the last bits of the result, vary between runs.
+//!   the caller zeroes `*out` first; each block adds its partial sum with
+//!   one `atomicAdd`, so the order of additions, and the last bits of the
+//!   result, vary between runs.
 //! - Inclusive scan of `n` elements is three launches on one stream, each
 //!   with [`BLOCK`] threads per block, with a scratch `block_sums` of
 //!   [`scan_tiles`]`(n)` elements:

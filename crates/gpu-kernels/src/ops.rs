@@ -29,9 +29,11 @@ builtins! {
     /// `fill_f64(double* x, double v, u64 n)`: `x[i] = v`.
     pub static FILL_F64: Unary<f64> = "fill_f64", |x, v, n| host::fill(head_mut(x, n), v);
     /// `add_scalar_f32(float* x, float v, u64 n)`: `x[i] = x[i] + v`.
-    pub static ADD_SCALAR_F32: Unary<f32> = "add_scalar_f32", |x, v, n| host::add_scalar(head_mut(x, n), v);
+    pub static ADD_SCALAR_F32: Unary<f32> =
+        "add_scalar_f32", |x, v, n| host::add_scalar(head_mut(x, n), v);
     /// `add_scalar_f64(double* x, double v, u64 n)`: `x[i] = x[i] + v`.
-    pub static ADD_SCALAR_F64: Unary<f64> = "add_scalar_f64", |x, v, n| host::add_scalar(head_mut(x, n), v);
+    pub static ADD_SCALAR_F64: Unary<f64> =
+        "add_scalar_f64", |x, v, n| host::add_scalar(head_mut(x, n), v);
     /// `scale_f32(float* x, float a, u64 n)`: `x[i] = x[i] * a`.
     pub static SCALE_F32: Unary<f32> = "scale_f32", |x, a, n| host::scale(head_mut(x, n), a);
     /// `scale_f64(double* x, double a, u64 n)`: `x[i] = x[i] * a`.
@@ -57,9 +59,11 @@ builtins! {
     pub static AXPY_F64: (f64, In<f64>, Out<f64>, u64) =
         "axpy_f64", |a, x, y, n| host::axpy(a, head(x, n), head_mut(y, n));
     /// `copy_f32(const float* src, float* dst, u64 n)`: `dst[i] = src[i]`.
-    pub static COPY_F32: (In<f32>, Out<f32>, u64) = "copy_f32", |s, d, n| host::copy(head(s, n), head_mut(d, n));
+    pub static COPY_F32: (In<f32>, Out<f32>, u64) =
+        "copy_f32", |s, d, n| host::copy(head(s, n), head_mut(d, n));
     /// `copy_f64(const double* src, double* dst, u64 n)`: `dst[i] = src[i]`.
-    pub static COPY_F64: (In<f64>, Out<f64>, u64) = "copy_f64", |s, d, n| host::copy(head(s, n), head_mut(d, n));
+    pub static COPY_F64: (In<f64>, Out<f64>, u64) =
+        "copy_f64", |s, d, n| host::copy(head(s, n), head_mut(d, n));
     /// `sum_f32(const float* x, float* out, u64 n)`: `*out += sum(x)`, one
     /// `atomicAdd` per block; [`BLOCK`] threads per block.
     pub static SUM_F32: (In<f32>, Out<f32>, u64) =
@@ -83,11 +87,13 @@ builtins! {
     /// `scan_sums_f32(float* block_sums, u64 nblocks)`: step 2 of the
     /// inclusive scan (exclusive scan of the tile totals in place); one
     /// block.
-    pub static SCAN_SUMS_F32: (Out<f32>, u64) = "scan_sums_f32", |sums, n| scan_sums(head_mut(sums, n));
+    pub static SCAN_SUMS_F32: (Out<f32>, u64) =
+        "scan_sums_f32", |sums, n| scan_sums(head_mut(sums, n));
     /// `scan_sums_f64(double* block_sums, u64 nblocks)`: step 2 of the
     /// inclusive scan (exclusive scan of the tile totals in place); one
     /// block.
-    pub static SCAN_SUMS_F64: (Out<f64>, u64) = "scan_sums_f64", |sums, n| scan_sums(head_mut(sums, n));
+    pub static SCAN_SUMS_F64: (Out<f64>, u64) =
+        "scan_sums_f64", |sums, n| scan_sums(head_mut(sums, n));
     /// `scan_add_f32(float* out, const float* block_sums, u64 n)`: step 3
     /// of the inclusive scan.
     pub static SCAN_ADD_F32: (Out<f32>, In<f32>, u64) =

@@ -22,7 +22,7 @@
 //! from run to run: there is no non-deterministic mode to opt out of (the
 //! atomic [`crate::sum_atomic_into`] of the element-wise module is the
 //! other one). The
-//! host references [`host::reduce`] follow the same order, so the device
+//! host references [`crate::host::reduce`] follow the same order, so the device
 //! and host results are bit-identical; see there for the exact order.
 //!
 //! # Scratch

@@ -15,7 +15,13 @@ impl TaskContext {
     /// Blocks this task's stream until `gate` opens or `timeout` passes (then
     /// the gate's `timed_out` flag is set). `kernel` is the gate kernel
     /// (`gate(open*, timed_out*, timeout_ns)`), used on CUDA (the host
-    /// backend blocks the stream's thread itself).
+    /// backend blocks the stream's thread itself). `unsafe`:
+    ///
+    /// ```compile_fail,E0133
+    /// # fn f(t: &gpu_sched::TaskContext, g: &gpu_sched::Gate, k: &'static gpu_sched::Builtin<(gpu_sched::Out<u32>, gpu_sched::Out<u32>, u64)>) {
+    /// let _ = t.block_on(g, k, std::time::Duration::from_secs(1)); // error: unsafe
+    /// # }
+    /// ```
     ///
     /// # Errors
     ///
