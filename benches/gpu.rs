@@ -141,7 +141,7 @@ fn b3_launch(c: &mut Criterion) {
     let x = t.from_host(&vec![1.0f32; n]).unwrap();
     let mut y = t.zeros::<f32>(n).unwrap();
     let mut sums = t.zeros::<f32>(1).unwrap();
-    let scan_block = k::kernel_ref("scan_block_f32").unwrap();
+    let scan_block = &k::SCAN_BLOCK_F32;
     let mut g = c.benchmark_group("B3");
     // scan_block(in: read, out: write, block_sums: write, n): 3 buffers, 2 written.
     g.bench_function("tracked", |b| {
@@ -151,12 +151,11 @@ fn b3_launch(c: &mut Criterion) {
             // lengths (its length arguments are theirs), or the launch is refused
             // before anything is submitted.
             unsafe {
-                t.launch(scan_block, LaunchConfig::linear(1, k::BLOCK))
-                    .read(&x)
-                    .write(&mut y)
-                    .write(&mut sums)
-                    .arg(n)
-                    .submit()
+                scan_block.launch(
+                    &t,
+                    LaunchConfig::linear(1, k::BLOCK),
+                    (&x, &mut y, &mut sums, n),
+                )
             }
             .unwrap();
             drain(&t, i, 1024);
@@ -173,7 +172,7 @@ fn b3_launch(c: &mut Criterion) {
     let user = rt
         .load_ptx(k::KERNELS_PTX.to_owned())
         .unwrap()
-        .kernel::<(In<f32>, Out<f32>, Out<f32>, u64)>(k::names::SCAN_BLOCK_F32)
+        .kernel::<(In<f32>, Out<f32>, Out<f32>, u64)>(k::SCAN_BLOCK_F32.name())
         .unwrap()
         .with_host(|inp: &[f32], out: &mut [f32], sums: &mut [f32], n: u64| {
             let n = n as usize;
@@ -586,7 +585,7 @@ fn b8_spawn(c: &mut Criterion) {
         })
     });
     if cuda() {
-        let f = rt.cu_function(k::kernel_ref("fill_f32").unwrap()).unwrap();
+        let f = rt.cu_function(&k::FILL_F32).unwrap();
         let mut x = t.zeros::<f32>(256).unwrap();
         let p = t.raw_ptr(&mut x).unwrap();
         g.bench_function("raw-launch", |b| {
@@ -852,8 +851,8 @@ fn b13_dag(c: &mut Criterion) {
 /// submission costs, without which no launch-by-launch scheme can go.
 fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
     let rt = rt();
-    let spin = rt.cu_function(k::kernel_ref("spin_ns").unwrap()).unwrap();
-    let axpy = rt.cu_function(k::kernel_ref("axpy_f32").unwrap()).unwrap();
+    let spin = rt.cu_function(&k::SPIN_NS).unwrap();
+    let axpy = rt.cu_function(&k::AXPY_F32).unwrap();
     let spin_ns = b13::SPIN.as_nanos() as u64;
     let grid = (b13::LEN as u32).div_ceil(k::BLOCK);
     let run = |threads: usize| {

@@ -5,7 +5,10 @@
 //!   `ptx/kernels.ptx` (see the crate's `README.md` for the toolchain that
 //!   makes it and the drivers that load it); [`REDUCE_PTX`] likewise of
 //!   `src/cuda/reduce.cu`, the deterministic reductions of [`reduce`].
-//! - [`names`] lists every kernel's PTX symbol.
+//! - Every kernel is a [`gpu_sched::Builtin`] static ([`FILL_F32`],
+//!   [`SCAN_BLOCK_F32`], ..., and the reductions' in [`reduce`]), its doc
+//!   comment its C signature, its host implementation beside it; the safe
+//!   wrappers ([`fill`], [`scale`], ...) launch them.
 //! - [`BLOCK`], [`SCAN_ITEMS`] and [`SCAN_TILE`] are the launch contract, the
 //!   same numbers as in `src/cuda/kernels.cuh`.
 //! - [`host`] holds reference implementations over slices, which a host
@@ -15,14 +18,15 @@
 //!
 //! All lengths `n` are `u64` (`unsigned long long`); pointers are device
 //! pointers (`CUdeviceptr`). Parameters are passed in the order of the C
-//! signatures listed in [`names`].
+//! signatures in each static's documentation.
 //!
 //! - Element-wise kernels (`fill`, `add_scalar`, `scale`, `scale_into`,
 //!   `axpy`, `copy`, `spin_touch_f32`) use grid-stride loops: any grid and any block size
 //!   cover any `n`. [`grid_for`] picks a grid of [`BLOCK`]-thread blocks.
-//! - `sum_*`: [`BLOCK`] threads per block, any grid; the caller zeroes `*out`
-//!   first; each block adds its partial sum with one `atomicAdd`, so the
-//!   order of additions, and the last bits of the result, vary between runs.
+//! - `sum_*` ([`sum_atomic_into`]): [`BLOCK`] threads per block, any grid;
+//!   the caller zeroes `*out` first; each block adds its partial sum with
+//!   one `atomicAdd`, so the order of additions, and the last bits of the
+//!   result, vary between runs.
 //! - Inclusive scan of `n` elements is three launches on one stream, each
 //!   with [`BLOCK`] threads per block, with a scratch `block_sums` of
 //!   [`scan_tiles`]`(n)` elements:
@@ -54,7 +58,7 @@
 //!
 //! Element-wise kernels round exactly as [`host`] does: `axpy` computes
 //! `y + (a * x)` with two roundings and no fused multiply-add, so results are
-//! bit-identical. `sum` and the scan add in a different order than the
+//! bit-identical. `sum_*` and the scan add in a different order than the
 //! sequential host references; compare those with a tolerance, or use inputs
 //! whose partial sums are exact (small integers).
 //! The `reduce_*` kernels add in the order that [`host::reduce`] follows,
@@ -64,14 +68,44 @@ mod kernels {
     include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
 }
 
+/// Declares a module of built-in kernels once: each kernel a
+/// [`gpu_sched::Builtin`] static (its PTX entry, signature and host
+/// implementation together), the [`gpu_sched::BuiltinModule`] listing them,
+/// and the list of their names (for the tests).
+macro_rules! builtins {
+    (
+        module $module:ident($label:expr, $ptx:expr), names $names:ident;
+        $(
+            $(#[$doc:meta])*
+            $vis:vis static $name:ident: $sig:ty = $entry:literal, $host:expr;
+        )*
+    ) => {
+        static $module: gpu_sched::BuiltinModule = gpu_sched::BuiltinModule::new(
+            $label,
+            $ptx,
+            &[$(gpu_sched::BuiltinEntry::of::<$sig>($entry)),*],
+        );
+        /// The PTX entry names of the module's kernels, in its order.
+        #[cfg(test)]
+        pub(crate) const $names: &[&str] = &[$($entry),*];
+        $(
+            $(#[$doc])*
+            $vis static $name: gpu_sched::Builtin<$sig> =
+                gpu_sched::Builtin::<$sig>::new(&$module, $entry, $host);
+        )*
+    };
+}
+
 pub mod host;
-pub mod names;
 mod ops;
 pub mod reduce;
 
 pub use ops::{
-    add_scalar, axpy, copy, fill, gate, inclusive_scan, kernel_ref, scale, scale_into, spin,
-    spin_touch, sum, Float, GATE, MODULE, SPIN_NS, SPIN_TOUCH_F32,
+    add_scalar, axpy, copy, fill, gate, inclusive_scan, scale, scale_into, spin, spin_touch,
+    sum_atomic_into, Float, ADD_SCALAR_F32, ADD_SCALAR_F64, AXPY_F32, AXPY_F64, COPY_F32, COPY_F64,
+    FILL_F32, FILL_F64, SCALE_F32, SCALE_F64, SCALE_INTO_F32, SCALE_INTO_F64, SCAN_ADD_F32,
+    SCAN_ADD_F64, SCAN_BLOCK_F32, SCAN_BLOCK_F64, SCAN_SUMS_F32, SCAN_SUMS_F64, SPIN_NS,
+    SPIN_TOUCH_F32, SUM_F32, SUM_F64,
 };
 
 #[cfg(test)]

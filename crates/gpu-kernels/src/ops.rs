@@ -1,260 +1,259 @@
-//! The kernels as a [`Module`] for the runtime, with typed launch wrappers.
+//! The kernels of [`KERNELS_PTX`] as [`Builtin`] statics, with typed
+//! launch wrappers.
 //!
 //! Each wrapper takes the task's [`TaskContext`] (a `gpu::Scope`
 //! dereferences to one), `&` for buffers the kernel reads and `&mut` for
 //! buffers it writes, and checks lengths before anything is submitted.
+//!
+//! Each static's host implementation is what the host backend runs in
+//! place of the kernel, over the launch's buffers as slices (their whole
+//! lengths: the wrappers pass buffers of the kernel's `n` elements).
 
-use crate::{grid_for, host, names, scan_tiles, BLOCK, KERNELS_PTX, MAX_GRID};
+use crate::{grid_for, host, scan_tiles, BLOCK, KERNELS_PTX, MAX_GRID, SCAN_TILE};
 use gpu_sched::{
-    DeviceRepr, DeviceSlice, DeviceSliceMut, Error, Gate, KernelArg, KernelDef, KernelRef,
-    LaunchConfig, Module, Param, Result, TaskContext,
+    Arg, Builtin, DeviceRepr, DeviceSlice, DeviceSliceMut, Error, Gate, In, KernelParam,
+    LaunchConfig, Out, Result, TaskContext,
 };
 use std::time::Duration;
 
-mod hostk {
-    //! Host implementations with the kernels' argument lists, run by the
-    //! host backend. Each is `unsafe`: the runtime checked the arguments
-    //! against the parameter list and every pointer is a live allocation of
-    //! the launch's size.
+/// `(T* x, T v, u64 n)`.
+type Unary<T> = (Out<T>, T, u64);
+/// `scan_block_*`'s `(const T* in, T* out, T* block_sums, u64 n)`.
+type ScanBlock<T> = (In<T>, Out<T>, Out<T>, u64);
 
-    use super::*;
+builtins! {
+    module MODULE("gpu-kernels", KERNELS_PTX), names NAMES;
 
-    use crate::host::{arg_len as len, arg_ptr as ptr};
-    pub(super) trait Scalar:
-        Copy + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self>
-    {
-        fn get(a: KernelArg) -> Self;
-    }
-    impl Scalar for f32 {
-        fn get(a: KernelArg) -> Self {
-            match a {
-                KernelArg::F32(v) => v,
-                _ => unreachable!("checked by the runtime"),
-            }
-        }
-    }
-    impl Scalar for f64 {
-        fn get(a: KernelArg) -> Self {
-            match a {
-                KernelArg::F64(v) => v,
-                _ => unreachable!("checked by the runtime"),
-            }
-        }
-    }
+    /// `fill_f32(float* x, float v, u64 n)`: `x[i] = v`.
+    pub static FILL_F32: Unary<f32> = "fill_f32", |x, v, n| host::fill(head_mut(x, n), v);
+    /// `fill_f64(double* x, double v, u64 n)`: `x[i] = v`.
+    pub static FILL_F64: Unary<f64> = "fill_f64", |x, v, n| host::fill(head_mut(x, n), v);
+    /// `add_scalar_f32(float* x, float v, u64 n)`: `x[i] = x[i] + v`.
+    pub static ADD_SCALAR_F32: Unary<f32> =
+        "add_scalar_f32", |x, v, n| host::add_scalar(head_mut(x, n), v);
+    /// `add_scalar_f64(double* x, double v, u64 n)`: `x[i] = x[i] + v`.
+    pub static ADD_SCALAR_F64: Unary<f64> =
+        "add_scalar_f64", |x, v, n| host::add_scalar(head_mut(x, n), v);
+    /// `scale_f32(float* x, float a, u64 n)`: `x[i] = x[i] * a`.
+    pub static SCALE_F32: Unary<f32> = "scale_f32", |x, a, n| host::scale(head_mut(x, n), a);
+    /// `scale_f64(double* x, double a, u64 n)`: `x[i] = x[i] * a`.
+    pub static SCALE_F64: Unary<f64> = "scale_f64", |x, a, n| host::scale(head_mut(x, n), a);
+    /// `scale_into_f32(const float* x, float* y, float a, u64 n)`:
+    /// `y[i] = x[i] * a`.
+    pub static SCALE_INTO_F32: (In<f32>, Out<f32>, f32, u64) =
+        "scale_into_f32", |x, y, a, n| {
+        host::scale_into(head(x, n), head_mut(y, n), a)
+    };
+    /// `scale_into_f64(const double* x, double* y, double a, u64 n)`:
+    /// `y[i] = x[i] * a`.
+    pub static SCALE_INTO_F64: (In<f64>, Out<f64>, f64, u64) =
+        "scale_into_f64", |x, y, a, n| {
+        host::scale_into(head(x, n), head_mut(y, n), a)
+    };
+    /// `axpy_f32(float a, const float* x, float* y, u64 n)`:
+    /// `y[i] = y[i] + a * x[i]`, without fused multiply-add.
+    pub static AXPY_F32: (f32, In<f32>, Out<f32>, u64) =
+        "axpy_f32", |a, x, y, n| host::axpy(a, head(x, n), head_mut(y, n));
+    /// `axpy_f64(double a, const double* x, double* y, u64 n)`:
+    /// `y[i] = y[i] + a * x[i]`, without fused multiply-add.
+    pub static AXPY_F64: (f64, In<f64>, Out<f64>, u64) =
+        "axpy_f64", |a, x, y, n| host::axpy(a, head(x, n), head_mut(y, n));
+    /// `copy_f32(const float* src, float* dst, u64 n)`: `dst[i] = src[i]`.
+    pub static COPY_F32: (In<f32>, Out<f32>, u64) =
+        "copy_f32", |s, d, n| host::copy(head(s, n), head_mut(d, n));
+    /// `copy_f64(const double* src, double* dst, u64 n)`: `dst[i] = src[i]`.
+    pub static COPY_F64: (In<f64>, Out<f64>, u64) =
+        "copy_f64", |s, d, n| host::copy(head(s, n), head_mut(d, n));
+    /// `sum_f32(const float* x, float* out, u64 n)`: `*out += sum(x)`, one
+    /// `atomicAdd` per block; [`BLOCK`] threads per block.
+    pub static SUM_F32: (In<f32>, Out<f32>, u64) =
+        "sum_f32", |x, out, n| out[0] += host::sum(head(x, n));
+    /// `sum_f64(const double* x, double* out, u64 n)`: `*out += sum(x)`, one
+    /// `atomicAdd` per block; [`BLOCK`] threads per block.
+    pub static SUM_F64: (In<f64>, Out<f64>, u64) =
+        "sum_f64", |x, out, n| out[0] += host::sum(head(x, n));
+    /// `scan_block_f32(const float* in, float* out, float* block_sums, u64
+    /// n)`: step 1 of the inclusive scan.
+    pub static SCAN_BLOCK_F32: (In<f32>, Out<f32>, Out<f32>, u64) =
+        "scan_block_f32", |x, out, sums, n| {
+        scan_block(head(x, n), head_mut(out, n), sums)
+    };
+    /// `scan_block_f64(const double* in, double* out, double* block_sums,
+    /// u64 n)`: step 1 of the inclusive scan.
+    pub static SCAN_BLOCK_F64: (In<f64>, Out<f64>, Out<f64>, u64) =
+        "scan_block_f64", |x, out, sums, n| {
+        scan_block(head(x, n), head_mut(out, n), sums)
+    };
+    /// `scan_sums_f32(float* block_sums, u64 nblocks)`: step 2 of the
+    /// inclusive scan (exclusive scan of the tile totals in place); one
+    /// block.
+    pub static SCAN_SUMS_F32: (Out<f32>, u64) =
+        "scan_sums_f32", |sums, n| scan_sums(head_mut(sums, n));
+    /// `scan_sums_f64(double* block_sums, u64 nblocks)`: step 2 of the
+    /// inclusive scan (exclusive scan of the tile totals in place); one
+    /// block.
+    pub static SCAN_SUMS_F64: (Out<f64>, u64) =
+        "scan_sums_f64", |sums, n| scan_sums(head_mut(sums, n));
+    /// `scan_add_f32(float* out, const float* block_sums, u64 n)`: step 3
+    /// of the inclusive scan.
+    pub static SCAN_ADD_F32: (Out<f32>, In<f32>, u64) =
+        "scan_add_f32", |out, sums, n| scan_add(head_mut(out, n), sums);
+    /// `scan_add_f64(double* out, const double* block_sums, u64 n)`: step 3
+    /// of the inclusive scan.
+    pub static SCAN_ADD_F64: (Out<f64>, In<f64>, u64) =
+        "scan_add_f64", |out, sums, n| scan_add(head_mut(out, n), sums);
+    /// `spin_ns(u64 ns)`: one thread busy-waits `ns` nanoseconds of the
+    /// GPU's `%globaltimer`. Launch with one block of one thread.
+    pub static SPIN_NS: (u64,) = "spin_ns", |ns| std::thread::sleep(Duration::from_nanos(ns));
+    /// `spin_touch_f32(float* x, u64 n, u64 ns)`: thread 0 of every block
+    /// spins `ns` nanoseconds, then the grid adds `1.0` to every `x[i]`.
+    pub static SPIN_TOUCH_F32: (Out<f32>, u64, u64) = "spin_touch_f32", |x, n, ns| {
+        std::thread::sleep(Duration::from_nanos(ns));
+        host::add_scalar(head_mut(x, n), 1.0);
+    };
+    /// `gate(volatile unsigned int* open, volatile unsigned int* timed_out,
+    /// u64 timeout_ns)`: one thread waits until `*open != 0`, polling about
+    /// every microsecond, or until `timeout_ns` nanoseconds have passed, in
+    /// which case it sets `*timed_out = 1`. Both flags are pinned host
+    /// memory mapped into the device. Launch with one block of one thread;
+    /// only [`TaskContext::block_on`] launches it, and only on CUDA (the
+    /// host backend blocks the stream's thread itself, so the host
+    /// implementation is never run).
+    pub(crate) static GATE: (Out<u32>, Out<u32>, u64) = "gate", |_open, _timed_out, _ns| {};
+}
 
-    /// # Safety
-    /// `p` is a live allocation of `n` `T`s with no other live reference.
-    unsafe fn sl<'a, T>(p: u64, n: usize) -> &'a mut [T] {
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut(p as *mut T, n) }
-    }
+/// The first `n` elements of `x` (all of them if it is shorter: the launch
+/// contract has `n` within the buffers).
+pub(crate) fn head<T>(x: &[T], n: u64) -> &[T] {
+    &x[..x.len().min(n as usize)]
+}
 
-    pub(super) unsafe fn fill<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        // SAFETY: see the module note.
-        host::fill(unsafe { sl::<T>(ptr(a[0]), len(a[2])) }, T::get(a[1]));
-    }
-    pub(super) unsafe fn add_scalar<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        // SAFETY: see the module note.
-        host::add_scalar(unsafe { sl::<T>(ptr(a[0]), len(a[2])) }, T::get(a[1]));
-    }
-    pub(super) unsafe fn scale<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        // SAFETY: see the module note.
-        host::scale(unsafe { sl::<T>(ptr(a[0]), len(a[2])) }, T::get(a[1]));
-    }
-    pub(super) unsafe fn scale_into<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[3]);
-        // SAFETY: see the module note; x and y are distinct buffers (one is
-        // borrowed shared, the other exclusively).
-        let (x, y) = unsafe { (sl::<T>(ptr(a[0]), n), sl::<T>(ptr(a[1]), n)) };
-        host::scale_into(x, y, T::get(a[2]));
-    }
-    pub(super) unsafe fn axpy<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[3]);
-        // SAFETY: see the module note; x and y are distinct buffers (one is
-        // borrowed shared, the other exclusively).
-        let (x, y) = unsafe { (sl::<T>(ptr(a[1]), n), sl::<T>(ptr(a[2]), n)) };
-        host::axpy(T::get(a[0]), x, y);
-    }
-    pub(super) unsafe fn copy<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[2]);
-        // SAFETY: see the module note.
-        let (s, d) = unsafe { (sl::<T>(ptr(a[0]), n), sl::<T>(ptr(a[1]), n)) };
-        host::copy(s, d);
-    }
-    pub(super) unsafe fn sum<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        // SAFETY: see the module note.
-        let (x, out) = unsafe { (sl::<T>(ptr(a[0]), len(a[2])), sl::<T>(ptr(a[1]), 1)) };
-        out[0] = out[0] + host::sum(x);
-    }
-    pub(super) unsafe fn scan_block<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[3]);
-        let tile = crate::SCAN_TILE as usize;
-        // SAFETY: see the module note; `in == out` is allowed, so copy the
-        // input first.
-        let input: Vec<T> = unsafe { sl::<T>(ptr(a[0]), n) }.to_vec();
-        // SAFETY: as above.
-        let out = unsafe { sl::<T>(ptr(a[1]), n) };
-        // SAFETY: as above.
-        let sums = unsafe { sl::<T>(ptr(a[2]), n.div_ceil(tile)) };
-        for (i, (src, dst)) in input.chunks(tile).zip(out.chunks_mut(tile)).enumerate() {
-            host::inclusive_scan(src, dst);
-            sums[i] = dst[dst.len() - 1];
-        }
-    }
-    pub(super) unsafe fn scan_sums<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        // SAFETY: see the module note.
-        let sums = unsafe { sl::<T>(ptr(a[0]), len(a[1])) };
-        let mut acc = T::default();
-        for s in sums.iter_mut() {
-            let v = *s;
-            *s = acc;
-            acc = acc + v;
-        }
-    }
-    pub(super) unsafe fn scan_add<T: Scalar>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[2]);
-        let tile = crate::SCAN_TILE as usize;
-        // SAFETY: see the module note.
-        let (out, sums) = unsafe { (sl::<T>(ptr(a[0]), n), sl::<T>(ptr(a[1]), n.div_ceil(tile))) };
-        for (i, chunk) in out.chunks_mut(tile).enumerate().skip(1) {
-            chunk.iter_mut().for_each(|v| *v = *v + sums[i]);
-        }
-    }
-    pub(super) unsafe fn spin_ns(a: &[KernelArg], _: LaunchConfig) {
-        std::thread::sleep(Duration::from_nanos(len(a[0]) as u64));
-    }
-    pub(super) unsafe fn spin_touch(a: &[KernelArg], _: LaunchConfig) {
-        std::thread::sleep(Duration::from_nanos(len(a[2]) as u64));
-        // SAFETY: see the module note.
-        host::add_scalar(unsafe { sl::<f32>(ptr(a[0]), len(a[1])) }, 1.0);
-    }
-    pub(super) unsafe fn gate(a: &[KernelArg], _: LaunchConfig) {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        // SAFETY: the gate's flags are live pinned memory owned by the Gate.
-        let (open, timed_out) = unsafe {
-            (
-                &*(ptr(a[0]) as *const AtomicU32),
-                &*(ptr(a[1]) as *const AtomicU32),
-            )
-        };
-        let start = std::time::Instant::now();
-        let timeout = Duration::from_nanos(len(a[2]) as u64);
-        while open.load(Ordering::Acquire) == 0 {
-            if start.elapsed() >= timeout {
-                timed_out.store(1, Ordering::Release);
-                return;
-            }
-            std::thread::sleep(Duration::from_micros(50));
-        }
+/// [`head`] of a written buffer.
+pub(crate) fn head_mut<T>(x: &mut [T], n: u64) -> &mut [T] {
+    let n = x.len().min(n as usize);
+    &mut x[..n]
+}
+
+/// Step 1 of the scan on the host: each tile of `x` scanned into `out`, its
+/// total into `sums`. `in == out` is allowed on the device, never here
+/// (the borrows are distinct).
+fn scan_block<T: Copy + std::ops::Add<Output = T>>(x: &[T], out: &mut [T], sums: &mut [T]) {
+    let tile = SCAN_TILE as usize;
+    for (i, (src, dst)) in x.chunks(tile).zip(out.chunks_mut(tile)).enumerate() {
+        host::inclusive_scan(src, dst);
+        sums[i] = dst[dst.len() - 1];
     }
 }
 
-use Param::{PtrRead as R, PtrWrite as W, F32, F64, U64};
+/// Step 2 on the host: `sums` into its exclusive scan, in place.
+fn scan_sums<T: Copy + Default + std::ops::Add<Output = T>>(sums: &mut [T]) {
+    let mut acc = T::default();
+    for s in sums.iter_mut() {
+        let v = *s;
+        *s = acc;
+        acc = acc + v;
+    }
+}
 
-macro_rules! kernel {
-    ($name:expr, [$($p:expr),*], $f:expr) => {
-        KernelDef { name: $name, params: &[$($p),*], host: $f }
+/// Step 3 on the host: `sums[tile]` added to every element of every tile
+/// but the first.
+fn scan_add<T: Copy + std::ops::Add<Output = T>>(out: &mut [T], sums: &[T]) {
+    for (i, chunk) in out.chunks_mut(SCAN_TILE as usize).enumerate().skip(1) {
+        chunk.iter_mut().for_each(|v| *v = *v + sums[i]);
+    }
+}
+
+/// Element types with kernels: `f32` and `f64`. Each of its functions
+/// gives the type's variant of a kernel (`f32::fill()` is [`FILL_F32`]).
+pub trait Float:
+    DeviceRepr + KernelParam + for<'b> Arg<'b, Self> + Default + PartialEq + std::fmt::Debug
+{
+    /// `fill_*`.
+    fn fill() -> &'static Builtin<Unary<Self>>;
+    /// `add_scalar_*`.
+    fn add_scalar() -> &'static Builtin<Unary<Self>>;
+    /// `scale_*`.
+    fn scale() -> &'static Builtin<Unary<Self>>;
+    /// `scale_into_*`.
+    fn scale_into() -> &'static Builtin<(In<Self>, Out<Self>, Self, u64)>;
+    /// `axpy_*`.
+    fn axpy() -> &'static Builtin<(Self, In<Self>, Out<Self>, u64)>;
+    /// `copy_*`.
+    fn copy() -> &'static Builtin<(In<Self>, Out<Self>, u64)>;
+    /// `sum_*` (atomic).
+    fn sum_atomic() -> &'static Builtin<(In<Self>, Out<Self>, u64)>;
+    /// `scan_block_*`.
+    fn scan_block() -> &'static Builtin<ScanBlock<Self>>;
+    /// `scan_sums_*`.
+    fn scan_sums() -> &'static Builtin<(Out<Self>, u64)>;
+    /// `scan_add_*`.
+    fn scan_add() -> &'static Builtin<(Out<Self>, In<Self>, u64)>;
+    /// `reduce_sum_*`.
+    fn reduce_sum() -> &'static Builtin<crate::reduce::Pass<Self, Self>>;
+    /// `reduce_min_*`.
+    fn reduce_min() -> &'static Builtin<crate::reduce::Pass<Self, Self>>;
+    /// `reduce_max_*`.
+    fn reduce_max() -> &'static Builtin<crate::reduce::Pass<Self, Self>>;
+    /// `reduce_dot_*`.
+    fn reduce_dot() -> &'static Builtin<crate::reduce::DotPass<Self, Self>>;
+}
+
+macro_rules! float {
+    ($t:ty: $fill:ident, $add:ident, $scale:ident, $scale_into:ident, $axpy:ident, $copy:ident,
+        $sum:ident, $sb:ident, $ss:ident, $sa:ident, $rsum:path, $rmin:path, $rmax:path,
+        $rdot:path) => {
+        impl Float for $t {
+            fn fill() -> &'static Builtin<Unary<$t>> {
+                &$fill
+            }
+            fn add_scalar() -> &'static Builtin<Unary<$t>> {
+                &$add
+            }
+            fn scale() -> &'static Builtin<Unary<$t>> {
+                &$scale
+            }
+            fn scale_into() -> &'static Builtin<(In<$t>, Out<$t>, $t, u64)> {
+                &$scale_into
+            }
+            fn axpy() -> &'static Builtin<($t, In<$t>, Out<$t>, u64)> {
+                &$axpy
+            }
+            fn copy() -> &'static Builtin<(In<$t>, Out<$t>, u64)> {
+                &$copy
+            }
+            fn sum_atomic() -> &'static Builtin<(In<$t>, Out<$t>, u64)> {
+                &$sum
+            }
+            fn scan_block() -> &'static Builtin<ScanBlock<$t>> {
+                &$sb
+            }
+            fn scan_sums() -> &'static Builtin<(Out<$t>, u64)> {
+                &$ss
+            }
+            fn scan_add() -> &'static Builtin<(Out<$t>, In<$t>, u64)> {
+                &$sa
+            }
+            fn reduce_sum() -> &'static Builtin<crate::reduce::Pass<$t, $t>> {
+                &$rsum
+            }
+            fn reduce_min() -> &'static Builtin<crate::reduce::Pass<$t, $t>> {
+                &$rmin
+            }
+            fn reduce_max() -> &'static Builtin<crate::reduce::Pass<$t, $t>> {
+                &$rmax
+            }
+            fn reduce_dot() -> &'static Builtin<crate::reduce::DotPass<$t, $t>> {
+                &$rdot
+            }
+        }
     };
 }
-
-/// The project's kernels, for [`TaskContext::launch`].
-pub static MODULE: Module = Module {
-    name: "gpu-kernels",
-    ptx: KERNELS_PTX,
-    kernels: &[
-        kernel!(names::FILL_F32, [W, F32, U64], hostk::fill::<f32>),
-        kernel!(names::FILL_F64, [W, F64, U64], hostk::fill::<f64>),
-        kernel!(
-            names::ADD_SCALAR_F32,
-            [W, F32, U64],
-            hostk::add_scalar::<f32>
-        ),
-        kernel!(
-            names::ADD_SCALAR_F64,
-            [W, F64, U64],
-            hostk::add_scalar::<f64>
-        ),
-        kernel!(names::SCALE_F32, [W, F32, U64], hostk::scale::<f32>),
-        kernel!(names::SCALE_F64, [W, F64, U64], hostk::scale::<f64>),
-        kernel!(
-            names::SCALE_INTO_F32,
-            [R, W, F32, U64],
-            hostk::scale_into::<f32>
-        ),
-        kernel!(
-            names::SCALE_INTO_F64,
-            [R, W, F64, U64],
-            hostk::scale_into::<f64>
-        ),
-        kernel!(names::AXPY_F32, [F32, R, W, U64], hostk::axpy::<f32>),
-        kernel!(names::AXPY_F64, [F64, R, W, U64], hostk::axpy::<f64>),
-        kernel!(names::COPY_F32, [R, W, U64], hostk::copy::<f32>),
-        kernel!(names::COPY_F64, [R, W, U64], hostk::copy::<f64>),
-        kernel!(names::SUM_F32, [R, W, U64], hostk::sum::<f32>),
-        kernel!(names::SUM_F64, [R, W, U64], hostk::sum::<f64>),
-        kernel!(
-            names::SCAN_BLOCK_F32,
-            [R, W, W, U64],
-            hostk::scan_block::<f32>
-        ),
-        kernel!(
-            names::SCAN_BLOCK_F64,
-            [R, W, W, U64],
-            hostk::scan_block::<f64>
-        ),
-        kernel!(names::SCAN_SUMS_F32, [W, U64], hostk::scan_sums::<f32>),
-        kernel!(names::SCAN_SUMS_F64, [W, U64], hostk::scan_sums::<f64>),
-        kernel!(names::SCAN_ADD_F32, [W, R, U64], hostk::scan_add::<f32>),
-        kernel!(names::SCAN_ADD_F64, [W, R, U64], hostk::scan_add::<f64>),
-        kernel!(names::SPIN_NS, [U64], hostk::spin_ns),
-        kernel!(names::SPIN_TOUCH_F32, [W, U64, U64], hostk::spin_touch),
-        kernel!(names::GATE, [W, W, U64], hostk::gate),
-    ],
-};
-
-/// Element types with kernels: `f32` and `f64`.
-pub trait Float: DeviceRepr + Default + gpu_sched::ScalarArg + PartialEq + std::fmt::Debug {
-    /// Index of the type's first kernel variant (0: f32, 1: f64).
-    #[doc(hidden)]
-    const VARIANT: usize;
-}
-impl Float for f32 {
-    const VARIANT: usize = 0;
-}
-impl Float for f64 {
-    const VARIANT: usize = 1;
-}
-
-const FILL: usize = 0;
-const ADD_SCALAR: usize = 2;
-const SCALE: usize = 4;
-const SCALE_INTO: usize = 6;
-const AXPY: usize = 8;
-const COPY: usize = 10;
-const SUM: usize = 12;
-const SCAN_BLOCK: usize = 14;
-const SCAN_SUMS: usize = 16;
-const SCAN_ADD: usize = 18;
-/// The timed spin kernel.
-pub const SPIN_NS: KernelRef = KernelRef::new(&MODULE, 20);
-/// The spin-then-touch kernel.
-pub const SPIN_TOUCH_F32: KernelRef = KernelRef::new(&MODULE, 21);
-/// The gate kernel.
-pub const GATE: KernelRef = KernelRef::new(&MODULE, 22);
-
-/// The kernel called `name` (its PTX entry, e.g. `"scan_block_f32"`), for
-/// launches through [`TaskContext::launch`].
-pub fn kernel_ref(name: &str) -> Option<KernelRef> {
-    MODULE
-        .kernels
-        .iter()
-        .position(|k| k.name == name)
-        .map(|i| KernelRef::new(&MODULE, i))
-}
-
-fn k<T: Float>(base: usize) -> KernelRef {
-    KernelRef::new(&MODULE, base + T::VARIANT)
-}
+float!(f32: FILL_F32, ADD_SCALAR_F32, SCALE_F32, SCALE_INTO_F32, AXPY_F32, COPY_F32, SUM_F32,
+    SCAN_BLOCK_F32, SCAN_SUMS_F32, SCAN_ADD_F32, crate::reduce::REDUCE_SUM_F32,
+    crate::reduce::REDUCE_MIN_F32, crate::reduce::REDUCE_MAX_F32, crate::reduce::REDUCE_DOT_F32);
+float!(f64: FILL_F64, ADD_SCALAR_F64, SCALE_F64, SCALE_INTO_F64, AXPY_F64, COPY_F64, SUM_F64,
+    SCAN_BLOCK_F64, SCAN_SUMS_F64, SCAN_ADD_F64, crate::reduce::REDUCE_SUM_F64,
+    crate::reduce::REDUCE_MIN_F64, crate::reduce::REDUCE_MAX_F64, crate::reduce::REDUCE_DOT_F64);
 
 fn elementwise(n: usize) -> LaunchConfig {
     LaunchConfig::linear(grid_for(n as u64), BLOCK)
@@ -293,13 +292,7 @@ pub fn fill<T: Float>(
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
     // (checked above where there are two); it touches nothing else.
-    unsafe {
-        t.launch(k::<T>(FILL), elementwise(n))
-            .write(x)
-            .arg(v)
-            .arg(n)
-            .submit()
-    }
+    unsafe { T::fill().launch(t, elementwise(n), (x, v, n)) }
 }
 
 /// `x[i] += v`.
@@ -316,13 +309,7 @@ pub fn add_scalar<T: Float>(
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
     // (checked above where there are two); it touches nothing else.
-    unsafe {
-        t.launch(k::<T>(ADD_SCALAR), elementwise(n))
-            .write(x)
-            .arg(v)
-            .arg(n)
-            .submit()
-    }
+    unsafe { T::add_scalar().launch(t, elementwise(n), (x, v, n)) }
 }
 
 /// `x[i] *= a`.
@@ -339,13 +326,7 @@ pub fn scale<T: Float>(
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
     // (checked above where there are two); it touches nothing else.
-    unsafe {
-        t.launch(k::<T>(SCALE), elementwise(n))
-            .write(x)
-            .arg(a)
-            .arg(n)
-            .submit()
-    }
+    unsafe { T::scale().launch(t, elementwise(n), (x, a, n)) }
 }
 
 /// `y[i] = x[i] * a`: [`scale`] out of place, one kernel that reads `x` and
@@ -366,14 +347,7 @@ pub fn scale_into<T: Float>(
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
     // (checked above where there are two); it touches nothing else.
-    unsafe {
-        t.launch(k::<T>(SCALE_INTO), elementwise(n))
-            .read(x)
-            .write(y)
-            .arg(a)
-            .arg(n)
-            .submit()
-    }
+    unsafe { T::scale_into().launch(t, elementwise(n), (x, y, a, n)) }
 }
 
 /// `y[i] += a * x[i]`.
@@ -392,14 +366,7 @@ pub fn axpy<T: Float>(
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
     // (checked above where there are two); it touches nothing else.
-    unsafe {
-        t.launch(k::<T>(AXPY), elementwise(n))
-            .arg(a)
-            .read(x)
-            .write(y)
-            .arg(n)
-            .submit()
-    }
+    unsafe { T::axpy().launch(t, elementwise(n), (a, x, y, n)) }
 }
 
 /// `dst[i] = src[i]`, as a kernel.
@@ -417,36 +384,33 @@ pub fn copy<T: Float>(
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
     // (checked above where there are two); it touches nothing else.
-    unsafe {
-        t.launch(k::<T>(COPY), elementwise(n))
-            .read(src)
-            .write(dst)
-            .arg(n)
-            .submit()
-    }
+    unsafe { T::copy().launch(t, elementwise(n), (src, dst, n)) }
 }
 
-/// `out[0] = sum(x)` (zeroes `out` first).
+/// `out[0] = sum(x)` (zeroes `out` first), with atomics: blocks add their
+/// partial sums in whatever order they finish, so the last bits of the
+/// result vary from run to run. [`crate::reduce::sum_into`] is the
+/// deterministic one.
 ///
 /// # Errors
 ///
 /// [`Error::LengthMismatch`] unless `out` has one element; driver errors.
-pub fn sum<T: Float>(
+pub fn sum_atomic_into<T: Float>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
     out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
-    same_len("sum's output", 1, out.len())?;
+    same_len("sum_atomic_into's output", 1, out.len())?;
     t.memset_zero(out)?;
     let n = x.len();
     // SAFETY: the kernel reads `x[..n]` (a grid-stride loop over `i < n`,
     // `n = x.len()`) and adds into `out[0]` (length 1, checked above).
     unsafe {
-        t.launch(k::<T>(SUM), LaunchConfig::linear(grid_for(n as u64), BLOCK))
-            .read(x)
-            .write(out)
-            .arg(n)
-            .submit()
+        T::sum_atomic().launch(
+            t,
+            LaunchConfig::linear(grid_for(n as u64), BLOCK),
+            (x, out, n),
+        )
     }
 }
 
@@ -471,33 +435,18 @@ pub fn inclusive_scan<T: Float>(
     // SAFETY: tiles of `src[..n]` and `dst[..n]` (`n` is both lengths,
     // checked above), one entry of `sums` per tile (`tiles` entries).
     unsafe {
-        t.launch(
-            k::<T>(SCAN_BLOCK),
+        T::scan_block().launch(
+            t,
             LaunchConfig::linear(tiles.min(MAX_GRID as u64) as u32, BLOCK),
+            (src, &mut *dst, &mut sums, n),
         )
-        .read(src)
-        .write(dst)
-        .write(&mut sums)
-        .arg(n)
-        .submit()
     }?;
     if tiles > 1 {
         // SAFETY: scans `sums[..tiles]`, its length.
-        unsafe {
-            t.launch(k::<T>(SCAN_SUMS), LaunchConfig::linear(1, BLOCK))
-                .write(&mut sums)
-                .arg(tiles)
-                .submit()
-        }?;
+        unsafe { T::scan_sums().launch(t, LaunchConfig::linear(1, BLOCK), (&mut sums, tiles)) }?;
         // SAFETY: `dst[..n]`, and `sums` at the tile of each element
         // (`tiles` entries cover `n`).
-        unsafe {
-            t.launch(k::<T>(SCAN_ADD), elementwise(n))
-                .write(dst)
-                .read(&sums)
-                .arg(n)
-                .submit()
-        }?;
+        unsafe { T::scan_add().launch(t, elementwise(n), (dst, &sums, n)) }?;
     }
     Ok(())
 }
@@ -509,11 +458,7 @@ pub fn inclusive_scan<T: Float>(
 /// Driver errors.
 pub fn spin(t: &TaskContext, d: Duration) -> Result<()> {
     // SAFETY: the kernel touches no memory; it spins on one thread.
-    unsafe {
-        t.launch(SPIN_NS, LaunchConfig::linear(1, 1))
-            .arg(d.as_nanos() as u64)
-            .submit()
-    }
+    unsafe { SPIN_NS.launch(t, LaunchConfig::linear(1, 1), (d.as_nanos() as u64,)) }
 }
 
 /// Spins for `d` in each block, then adds 1 to every element of `x`: a long
@@ -531,13 +476,7 @@ pub fn spin_touch(
     // SAFETY: the kernel is bounded by its length argument (a grid-stride
     // loop over `i < n`), which is the length of every buffer passed here
     // (checked above where there are two); it touches nothing else.
-    unsafe {
-        t.launch(SPIN_TOUCH_F32, elementwise(n))
-            .write(x)
-            .arg(n)
-            .arg(d.as_nanos() as u64)
-            .submit()
-    }
+    unsafe { SPIN_TOUCH_F32.launch(t, elementwise(n), (x, n, d.as_nanos() as u64)) }
 }
 
 /// Blocks the task's stream until `gate` opens (or `timeout` passes, which
@@ -548,5 +487,5 @@ pub fn spin_touch(
 /// Driver errors.
 pub fn gate(t: &TaskContext, g: &Gate, timeout: Duration) -> Result<()> {
     // SAFETY: `GATE` is the gate kernel `block_on` asks for.
-    unsafe { t.block_on(g, GATE, timeout) }
+    unsafe { t.block_on(g, &GATE, timeout) }
 }

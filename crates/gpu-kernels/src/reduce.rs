@@ -11,7 +11,8 @@
 //!
 //! # Order and determinism
 //!
-//! Two launches of the kernels in [`MODULE`] (`src/cuda/reduce.cu`), with
+//! Two launches of the kernels of this module's statics
+//! ([`REDUCE_SUM_F32`], ...; `src/cuda/reduce.cu`), with
 //! no atomics: pass 1 cuts the `n` elements into [`reduce_parts`]`(n)` parts
 //! of [`reduce_chunk`]`(n)` elements, which depend on `n` only (not on the
 //! grid, the device or timing), and reduces each with one block, in a fixed
@@ -19,8 +20,9 @@
 //! block. With a single part (`n <=` [`REDUCE_TILE`]) pass 1 writes the
 //! result directly. Results are therefore always deterministic, bit for bit
 //! from run to run: there is no non-deterministic mode to opt out of (the
-//! atomic [`crate::sum`] of the element-wise module is the other one). The
-//! host references [`host::reduce`] follow the same order, so the device
+//! atomic [`crate::sum_atomic_into`] of the element-wise module is the
+//! other one). The
+//! host references [`crate::host::reduce`] follow the same order, so the device
 //! and host results are bit-identical; see there for the exact order.
 //!
 //! # Scratch
@@ -64,11 +66,12 @@
 //! assert_eq!(reduce::min(&t, &d).unwrap(), 32.0);
 //! ```
 
-use crate::ops::same_len;
-use crate::{host, names, Float, BLOCK};
+use crate::host::reduce::{dot_pass, max_pass, min_pass, sum_pass};
+use crate::ops::{head, same_len};
+use crate::{Float, BLOCK};
 use gpu_sched::{
-    Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, KernelArg, KernelDef, KernelRef, LaunchConfig,
-    Module, Param, Result, TaskContext,
+    Buffer, Builtin, DeviceRepr, DeviceSlice, DeviceSliceMut, In, LaunchConfig, Out, Result,
+    TaskContext,
 };
 
 /// Elements per part (`GK_REDUCE_TILE`): a reduction of `n` elements has one
@@ -121,203 +124,136 @@ pub const fn reduce_chunk(n: u64) -> u64 {
     per_part.div_ceil(BLOCK as u64) * BLOCK as u64
 }
 
-mod hostk {
-    //! Host implementations with the kernels' argument lists, run by the
-    //! host backend. Each is `unsafe`: the runtime checked the arguments
-    //! against the parameter list and every pointer is a live allocation of
-    //! the launch's size (the wrappers pass `reduce_parts(n)` partials).
+/// The signature of pass 1 of a sum, min or max, and of every pass 2:
+/// `(const I* x, A* partials, u64 n)`.
+pub type Pass<I, A> = (In<I>, Out<A>, u64);
 
-    use super::*;
-    use host::reduce::{dot_pass, max_pass, min_pass, sum_pass, Real};
+/// The signature of pass 1 of a dot product: `(const I* x, const I* y, A*
+/// partials, u64 n)`.
+pub type DotPass<I, A> = (In<I>, In<I>, Out<A>, u64);
 
-    use crate::host::{arg_len as len, arg_ptr as ptr};
+builtins! {
+    module MODULE("gpu-kernels/reduce", crate::REDUCE_PTX), names NAMES;
 
-    /// # Safety
-    /// `p` is a live allocation of `n` `T`s with no live `&mut` to it.
-    unsafe fn sl<'a, T>(p: u64, n: usize) -> &'a [T] {
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts(p as *const T, n) }
-    }
-    /// # Safety
-    /// `p` is a live allocation of `n` `T`s with no other live reference.
-    unsafe fn sl_mut<'a, T>(p: u64, n: usize) -> &'a mut [T] {
-        // SAFETY: the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut(p as *mut T, n) }
-    }
-    fn parts(n: usize) -> usize {
-        reduce_parts(n as u64) as usize
-    }
-
-    pub(super) unsafe fn sum<In: Copy, A: Real + From<In>>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[2]);
-        // SAFETY: see the module note; the input is read, the partials (a
-        // distinct buffer, borrowed exclusively) written.
-        let (x, p) = unsafe { (sl::<In>(ptr(a[0]), n), sl_mut::<A>(ptr(a[1]), parts(n))) };
-        sum_pass(x, p);
-    }
-    pub(super) unsafe fn dot<In: Copy, A: Real + From<In>>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[3]);
-        // SAFETY: as in `sum`; x and y may be the same buffer (both read).
-        let (x, y, p) = unsafe {
-            (
-                sl::<In>(ptr(a[0]), n),
-                sl::<In>(ptr(a[1]), n),
-                sl_mut::<A>(ptr(a[2]), parts(n)),
-            )
-        };
-        dot_pass(x, y, p);
-    }
-    pub(super) unsafe fn min<T: Real>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[2]);
-        // SAFETY: as in `sum`.
-        let (x, p) = unsafe { (sl::<T>(ptr(a[0]), n), sl_mut::<T>(ptr(a[1]), parts(n))) };
-        min_pass(x, p);
-    }
-    pub(super) unsafe fn max<T: Real>(a: &[KernelArg], _: LaunchConfig) {
-        let n = len(a[2]);
-        // SAFETY: as in `sum`.
-        let (x, p) = unsafe { (sl::<T>(ptr(a[0]), n), sl_mut::<T>(ptr(a[1]), parts(n))) };
-        max_pass(x, p);
-    }
+    /// `reduce_sum_f32(const float* x, float* partials, u64 n)`.
+    pub static REDUCE_SUM_F32: Pass<f32, f32> =
+        "reduce_sum_f32", |x, p, n| sum_pass(head(x, n), p);
+    /// `reduce_sum_f64(const double* x, double* partials, u64 n)`.
+    pub static REDUCE_SUM_F64: Pass<f64, f64> =
+        "reduce_sum_f64", |x, p, n| sum_pass(head(x, n), p);
+    /// `reduce_min_f32(const float* x, float* partials, u64 n)`: skips NaN,
+    /// `-0 < +0`, `+inf` for an empty part.
+    pub static REDUCE_MIN_F32: Pass<f32, f32> =
+        "reduce_min_f32", |x, p, n| min_pass(head(x, n), p);
+    /// `reduce_min_f64(const double* x, double* partials, u64 n)`.
+    pub static REDUCE_MIN_F64: Pass<f64, f64> =
+        "reduce_min_f64", |x, p, n| min_pass(head(x, n), p);
+    /// `reduce_max_f32(const float* x, float* partials, u64 n)`: skips NaN,
+    /// `+0 > -0`, `-inf` for an empty part.
+    pub static REDUCE_MAX_F32: Pass<f32, f32> =
+        "reduce_max_f32", |x, p, n| max_pass(head(x, n), p);
+    /// `reduce_max_f64(const double* x, double* partials, u64 n)`.
+    pub static REDUCE_MAX_F64: Pass<f64, f64> =
+        "reduce_max_f64", |x, p, n| max_pass(head(x, n), p);
+    /// `reduce_dot_f32(const float* x, const float* y, float* partials, u64
+    /// n)`: adds the rounded products `x[i] * y[i]`.
+    pub static REDUCE_DOT_F32: DotPass<f32, f32> =
+        "reduce_dot_f32", |x, y, p, n| dot_pass(head(x, n), head(y, n), p);
+    /// `reduce_dot_f64(const double* x, const double* y, double* partials,
+    /// u64 n)`.
+    pub static REDUCE_DOT_F64: DotPass<f64, f64> =
+        "reduce_dot_f64", |x, y, p, n| dot_pass(head(x, n), head(y, n), p);
+    /// `reduce_sum_f32_f64(const float* x, double* partials, u64 n)`: each
+    /// element widened to `double`, added in `double`.
+    pub static REDUCE_SUM_F32_F64: Pass<f32, f64> =
+        "reduce_sum_f32_f64", |x, p, n| sum_pass(head(x, n), p);
+    /// `reduce_dot_f32_f64(const float* x, const float* y, double*
+    /// partials, u64 n)`: products and sums in `double` (the products are
+    /// exact).
+    pub static REDUCE_DOT_F32_F64: DotPass<f32, f64> =
+        "reduce_dot_f32_f64", |x, y, p, n| dot_pass(head(x, n), head(y, n), p);
 }
 
-use Param::{PtrRead as R, PtrWrite as W, U64};
-
-macro_rules! kernel {
-    ($name:expr, [$($p:expr),*], $f:expr) => {
-        KernelDef { name: $name, params: &[$($p),*], host: $f }
-    };
+/// Pass 1 of a reduction: its kernel with its inputs.
+enum First<'x, I: DeviceRepr, A: DeviceRepr, X: ?Sized, Y: ?Sized> {
+    /// A sum, min or max over `x`.
+    Unary(&'static Builtin<Pass<I, A>>, &'x X),
+    /// A dot product of `x` and `y`.
+    Dot(&'static Builtin<DotPass<I, A>>, &'x X, &'x Y),
 }
 
-/// The reduction kernels (`REDUCE_PTX`), in the order of
-/// [`names::REDUCE_ALL`], for [`TaskContext::launch`].
-pub static MODULE: Module = Module {
-    name: "gpu-kernels/reduce",
-    ptx: crate::REDUCE_PTX,
-    kernels: &[
-        kernel!(names::REDUCE_SUM_F32, [R, W, U64], hostk::sum::<f32, f32>),
-        kernel!(names::REDUCE_SUM_F64, [R, W, U64], hostk::sum::<f64, f64>),
-        kernel!(names::REDUCE_MIN_F32, [R, W, U64], hostk::min::<f32>),
-        kernel!(names::REDUCE_MIN_F64, [R, W, U64], hostk::min::<f64>),
-        kernel!(names::REDUCE_MAX_F32, [R, W, U64], hostk::max::<f32>),
-        kernel!(names::REDUCE_MAX_F64, [R, W, U64], hostk::max::<f64>),
-        kernel!(
-            names::REDUCE_DOT_F32,
-            [R, R, W, U64],
-            hostk::dot::<f32, f32>
-        ),
-        kernel!(
-            names::REDUCE_DOT_F64,
-            [R, R, W, U64],
-            hostk::dot::<f64, f64>
-        ),
-        kernel!(
-            names::REDUCE_SUM_F32_F64,
-            [R, W, U64],
-            hostk::sum::<f32, f64>
-        ),
-        kernel!(
-            names::REDUCE_DOT_F32_F64,
-            [R, R, W, U64],
-            hostk::dot::<f32, f64>
-        ),
-    ],
-};
-
-const SUM: usize = 0;
-const MIN: usize = 2;
-const MAX: usize = 4;
-const DOT: usize = 6;
-const SUM_F32_F64: usize = 8;
-const DOT_F32_F64: usize = 9;
-
-/// The reduction kernel called `name` (its PTX entry, e.g.
-/// `"reduce_sum_f32"`), for launches through [`TaskContext::launch`].
-pub fn kernel_ref(name: &str) -> Option<KernelRef> {
-    MODULE
-        .kernels
-        .iter()
-        .position(|k| k.name == name)
-        .map(|i| KernelRef::new(&MODULE, i))
-}
-
-fn k<T: Float>(base: usize) -> KernelRef {
-    KernelRef::new(&MODULE, base + T::VARIANT)
-}
-
-fn kernel(index: usize) -> KernelRef {
-    KernelRef::new(&MODULE, index)
-}
-
-/// One launch of the `reduce_*` kernel `kernel` over `x[..n]` (and `y`)
-/// into `partials`, with one block per part.
+/// One launch of pass 1 over `x[..n]` (and `y`) into `partials`, with one
+/// block per part.
 ///
 /// # Safety
 ///
-/// `kernel` has the parameters `(const In* x, [const In* y,] A* partials,
-/// u64 n)`, `y` (if any) is as long as `x`, and `partials` holds
+/// `y` (if any) is as long as `x`, and `partials` holds
 /// `reduce_parts(x.len())` elements.
-unsafe fn pass<In, A, X, Y, P>(
+unsafe fn pass<I, A, X, Y, P>(
     t: &TaskContext,
-    kernel: KernelRef,
-    x: &X,
-    y: Option<&Y>,
+    first: &First<'_, I, A, X, Y>,
     partials: &mut P,
 ) -> Result<()>
 where
-    In: DeviceRepr,
+    I: DeviceRepr,
     A: DeviceRepr,
-    X: DeviceSlice<In> + ?Sized,
-    Y: DeviceSlice<In> + ?Sized,
+    X: DeviceSlice<I> + ?Sized,
+    Y: DeviceSlice<I> + ?Sized,
     P: DeviceSliceMut<A> + ?Sized,
 {
-    let n = x.len();
-    let grid = LaunchConfig::linear(reduce_parts(n as u64) as u32, BLOCK);
-    let mut launch = t.launch(kernel, grid).read::<In>(x);
-    if let Some(y) = y {
-        launch = launch.read::<In>(y);
+    match *first {
+        First::Unary(k, x) => {
+            let n = x.len();
+            let grid = LaunchConfig::linear(reduce_parts(n as u64) as u32, BLOCK);
+            // SAFETY: the kernel reads `x[..n]` and writes
+            // `partials[..reduce_parts(n)]` (the caller's contract); blocks
+            // stride over parts, so it touches nothing else whatever the
+            // grid.
+            unsafe { k.launch(t, grid, (x, partials, n)) }
+        }
+        First::Dot(k, x, y) => {
+            let n = x.len();
+            let grid = LaunchConfig::linear(reduce_parts(n as u64) as u32, BLOCK);
+            // SAFETY: as above, and `y[..n]` is read (`y` as long as `x`:
+            // the caller's contract).
+            unsafe { k.launch(t, grid, (x, y, partials, n)) }
+        }
     }
-    // SAFETY: the kernel reads `x[..n]` and `y[..n]` and writes
-    // `partials[..reduce_parts(n)]` (the caller's contract); blocks stride
-    // over parts, so it touches nothing else whatever the grid.
-    unsafe { launch.write::<A>(partials).arg(n).submit() }
 }
 
-/// Pass 1 (`first`, over `x` and, for a dot product, `y`, of `In`) then,
-/// with more than one part, pass 2 (`second`, a sum, min or max over the
-/// partials of `A`), into `out`.
+/// Pass 1 (`first`) then, with more than one part, pass 2 (`second`, a
+/// sum, min or max over the partials of `A`), into `out`.
 ///
 /// # Safety
 ///
-/// `first` has the parameters `(const In* x, [const In* y,] A* partials, u64
-/// n)` and `second` `(const A* x, A* partials, u64 n)`; `y` (if any) is as
-/// long as `x` and `out` holds one element.
-unsafe fn two_pass<In, A, X, Y, O>(
+/// `y` (if any) is as long as `x` and `out` holds one element.
+unsafe fn two_pass<I, A, X, Y, O>(
     t: &TaskContext,
-    first: KernelRef,
-    second: KernelRef,
-    x: &X,
-    y: Option<&Y>,
+    first: First<'_, I, A, X, Y>,
+    second: &'static Builtin<Pass<A, A>>,
     out: &mut O,
 ) -> Result<()>
 where
-    In: DeviceRepr,
+    I: DeviceRepr,
     A: DeviceRepr,
-    X: DeviceSlice<In> + ?Sized,
-    Y: DeviceSlice<In> + ?Sized,
+    X: DeviceSlice<I> + ?Sized,
+    Y: DeviceSlice<I> + ?Sized,
     O: DeviceSliceMut<A> + ?Sized,
 {
-    let parts = reduce_parts(x.len() as u64);
+    let n = match first {
+        First::Unary(_, x) | First::Dot(_, x, _) => x.len(),
+    };
+    let parts = reduce_parts(n as u64);
     if parts == 1 {
         // SAFETY: the caller's contract; one part, one element of `out`.
-        return unsafe { pass::<In, A, _, _, _>(t, first, x, y, out) };
+        return unsafe { pass(t, &first, out) };
     }
     let mut partials = t.alloc::<A>(parts as usize)?;
     // SAFETY: the caller's contract; `partials` holds `parts` elements.
-    unsafe { pass::<In, A, _, _, _>(t, first, x, y, &mut partials) }?;
+    unsafe { pass(t, &first, &mut partials) }?;
     // SAFETY: `parts <= REDUCE_PARTS <= REDUCE_TILE` elements are one part,
     // written to the one element of `out`.
-    unsafe { pass::<A, A, _, Buffer<A>, _>(t, second, &partials, None, out) }
+    unsafe { pass::<A, A, _, Buffer<A>, _>(t, &First::Unary(second, &partials), out) }
 }
 
 /// A fresh device scalar, filled by `into`, copied back (waits).
@@ -346,7 +282,9 @@ pub fn sum_into<T: Float>(
 ) -> Result<()> {
     same_len("sum's output", 1, out.len())?;
     // SAFETY: `reduce_sum_{f32,f64}` for `T`, in and out.
-    unsafe { two_pass::<T, T, _, Buffer<T>, _>(t, k::<T>(SUM), k::<T>(SUM), x, None, out) }
+    unsafe {
+        two_pass::<T, T, _, Buffer<T>, _>(t, First::Unary(T::reduce_sum(), x), T::reduce_sum(), out)
+    }
 }
 
 /// The sum of `x` ([`sum_into`]) as a host value: waits for the task's
@@ -374,7 +312,12 @@ pub fn sum_f64_into(
     // SAFETY: `reduce_sum_f32_f64` (f32 in, f64 partials), then
     // `reduce_sum_f64`.
     unsafe {
-        two_pass::<f32, f64, _, Buffer<f32>, _>(t, kernel(SUM_F32_F64), k::<f64>(SUM), x, None, out)
+        two_pass::<f32, f64, _, Buffer<f32>, _>(
+            t,
+            First::Unary(&REDUCE_SUM_F32_F64, x),
+            &REDUCE_SUM_F64,
+            out,
+        )
     }
 }
 
@@ -400,7 +343,9 @@ pub fn min_into<T: Float>(
 ) -> Result<()> {
     same_len("min's output", 1, out.len())?;
     // SAFETY: `reduce_min_{f32,f64}` for `T`, in and out.
-    unsafe { two_pass::<T, T, _, Buffer<T>, _>(t, k::<T>(MIN), k::<T>(MIN), x, None, out) }
+    unsafe {
+        two_pass::<T, T, _, Buffer<T>, _>(t, First::Unary(T::reduce_min(), x), T::reduce_min(), out)
+    }
 }
 
 /// [`min_into`] as a host value: waits for the task's stream.
@@ -425,7 +370,9 @@ pub fn max_into<T: Float>(
 ) -> Result<()> {
     same_len("max's output", 1, out.len())?;
     // SAFETY: `reduce_max_{f32,f64}` for `T`, in and out.
-    unsafe { two_pass::<T, T, _, Buffer<T>, _>(t, k::<T>(MAX), k::<T>(MAX), x, None, out) }
+    unsafe {
+        two_pass::<T, T, _, Buffer<T>, _>(t, First::Unary(T::reduce_max(), x), T::reduce_max(), out)
+    }
 }
 
 /// [`max_into`] as a host value: waits for the task's stream.
@@ -454,7 +401,7 @@ pub fn dot_into<T: Float>(
     same_len("dot's y", x.len(), y.len())?;
     same_len("dot's output", 1, out.len())?;
     // SAFETY: `reduce_dot_{f32,f64}` for `T`, then `reduce_sum` of `T`.
-    unsafe { two_pass::<T, T, _, _, _>(t, k::<T>(DOT), k::<T>(SUM), x, Some(y), out) }
+    unsafe { two_pass(t, First::Dot(T::reduce_dot(), x, y), T::reduce_sum(), out) }
 }
 
 /// [`dot_into`] as a host value: waits for the task's stream.
@@ -488,7 +435,14 @@ pub fn dot_f64_into(
     same_len("dot_f64's output", 1, out.len())?;
     // SAFETY: `reduce_dot_f32_f64` (f32 in, f64 partials), then
     // `reduce_sum_f64`.
-    unsafe { two_pass::<f32, f64, _, _, _>(t, kernel(DOT_F32_F64), k::<f64>(SUM), x, Some(y), out) }
+    unsafe {
+        two_pass(
+            t,
+            First::Dot(&REDUCE_DOT_F32_F64, x, y),
+            &REDUCE_SUM_F64,
+            out,
+        )
+    }
 }
 
 /// [`dot_f64_into`] as a host value: waits for the task's stream.

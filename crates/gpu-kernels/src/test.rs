@@ -1,7 +1,6 @@
 use crate::{
-    grid_for, names, reduce, reduce_chunk, reduce_parts, scan_tiles, BLOCK, GATE, KERNELS_PTX,
-    MAX_GRID, MODULE, REDUCE_PARTS, REDUCE_PTX, REDUCE_TILE, SCAN_ITEMS, SCAN_TILE, SPIN_NS,
-    SPIN_TOUCH_F32,
+    grid_for, ops, reduce, reduce_chunk, reduce_parts, scan_tiles, BLOCK, KERNELS_PTX, MAX_GRID,
+    REDUCE_PARTS, REDUCE_PTX, REDUCE_TILE, SCAN_ITEMS, SCAN_TILE,
 };
 
 const HEADER: &str = include_str!("cuda/kernels.cuh");
@@ -42,10 +41,10 @@ fn directive<'a>(ptx: &'a str, directive: &str) -> &'a str {
 #[test]
 fn ptx_has_an_entry_for_every_name() {
     for (ptx, all) in [
-        (KERNELS_PTX, names::ALL),
-        (COMMITTED_PTX, names::ALL),
-        (REDUCE_PTX, names::REDUCE_ALL),
-        (COMMITTED_REDUCE_PTX, names::REDUCE_ALL),
+        (KERNELS_PTX, ops::NAMES),
+        (COMMITTED_PTX, ops::NAMES),
+        (REDUCE_PTX, reduce::NAMES),
+        (COMMITTED_REDUCE_PTX, reduce::NAMES),
     ] {
         let found = entries(ptx);
         for name in all {
@@ -55,16 +54,24 @@ fn ptx_has_an_entry_for_every_name() {
     }
 }
 
-/// The reduction wrappers find kernels by their index in `reduce::MODULE`,
-/// which lists them in the order of `names::REDUCE_ALL`.
+/// Every static resolves in its module (its entry found by name, the
+/// module loaded and checked against the PTX), and no name is in both
+/// modules.
 #[test]
-fn reduce_module_lists_the_kernels_in_names_order() {
-    let listed: Vec<&str> = reduce::MODULE.kernels.iter().map(|k| k.name).collect();
-    assert_eq!(listed, names::REDUCE_ALL);
-    for name in names::REDUCE_ALL {
-        let r = reduce::kernel_ref(name).unwrap_or_else(|| panic!("no kernel {name}"));
-        assert_eq!(r.def().name, *name);
-        assert!(crate::kernel_ref(name).is_none(), "{name} in both modules");
+fn every_kernel_resolves_in_its_module() {
+    let rt = gpu_sched::Runtime::host().unwrap();
+    assert_eq!(rt.cu_function(&crate::FILL_F32).unwrap(), 0);
+    assert_eq!(rt.cu_function(&crate::SPIN_NS).unwrap(), 0);
+    assert_eq!(rt.cu_function(&crate::SPIN_TOUCH_F32).unwrap(), 0);
+    assert_eq!(rt.cu_function(&ops::GATE).unwrap(), 0);
+    assert_eq!(rt.cu_function(&crate::SCAN_ADD_F64).unwrap(), 0);
+    assert_eq!(rt.cu_function(&reduce::REDUCE_SUM_F32).unwrap(), 0);
+    assert_eq!(rt.cu_function(&reduce::REDUCE_DOT_F32_F64).unwrap(), 0);
+    assert_eq!(crate::SCAN_BLOCK_F32.name(), "scan_block_f32");
+    assert_eq!(<f64 as crate::Float>::scale().name(), "scale_f64");
+    assert_eq!(<f32 as crate::Float>::reduce_dot().name(), "reduce_dot_f32");
+    for name in reduce::NAMES {
+        assert!(!ops::NAMES.contains(name), "{name} in both modules");
     }
 }
 
@@ -97,32 +104,14 @@ fn reduce_partition_covers_n_in_whole_blocks() {
     }
 }
 
-/// The wrappers and the public `KernelRef`s find kernels by their index in
-/// `MODULE`, which lists them in the order of `names::ALL` (`f32`, then
-/// `f64`, of each kernel).
-#[test]
-fn module_lists_the_kernels_in_names_order() {
-    let listed: Vec<&str> = MODULE.kernels.iter().map(|k| k.name).collect();
-    assert_eq!(listed, names::ALL);
-    for (r, name) in [
-        (SPIN_NS, names::SPIN_NS),
-        (SPIN_TOUCH_F32, names::SPIN_TOUCH_F32),
-        (GATE, names::GATE),
-    ] {
-        assert_eq!(r.def().name, name);
-    }
-    for name in names::ALL {
-        let r = crate::kernel_ref(name).unwrap_or_else(|| panic!("no kernel {name}"));
-        assert_eq!(r.def().name, *name);
-    }
-}
-
 #[test]
 fn names_are_unique() {
-    let mut all = names::ALL.to_vec();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), names::ALL.len());
+    for names in [ops::NAMES, reduce::NAMES] {
+        let mut all = names.to_vec();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), names.len());
+    }
 }
 
 #[test]

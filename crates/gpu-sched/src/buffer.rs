@@ -675,9 +675,9 @@ impl_device_slice!(mut ViewMut<'_, T>, |v| v.rt.id());
 /// ```
 ///
 /// ```compile_fail,E0277
-/// # fn f(t: &gpu_sched::TaskContext, k: gpu_sched::KernelRef, b: &gpu_sched::Buffer<f32>) -> gpu_sched::Result<()> {
+/// # fn f(t: &gpu_sched::TaskContext, k: &gpu_sched::Kernel<(gpu_sched::Out<f32>, u64)>, b: &gpu_sched::Buffer<f32>) -> gpu_sched::Result<()> {
 /// let mut v = b.slice(..)?;
-/// let _ = t.launch(k, gpu_sched::LaunchConfig::for_elements(2, 32)).write(&mut v); // error: as above
+/// let _ = unsafe { k.launch(t, gpu_sched::LaunchConfig::for_elements(2, 32), (&mut v, 2u64)) }; // error: as above
 /// # Ok(()) }
 /// ```
 pub struct View<'a, T: DeviceRepr> {

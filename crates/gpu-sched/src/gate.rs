@@ -3,29 +3,26 @@
 //! device (never managed memory), with a timeout that sets a second flag; on
 //! the host backend a blocking operation.
 
-use crate::context::TaskContext;
-use crate::driver::BackendKind;
 use crate::error::Result;
 use crate::fence::Fence;
-use crate::kernel::LaunchConfig;
-use crate::launch::KernelRef;
 use crate::runtime::Runtime;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 /// A gate: two flags (`open`, `timed_out`) in mapped pinned host memory.
 pub struct Gate {
-    rt: Runtime,
-    host: *mut u8,
-    dev: u64,
+    pub(crate) rt: Runtime,
+    /// The flags, `open` then `timed_out`, 4 bytes each.
+    pub(crate) host: *mut u8,
+    /// Their device address.
+    pub(crate) dev: u64,
     /// A fence after each operation blocked on the gate: the flags are
     /// freed only once all of them passed (fences, not streams: a stream
     /// may be recycled or retired once its task ends, §9).
-    used_by: Mutex<Vec<Fence>>,
+    pub(crate) used_by: Mutex<Vec<Fence>>,
     /// An operation blocked on the gate that no fence follows (recording it
     /// failed): the drop synchronizes the device before freeing the flags.
-    unfenced: std::sync::atomic::AtomicBool,
+    pub(crate) unfenced: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: the flags are only touched through atomics (host) and volatile
@@ -119,70 +116,5 @@ impl Drop for Gate {
         self.rt
             .pinned_bytes()
             .fetch_sub(GATE_BYTES, Ordering::Relaxed);
-    }
-}
-
-impl TaskContext {
-    /// Blocks this task's stream until `gate` opens or `timeout` passes (then
-    /// the gate's `timed_out` flag is set). `kernel` is the gate kernel
-    /// (`gate(open*, timed_out*, timeout_ns)`), used on CUDA.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::WrongDevice`]; [`crate::Error::Capturing`] in a capture
-    /// (every launch of the graph would wait on flags it cannot own);
-    /// driver errors.
-    ///
-    /// # Safety
-    ///
-    /// `kernel` is a gate kernel: `gate(open: *const u32, timed_out: *mut
-    /// u32, timeout_ns: u64)`, launched on one thread, which reads only
-    /// `*open` and writes only `*timed_out` (`gpu-kernels`' `gate` wrapper
-    /// passes its own). On the host backend it is not used.
-    pub unsafe fn block_on(&self, gate: &Gate, kernel: KernelRef, timeout: Duration) -> Result<()> {
-        self.rt.check_same(gate.rt.id(), "the gate")?;
-        self.bind()?;
-        if self.in_scope_capture() || self.rt.ledger_rw().is_capturing(self.sid()) {
-            // Every launch of the graph would wait on the gate's flags,
-            // which the graph cannot own: refused before anything is
-            // queued (the gate keeps no lost flags).
-            return Err(crate::Error::Capturing {
-                what: "blocking on a gate in a capture",
-            });
-        }
-        let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
-        match self.rt.backend() {
-            // SAFETY: the two flags are 4-aligned words within the gate's
-            // allocation; the gate frees them only after a fence after every
-            // operation blocked on it passed (`used_by`, below), or the
-            // device's synchronize (`unfenced`), and touches them only
-            // through atomics (`flag`).
-            BackendKind::Host => unsafe {
-                let (open, timed_out) = (gate.host as *const u32, gate.host.add(4) as *mut u32);
-                self.rt.driver().host_gate(self.raw(), open, timed_out, ns)
-            },
-            // SAFETY: the caller passes a gate kernel (this fn's contract),
-            // which touches only the gate's two flags: mapped pinned memory
-            // the gate owns and frees only after a fence after every
-            // operation blocked on it passed (`used_by`, below), or the
-            // device's synchronize (`unfenced`).
-            BackendKind::Cuda => unsafe {
-                self.launch(kernel, LaunchConfig::linear(1, 1))
-                    .raw_ptr(gate.dev)
-                    .raw_ptr(gate.dev + 4)
-                    .arg(ns)
-                    .submit()
-            },
-        }?;
-        match self.fence() {
-            Ok(f) => {
-                gate.used_by.lock().push(f);
-                Ok(())
-            }
-            Err(e) => {
-                gate.unfenced.store(true, Ordering::SeqCst);
-                Err(e)
-            }
-        }
     }
 }

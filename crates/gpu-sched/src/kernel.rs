@@ -1,7 +1,7 @@
-//! Kernels as the backends see them: modules (PTX for the CUDA backend and
-//! a host function per kernel for the host backend), each kernel's parameter
-//! list that launches are checked against, and a launch's arguments and
-//! configuration. A leaf: it uses nothing else of the crate.
+//! Kernels as the backends see them: a launch's arguments and
+//! configuration, each parameter's kind (what PTX entries are checked
+//! against) and the erased host implementations the host backend runs. A
+//! leaf: it uses nothing else of the crate.
 
 /// One kernel argument, passed by value.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -125,55 +125,82 @@ pub enum Param {
     F64,
 }
 
-impl Param {
-    /// Whether `arg` has this parameter's type.
-    pub fn matches(self, arg: &KernelArg) -> bool {
-        matches!(
-            (self, arg),
-            (Param::PtrRead | Param::PtrWrite, KernelArg::Ptr(_))
-                | (Param::U64, KernelArg::U64(_))
-                | (Param::U32, KernelArg::U32(_))
-                | (Param::I32, KernelArg::I32(_))
-                | (Param::F32, KernelArg::F32(_))
-                | (Param::F64, KernelArg::F64(_))
-        )
-    }
-}
-
-/// A kernel's host implementation, run by the host backend on a stream
-/// thread.
-///
-/// # Safety
-///
-/// Callers pass arguments that match the kernel's [`Param`] list, with every
-/// pointer a live host-backend allocation large enough for the launch.
-pub type HostKernelFn = unsafe fn(args: &[KernelArg], cfg: LaunchConfig);
-
 /// A typed kernel's host implementation with its signature erased: over a
 /// launch's arguments and its buffers' lengths in elements (see
 /// `crate::typed`).
 pub(crate) type ErasedHost = dyn Fn(&[KernelArg], &[usize]) + Send + Sync;
 
-/// One kernel of a module.
-#[derive(Clone, Copy, Debug)]
-pub struct KernelDef {
-    /// The PTX entry name.
-    pub name: &'static str,
-    /// The parameter list.
-    pub params: &'static [Param],
-    /// The host implementation.
-    pub host: HostKernelFn,
+/// A built-in kernel's host implementation, reached through the kernel's
+/// static (`crate::Builtin`), its signature erased.
+pub(crate) trait BuiltinHost: Sync {
+    /// Runs the host implementation on one launch's arguments.
+    ///
+    /// # Safety
+    ///
+    /// `args` and `lens` are a launch's of this kernel, as its signature
+    /// lays them out: each buffer live, ordered for the stream's thread and
+    /// not otherwise referenced while it runs.
+    unsafe fn call(&self, args: &[KernelArg], lens: &[usize]);
 }
 
-/// A module: PTX text and its kernels.
+/// A module of built-in kernels: PTX text and the kernels in it, each
+/// declared once as a `Builtin` static beside its host implementation.
+/// Loaded into a runtime on the first launch of one of its kernels, checked
+/// against the PTX then (every entry's parameters against its signature),
+/// and kept for the runtime's life.
+#[derive(Debug)]
+pub struct BuiltinModule {
+    name: &'static str,
+    ptx: &'static str,
+    entries: &'static [BuiltinEntry],
+}
+
+impl BuiltinModule {
+    /// The module `name` (for messages) of `ptx`, with `entries`, one per
+    /// `Builtin` of it (`gpu-kernels` makes both lists with one macro
+    /// from the same declarations).
+    pub const fn new(
+        name: &'static str,
+        ptx: &'static str,
+        entries: &'static [BuiltinEntry],
+    ) -> Self {
+        BuiltinModule { name, ptx, entries }
+    }
+
+    /// The module's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub(crate) fn ptx(&self) -> &'static str {
+        self.ptx
+    }
+
+    pub(crate) fn entries(&self) -> &'static [BuiltinEntry] {
+        self.entries
+    }
+}
+
+/// One kernel of a [`BuiltinModule`]: its PTX entry name and its
+/// signature's parameters (`BuiltinEntry::of::<S>(name)`).
 #[derive(Clone, Copy, Debug)]
-pub struct Module {
-    /// A name for messages.
-    pub name: &'static str,
-    /// The PTX (CUDA backend).
-    pub ptx: &'static str,
-    /// The kernels.
-    pub kernels: &'static [KernelDef],
+pub struct BuiltinEntry {
+    name: &'static str,
+    params: &'static [Param],
+}
+
+impl BuiltinEntry {
+    pub(crate) const fn new(name: &'static str, params: &'static [Param]) -> Self {
+        BuiltinEntry { name, params }
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub(crate) fn params(&self) -> &'static [Param] {
+        self.params
+    }
 }
 
 #[cfg(test)]

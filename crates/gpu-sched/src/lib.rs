@@ -16,16 +16,19 @@
 //! ```text
 //! error, kernel -> ptx, driver (cuda/, host/) -> pool, trace
 //!   -> runtime (mod.rs, options.rs, group.rs) -> fence, event, graph -> buffer -> capture
-//!   -> context (mod.rs, tracked.rs, memory.rs, copy.rs, host.rs, event.rs, graph.rs)
-//!   -> handoff, launch, staging, typed -> gate, loader, nccl
+//!   -> context (mod.rs, tracked.rs, launch.rs, memory.rs, copy.rs, host.rs, event.rs,
+//!      graph.rs, foreign.rs) -> handoff, staging, typed -> gate, loader, nccl
 //! ```
 //!
-//! `kernel` is kernels as the backends see them (modules, parameter lists,
-//! a launch's arguments); `ptx` is what is checked of PTX text before a
-//! backend loads it (its header and each entry's parameters); `typed` is
-//! typed kernels (a signature declared once, checked against the PTX
-//! entry); `loader` is users' modules (PTX or CUDA C, loaded once per
-//! runtime and source).
+//! but for `context/launch.rs` and `context/gate.rs` (the one launch path
+//! and a task blocking on a gate, with the gate kernel), which name `typed`
+//! and `gate`. `kernel` is kernels as the backends see them (parameter
+//! lists, a launch's configuration, built-in modules); `ptx` is what is
+//! checked of PTX text before a backend loads it (its header and each
+//! entry's parameters); `typed` is typed kernels (a signature declared
+//! once, checked against the PTX entry: users' `Kernel`s and the
+//! `Builtin` statics); `loader` is users' modules (PTX or CUDA C, loaded
+//! once per runtime and source).
 //!
 //! A type's core lives in its own module. A module above it may add an
 //! `impl` block for what it alone makes or needs, and nothing else:
@@ -34,11 +37,11 @@
 //! `wait_streams`), `begin_task` (context/), `event` (event.rs), `gate`
 //! (gate.rs), `load_ptx`/`compile_cuda` (loader.rs) and its page-locked
 //! memory pool (staging.rs); `Buffer` gets its one-off-task conveniences
-//! (context/);
-//! `TaskContext` gets its operations by kind (in `context/`: `tracked.rs`,
-//! the path every operation takes and its hand-offs, `memory.rs`,
-//! `copy.rs`, `host.rs`, `event.rs`, `graph.rs`; outside it: launch.rs,
-//! gate.rs). Everything else of a type is in its module.
+//! (context/); `TaskContext` gets its operations by kind, all in
+//! `context/`: `tracked.rs` (the path every operation takes and its
+//! hand-offs), `launch.rs`, `memory.rs`, `copy.rs`, `host.rs`, `event.rs`,
+//! `graph.rs`, `gate.rs`, `foreign.rs`. Everything else of a type is in its
+//! module.
 
 mod buffer;
 mod capture;
@@ -51,7 +54,6 @@ mod gate;
 mod graph;
 mod handoff;
 mod kernel;
-mod launch;
 mod loader;
 pub mod nccl;
 mod pool;
@@ -78,9 +80,16 @@ pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
 pub use graph::Graph;
-pub use kernel::{HostKernelFn, KernelArg, KernelDef, LaunchConfig, Module, Param};
-pub use launch::{KernelRef, Launch, ScalarArg};
+pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
 pub use loader::LoadedModule;
 pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};
 pub use staging::{par_copy, Staging};
-pub use typed::{Arg, Args, HostFn, In, Kernel, KernelParam, Out, Signature};
+pub use typed::{Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked};
+
+/// The low-level form of kernel parameters and arguments: what a
+/// [`Signature`] lowers to and what the backends launch with. Not needed to
+/// declare or launch a kernel ([`Kernel`], [`Builtin`]); named by the
+/// hidden items of the typed path's sealed traits.
+pub mod raw {
+    pub use crate::kernel::{KernelArg, Param};
+}

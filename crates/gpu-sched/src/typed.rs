@@ -11,11 +11,15 @@
 
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::context::{TaskContext, Touch};
+use crate::driver::{HostCall, KernelCall};
 use crate::error::{Error, Result};
-use crate::kernel::{KernelArg, LaunchConfig, Param};
+use crate::kernel::{
+    BuiltinEntry, BuiltinHost, BuiltinModule, ErasedHost, KernelArg, LaunchConfig, Param,
+};
 use crate::runtime::Runtime;
 use smallvec::SmallVec;
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A kernel parameter that is a buffer the kernel only reads (`const T*`):
@@ -34,6 +38,7 @@ mod sealed {
     pub trait SealedArg {}
     impl<B: ?Sized> SealedArg for &B {}
     impl<B: ?Sized> SealedArg for &mut B {}
+    impl<T> SealedArg for super::Untracked<T> {}
     macro_rules! scalars { ($($t:ty),*) => {$(impl SealedArg for $t {})*}; }
     scalars!(u64, usize, u32, i32, f32, f64);
 }
@@ -121,6 +126,69 @@ pub struct ArgList<'b> {
 const MAX_ARGS: usize = 12;
 
 impl<'b> ArgList<'b> {
+    /// The arguments `args` of a launch of `kernel`, of signature `S`, with
+    /// every buffer of the runtime `runtime`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`] for a buffer of another runtime.
+    #[inline]
+    fn collect<S: Signature>(
+        kernel: &'static str,
+        runtime: u64,
+        args: impl Args<'b, S>,
+    ) -> Result<Self> {
+        let mut l = ArgList {
+            args: [KernelArg::U64(0); MAX_ARGS],
+            lens: [0; MAX_ARGS],
+            n: 0,
+            touches: SmallVec::new(),
+            runtime,
+            foreign: false,
+        };
+        args.push_all(&mut l);
+        if l.n != S::PARAMS.len() {
+            // Only an `Args` of this crate's tuples lays out arguments.
+            return Err(Error::BadKernelArgs {
+                kernel,
+                problem: format!("{} arguments for {} parameters", l.n, S::PARAMS.len()),
+            });
+        }
+        if l.foreign {
+            return Err(Error::WrongDevice {
+                what: "a kernel argument",
+            });
+        }
+        Ok(l)
+    }
+
+    /// Submits the launch (see [`TaskContext::submit_kernel`]).
+    ///
+    /// # Safety
+    ///
+    /// As for [`TaskContext::submit_kernel`].
+    #[inline]
+    unsafe fn submit<'k>(
+        mut self,
+        t: &TaskContext,
+        kernel: &'static str,
+        cfg: LaunchConfig,
+        resolve: impl FnOnce(&Runtime) -> Result<KernelCall<'k>>,
+    ) -> Result<()> {
+        let n = self.n;
+        // SAFETY: the caller's contract.
+        unsafe {
+            t.submit_kernel(
+                kernel,
+                cfg,
+                resolve,
+                &self.args[..n],
+                &self.lens[..n],
+                &mut self.touches,
+            )
+        }
+    }
+
     fn push(&mut self, arg: KernelArg, len: usize) {
         self.args[self.n] = arg;
         self.lens[self.n] = len;
@@ -157,6 +225,44 @@ impl<'b, T: DeviceRepr, B: DeviceSliceMut<T> + ?Sized> Arg<'b, Out<T>> for &'b m
     }
 }
 
+/// A raw device pointer to `len` elements of `T` (from
+/// [`TaskContext::raw_ptr`], or memory of foreign code), passed for an
+/// [`In<T>`] or [`Out<T>`] parameter: *untracked*, the runtime neither checks
+/// nor orders what the kernel does through it (see the contract of
+/// [`Kernel::launch`]). On the host backend the host implementation gets it
+/// as a slice of `len` elements.
+#[derive(Clone, Copy, Debug)]
+pub struct Untracked<T> {
+    ptr: u64,
+    len: usize,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Untracked<T> {
+    /// `len` elements of `T` at the device address `ptr`. Nothing is
+    /// checked here: the launch that takes it is `unsafe`, and its caller
+    /// answers for the memory.
+    pub const fn new(ptr: u64, len: usize) -> Self {
+        Untracked {
+            ptr,
+            len,
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<'b, T: DeviceRepr> Arg<'b, In<T>> for Untracked<T> {
+    fn push(self, l: &mut ArgList<'b>) {
+        l.push(KernelArg::Ptr(self.ptr), self.len);
+    }
+}
+
+impl<'b, T: DeviceRepr> Arg<'b, Out<T>> for Untracked<T> {
+    fn push(self, l: &mut ArgList<'b>) {
+        l.push(KernelArg::Ptr(self.ptr), self.len);
+    }
+}
+
 macro_rules! scalar_arg {
     ($($t:ty => $p:ty, $v:ident),*) => {$(
         impl<'b> Arg<'b, $p> for $t {
@@ -175,6 +281,18 @@ scalar_arg!(u64 => u64, U64, usize => u64, U64, u32 => u32, U32, i32 => i32, I32
 pub trait Signature: 'static {
     /// The parameters, in order.
     const PARAMS: &'static [Param];
+    /// A host implementation as a plain function over the host forms of
+    /// the parameters (`for<'a> fn(&'a mut [f32], &'a [f32], u64)` for
+    /// `(Out<f32>, In<f32>, u64)`), as a [`Builtin`] holds it: a closure
+    /// that captures nothing coerces to it, in a `static` too.
+    type HostImpl: Copy + Send + Sync + 'static;
+    /// Runs `f` on one launch's arguments.
+    ///
+    /// # Safety
+    ///
+    /// As for [`HostFn::call`].
+    #[doc(hidden)]
+    unsafe fn call_host(f: Self::HostImpl, args: &[KernelArg], lens: &[usize]);
 }
 
 /// The arguments of a launch of a kernel of signature `S`: a tuple of
@@ -203,6 +321,11 @@ macro_rules! signature {
     ($($p:ident $a:ident $i:tt),+) => {
         impl<$($p: KernelParam),+> Signature for ($($p,)+) {
             const PARAMS: &'static [Param] = &[$($p::PARAM),+];
+            type HostImpl = for<'a> fn($($p::Host<'a>),+);
+            unsafe fn call_host(f: Self::HostImpl, args: &[KernelArg], lens: &[usize]) {
+                // SAFETY: the caller's contract, argument by argument.
+                f($(unsafe { $p::host(args[$i], lens[$i]) }),+)
+            }
         }
         impl<'b, $($p: KernelParam, $a: Arg<'b, $p>),+> Args<'b, ($($p,)+)> for ($($a,)+) {
             fn push_all(self, l: &mut ArgList<'b>) {
@@ -235,9 +358,6 @@ signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 
     A9 X9 9, A10 X10 10);
 signature!(A0 X0 0, A1 X1 1, A2 X2 2, A3 X3 3, A4 X4 4, A5 X5 5, A6 X6 6, A7 X7 7, A8 X8 8,
     A9 X9 9, A10 X10 10, A11 X11 11);
-
-/// A host implementation, its signature erased (the host backend calls it).
-pub(crate) type ErasedHost = dyn Fn(&[KernelArg], &[usize]) + Send + Sync;
 
 /// A kernel of a loaded module with signature `S`, looked up by name
 /// ([`crate::LoadedModule::kernel`]) and checked against the module's PTX
@@ -345,60 +465,241 @@ impl<S: Signature> Kernel<S> {
         cfg: LaunchConfig,
         args: impl Args<'b, S>,
     ) -> Result<()> {
-        let mut l = ArgList {
-            args: [KernelArg::U64(0); MAX_ARGS],
-            lens: [0; MAX_ARGS],
-            n: 0,
-            touches: SmallVec::new(),
-            runtime: self.rt.id(),
-            foreign: false,
+        t.runtime().check_same(self.rt.id(), "the kernel")?;
+        let l = ArgList::collect::<S>(self.name, self.rt.id(), args)?;
+        let resolve = |rt: &Runtime| {
+            let host = match (&self.host, rt.backend()) {
+                (Some(h), _) => HostCall::User(h),
+                (None, crate::BackendKind::Cuda) => HostCall::None,
+                (None, crate::BackendKind::Host) => {
+                    return Err(Error::NoHostImplementation {
+                        kernel: self.name.to_owned(),
+                    })
+                }
+            };
+            Ok(KernelCall {
+                handle: self.handle,
+                host,
+            })
         };
-        args.push_all(&mut l);
-        if l.n != S::PARAMS.len() {
-            // Only an `Args` of this crate's tuples lays out arguments.
-            return Err(Error::BadKernelArgs {
-                kernel: self.name,
-                problem: format!("{} arguments for {} parameters", l.n, S::PARAMS.len()),
-            });
-        }
-        let rt = t.runtime();
-        rt.check_same(self.rt.id(), "the kernel")?;
-        if l.foreign {
-            return Err(Error::WrongDevice {
-                what: "a kernel argument",
-            });
-        }
-        cfg.check().map_err(|problem| Error::BadLaunch {
-            kernel: self.name.to_owned(),
-            problem,
-        })?;
-        let host = match (&self.host, rt.backend()) {
-            (Some(h), _) => Some(h),
-            (None, crate::BackendKind::Cuda) => None,
-            (None, crate::BackendKind::Host) => {
-                return Err(Error::NoHostImplementation {
-                    kernel: self.name.to_owned(),
-                })
-            }
-        };
-        let k = crate::driver::KernelCall {
-            handle: self.handle,
-            host: match host {
-                Some(h) => crate::driver::HostCall::User(h),
-                None => crate::driver::HostCall::None,
-            },
-        };
-        let (args, lens, n) = (&l.args, &l.lens, l.n);
         // SAFETY: this function's contract: the kernel stays within the
         // buffers passed, writing only the `&mut` ones. The arguments match
         // the signature, which `LoadedModule::kernel` checked against the
         // PTX entry; `handle` is a function of this runtime's driver (same
-        // runtime, checked above). `tracked` handed every buffer to this
-        // stream (`mem` lists them), and a buffer's drop frees it only after
-        // a hand-off from this stream (X4).
-        t.tracked(self.name, &mut l.touches, |mem, raw| unsafe {
-            rt.driver()
-                .launch(&k, cfg, &args[..n], &lens[..n], mem, raw)
-        })
+        // runtime, checked above).
+        unsafe { l.submit(t, self.name, cfg, resolve) }
+    }
+}
+
+impl BuiltinEntry {
+    /// The entry `name`, of signature `S`.
+    pub const fn of<S: Signature>(name: &'static str) -> Self {
+        BuiltinEntry::new(name, S::PARAMS)
+    }
+}
+
+impl Runtime {
+    /// The driver's handle of the built-in `kernel` (`CUfunction` as an
+    /// integer on CUDA, 0 on the host backend), loading its module on first
+    /// use; for interop and for benchmarks against raw launches.
+    ///
+    /// # Errors
+    ///
+    /// A driver error loading the module; [`Error::BadKernelArgs`] if its
+    /// PTX disagrees with a signature; [`Error::NoSuchKernel`] if the
+    /// kernel is not in its module's list.
+    pub fn cu_function<S: Signature>(&self, kernel: &Builtin<S>) -> Result<u64> {
+        Ok(self.kernel(kernel.module(), kernel.index()?)?.handle)
+    }
+}
+
+/// Index not looked up yet.
+const UNRESOLVED: usize = usize::MAX;
+
+/// A built-in kernel of signature `S`, as a `static`: its module, its PTX
+/// entry name and its host implementation (which the host backend runs in
+/// place of the PTX), declared once. Resolved per runtime through the
+/// runtime's module cache; launched like a [`Kernel`], checked by the
+/// compiler against `S`.
+///
+/// ```
+/// use gpu_sched::{Builtin, BuiltinEntry, BuiltinModule, LaunchConfig, Out};
+/// # fn main() -> gpu_sched::Result<()> {
+/// const PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\
+///     .visible .entry twice(.param .u64 y, .param .u64 n)\n{\n\tret;\n}\n";
+/// static MODULE: BuiltinModule =
+///     BuiltinModule::new("doc", PTX, &[BuiltinEntry::of::<(Out<f32>, u64)>("twice")]);
+/// // The signature named in the call too: the closure's parameter types
+/// // come from it.
+/// static TWICE: Builtin<(Out<f32>, u64)> = Builtin::<(Out<f32>, u64)>::new(&MODULE, "twice", |y, _n| {
+///     y.iter_mut().for_each(|v| *v *= 2.0)
+/// });
+/// let rt = gpu_sched::Runtime::global()?;
+/// let t = rt.begin_task()?;
+/// let mut y = t.from_host(&[1.0f32; 8])?;
+/// let n = y.len();
+/// // SAFETY: on the host backend the host implementation touches `y`
+/// // only; on CUDA this kernel does nothing.
+/// unsafe { TWICE.launch(&t, LaunchConfig::for_elements(8, 128), (&mut y, n))? };
+/// if rt.backend() == gpu_sched::BackendKind::Host {
+///     assert_eq!(t.to_vec(&y)?, [2.0; 8]);
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// A wrong argument list does not compile: too few arguments, too many, a
+/// scalar of another type, a read (`&`) buffer for an [`Out`], a scalar
+/// for an `Out`, a written buffer for a scalar:
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, k: &'static gpu_sched::Builtin<(gpu_sched::Out<f32>, f32, u64)>, a: &mut gpu_sched::Buffer<f32>) {
+/// let _ = unsafe { k.launch(t, gpu_sched::LaunchConfig::linear(1, 1), (a, 0.0f32)) };
+/// # }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, k: &'static gpu_sched::Builtin<(gpu_sched::Out<f32>, f32, u64)>, a: &mut gpu_sched::Buffer<f32>) {
+/// let _ = unsafe { k.launch(t, gpu_sched::LaunchConfig::linear(1, 1), (a, 0.0f32, 4u64, 1u32)) };
+/// # }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, k: &'static gpu_sched::Builtin<(gpu_sched::Out<f32>, f32, u64)>, a: &mut gpu_sched::Buffer<f32>) {
+/// let _ = unsafe { k.launch(t, gpu_sched::LaunchConfig::linear(1, 1), (a, 0.0f64, 4u64)) };
+/// # }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, k: &'static gpu_sched::Builtin<(gpu_sched::Out<f32>, f32, u64)>, a: &gpu_sched::Buffer<f32>) {
+/// let _ = unsafe { k.launch(t, gpu_sched::LaunchConfig::linear(1, 1), (a, 0.0f32, 4u64)) };
+/// # }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, k: &'static gpu_sched::Builtin<(gpu_sched::Out<f32>, f32, u64)>, a: &mut gpu_sched::Buffer<f32>) {
+/// let _ = unsafe { k.launch(t, gpu_sched::LaunchConfig::linear(1, 1), (4u64, 0.0f32, 4u64)) };
+/// # }
+/// ```
+///
+/// ```compile_fail,E0277
+/// # fn f(t: &gpu_sched::TaskContext, k: &'static gpu_sched::Builtin<(gpu_sched::Out<f32>, f32, u64)>, a: &mut gpu_sched::Buffer<f32>, b: &mut gpu_sched::Buffer<f32>) {
+/// let _ = unsafe { k.launch(t, gpu_sched::LaunchConfig::linear(1, 1), (a, b, 4u64)) };
+/// # }
+/// ```
+///
+/// A launch is `unsafe` (the runtime cannot see what the kernel does with
+/// the buffers):
+///
+/// ```compile_fail,E0133
+/// # fn f(t: &gpu_sched::TaskContext, k: &'static gpu_sched::Builtin<(gpu_sched::Out<f32>, u64)>, b: &mut gpu_sched::Buffer<f32>) {
+/// let _ = k.launch(t, gpu_sched::LaunchConfig::linear(1, 1), (b, 1u64 << 40)); // error: unsafe
+/// # }
+/// ```
+pub struct Builtin<S: Signature> {
+    module: &'static BuiltinModule,
+    name: &'static str,
+    host: S::HostImpl,
+    /// The kernel's index in `module.entries`, found by name at the first
+    /// launch ([`UNRESOLVED`] until then).
+    index: AtomicUsize,
+}
+
+impl<S: Signature> std::fmt::Debug for Builtin<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builtin")
+            .field("module", &self.module.name())
+            .field("name", &self.name)
+            .field("params", &S::PARAMS)
+            .finish()
+    }
+}
+
+impl<S: Signature> Builtin<S> {
+    /// The kernel `name` of `module` (an entry of its list) with the host
+    /// implementation `host`, a closure that captures nothing. Name the
+    /// signature in the call, `Builtin::<S>::new(..)`: the closure's
+    /// parameter types are inferred from it.
+    pub const fn new(
+        module: &'static BuiltinModule,
+        name: &'static str,
+        host: S::HostImpl,
+    ) -> Self {
+        Builtin {
+            module,
+            name,
+            host,
+            index: AtomicUsize::new(UNRESOLVED),
+        }
+    }
+
+    /// The PTX entry's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    pub(crate) fn module(&self) -> &'static BuiltinModule {
+        self.module
+    }
+
+    /// The kernel's index in its module, looked up by name once.
+    #[inline]
+    pub(crate) fn index(&self) -> Result<usize> {
+        let i = self.index.load(Ordering::Relaxed);
+        if i != UNRESOLVED {
+            return Ok(i);
+        }
+        let i = self
+            .module
+            .entries()
+            .iter()
+            .position(|e| e.name() == self.name)
+            .ok_or_else(|| Error::NoSuchKernel(self.name.to_owned()))?;
+        self.index.store(i, Ordering::Relaxed);
+        Ok(i)
+    }
+
+    /// Launches the kernel with `cfg` on `t`'s stream, as
+    /// [`Kernel::launch`] does a loaded one (loading its module into `t`'s
+    /// runtime on first use).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Kernel::launch`]: for this configuration and these scalars
+    /// the kernel (and its host implementation) reads only within the
+    /// buffers passed and writes only within those passed as `&mut` (or,
+    /// for an [`Untracked`], memory the caller answers for and orders).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadLaunch`] for a configuration CUDA refuses;
+    /// [`Error::WrongDevice`]; [`Error::BadKernelArgs`] if the module's PTX
+    /// disagrees with a signature (when it is loaded); driver errors.
+    /// Nothing is submitted then.
+    #[inline]
+    pub unsafe fn launch<'b>(
+        &'static self,
+        t: &TaskContext,
+        cfg: LaunchConfig,
+        args: impl Args<'b, S>,
+    ) -> Result<()> {
+        let l = ArgList::collect::<S>(self.name, t.runtime().id(), args)?;
+        let resolve = |rt: &Runtime| {
+            let k = rt.kernel(self.module, self.index()?)?;
+            Ok(KernelCall {
+                handle: k.handle,
+                host: HostCall::Builtin(self),
+            })
+        };
+        // SAFETY: this function's contract; the arguments match `S`, which
+        // the module's load checked against the PTX entry, and the handle
+        // is of `t`'s runtime's driver (its module cache).
+        unsafe { l.submit(t, self.name, cfg, resolve) }
+    }
+}
+
+impl<S: Signature> BuiltinHost for Builtin<S> {
+    unsafe fn call(&self, args: &[KernelArg], lens: &[usize]) {
+        // SAFETY: the caller's contract (a launch of this kernel).
+        unsafe { S::call_host(self.host, args, lens) }
     }
 }

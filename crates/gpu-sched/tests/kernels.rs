@@ -143,7 +143,7 @@ fn wrappers<T: Elem>(rt: &Runtime, seed: u64) {
         let di = t.from_host(&ints).unwrap();
         // `sum` zeroes its output first: start from garbage.
         let mut out = t.from_host(&[T::from(99)]).unwrap();
-        k::sum(&t, &di, &mut out).unwrap();
+        k::sum_atomic_into(&t, &di, &mut out).unwrap();
         assert_same(
             &t.to_vec(&out).unwrap(),
             &[host::sum(&ints)],

@@ -25,7 +25,7 @@ use gpu_epoch::Binding;
 use gpu_kernels as k;
 use gpu_sched::{
     CounterSnapshot, DeviceSlice, DeviceSliceMut, Gate, LaunchConfig, Reason, Runtime,
-    RuntimeOptions, TaskContext,
+    RuntimeOptions, TaskContext, Untracked,
 };
 use std::time::{Duration, Instant};
 
@@ -90,14 +90,11 @@ fn scale_raw(ctx: &TaskContext, p: u64, n: usize, a: f32) {
     // lengths (its length arguments are theirs), or the launch is refused
     // before anything is submitted.
     unsafe {
-        ctx.launch(
-            k::kernel_ref(k::names::SCALE_F32).unwrap(),
+        k::SCALE_F32.launch(
+            ctx,
             LaunchConfig::for_elements(n, k::BLOCK),
+            (Untracked::new(p, n), a, n),
         )
-        .raw_ptr(p)
-        .arg(a)
-        .arg(n)
-        .submit()
     }
     .unwrap();
 }
@@ -735,14 +732,14 @@ fn t13_concurrent_readers(rt: &Runtime) {
     let mut sum1 = r1.zeros::<f32>(1).unwrap();
     let mut later = r1.zeros::<f32>(N).unwrap();
     r1.wait(&e).unwrap();
-    k::sum(&r1, &a, &mut sum1).unwrap();
+    k::sum_atomic_into(&r1, &a, &mut sum1).unwrap();
     let g = rt.gate().unwrap();
     gated_later_work(&r1, &g, &mut later);
 
     let mut sum2 = r2.zeros::<f32>(1).unwrap();
     let before = rt.counters();
     r2.wait(&e).unwrap();
-    k::sum(&r2, &a, &mut sum2).unwrap();
+    k::sum_atomic_into(&r2, &a, &mut sum2).unwrap();
     let d = since(rt, &before);
     let s2 = r2.to_vec(&sum2).unwrap();
     assert_did_not_wait_for(&g, "the second reader's read-back");

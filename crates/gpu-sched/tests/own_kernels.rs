@@ -472,8 +472,8 @@ backend_tests!(kernel_lookup_errors);
 /// `y`'s values and stamps unchanged (nothing submitted): a grid of 0 in x
 /// and in z, a block of 0, a block of 4096 threads, 2048 threads as
 /// 32x32x2, a block z of 65, a grid y of 65 536, 48 KiB + 1 of dynamic
-/// shared memory. Through the typed path and through the `Launch` builder
-/// with a built-in kernel (`axpy_f32`). The limits themselves (1024
+/// shared memory. Through a loaded typed kernel and through a built-in one
+/// (`gpu_kernels::AXPY_F32`). The limits themselves (1024
 /// threads, 48 KiB) launch and compute the CPU's values.
 fn bad_launch_configs(rt: &Runtime) {
     let kernel = rt
@@ -482,7 +482,7 @@ fn bad_launch_configs(rt: &Runtime) {
         .kernel::<Saxpy>("saxpy")
         .unwrap()
         .with_host(saxpy_host);
-    let axpy = k::kernel_ref("axpy_f32").expect("gpu-kernels has axpy_f32");
+    let axpy = &k::AXPY_F32;
     let t = rt.begin_task().unwrap();
     let (xs, ys) = inputs(N);
     let x = t.from_host(&xs).unwrap();
@@ -538,14 +538,7 @@ fn bad_launch_configs(rt: &Runtime) {
         let n = y.len();
         // SAFETY: axpy_f32 touches `x[i]`, `y[i]` for `i < n` only, `n`
         // the length of both.
-        let e = error(unsafe {
-            t.launch(axpy, cfg)
-                .arg(A)
-                .read(&x)
-                .write(&mut y)
-                .arg(n)
-                .submit()
-        });
+        let e = error(unsafe { axpy.launch(&t, cfg, (A, &x, &mut y, n)) });
         assert!(
             matches!(&e, Error::BadLaunch { kernel, .. } if kernel == "axpy_f32"),
             "{cfg:?}: {e:?}"
@@ -562,15 +555,7 @@ fn bad_launch_configs(rt: &Runtime) {
         want = reference(A, &xs, &want);
         let n = y.len();
         // SAFETY: as above.
-        unsafe {
-            t.launch(axpy, cfg)
-                .arg(A)
-                .read(&x)
-                .write(&mut y)
-                .arg(n)
-                .submit()
-        }
-        .unwrap();
+        unsafe { axpy.launch(&t, cfg, (A, &x, &mut y, n)) }.unwrap();
         want = reference(A, &xs, &want);
         assert_same(&t.to_vec(&y).unwrap(), &want, &format!("{cfg:?}"));
     }

@@ -61,7 +61,7 @@ fn ranges01_values_through_slices(rt: &Runtime) {
     assert_eq!(t.to_vec(&copy).unwrap(), want[105..110]);
     assert_eq!(t.to_vec(&inner.slice(1..2).unwrap()).unwrap(), [106.0]);
     let mut out = t.zeros::<f32>(1).unwrap();
-    k::sum(&t, &inner, &mut out).unwrap();
+    k::sum_atomic_into(&t, &inner, &mut out).unwrap();
     assert_eq!(t.to_vec(&out).unwrap(), [(105..110).sum::<usize>() as f32]);
 
     // Writes through a mutable view stay in its range, also through a view
@@ -162,7 +162,8 @@ fn ranges03_views_keep_their_runtime(rt: &Runtime) {
     let t2 = rt2.begin_task().unwrap();
     let mut a = t.from_host(&iota(N)).unwrap();
     let mut out = t2.zeros::<f32>(1).unwrap();
-    let e = k::sum(&t2, &a.slice(..10).unwrap().slice(1..).unwrap(), &mut out).unwrap_err();
+    let e =
+        k::sum_atomic_into(&t2, &a.slice(..10).unwrap().slice(1..).unwrap(), &mut out).unwrap_err();
     assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
     let e = t2.to_vec(&a.slice(..10).unwrap()).unwrap_err();
     assert!(matches!(e, Error::WrongDevice { .. }), "{e:?}");
@@ -199,12 +200,12 @@ fn ranges04_a_read_through_a_view_orders_a_later_write(rt: &Runtime) {
 
     let g = rt.gate().unwrap();
     k::gate(&r, &g, OPENED_BY_TEST).unwrap();
-    k::sum(&r, &a.slice(0..10).unwrap(), &mut out).unwrap();
+    k::sum_atomic_into(&r, &a.slice(0..10).unwrap(), &mut out).unwrap();
 
     // Another read, through another view: no wait; its value comes back
     // while the first reader is still behind the gate.
     let before = rt.counters();
-    k::sum(&r2, &a.slice(5..).unwrap().slice(..10).unwrap(), &mut out2).unwrap();
+    k::sum_atomic_into(&r2, &a.slice(5..).unwrap().slice(..10).unwrap(), &mut out2).unwrap();
     assert_eq!(since(rt, &before).device_waits, 0, "reads never wait");
     assert_eq!(r2.to_vec(&out2).unwrap(), [(5..15).sum::<usize>() as f32]);
     assert!(
@@ -234,7 +235,7 @@ fn ranges04_a_read_through_a_view_orders_a_later_write(rt: &Runtime) {
     // a write of an overlapping range waits for it.
     let g2 = rt.gate().unwrap();
     k::gate(&r, &g2, OPENED_BY_TEST).unwrap();
-    k::sum(&r, &a.slice(..10).unwrap(), &mut out).unwrap();
+    k::sum_atomic_into(&r, &a.slice(..10).unwrap(), &mut out).unwrap();
     let before = rt.counters();
     k::fill(&w, &mut a.slice_mut(500..).unwrap(), 2.0).unwrap();
     let d = since(rt, &before);
@@ -407,7 +408,7 @@ backend_tests!(ranges06_copies_between_ranges);
 fn ranges07_generic_code(rt: &Runtime) {
     fn total(t: &gpu_sched::TaskContext, x: &(impl DeviceSlice<f32> + ?Sized)) -> f32 {
         let mut out = t.zeros::<f32>(1).unwrap();
-        k::sum(t, x, &mut out).unwrap();
+        k::sum_atomic_into(t, x, &mut out).unwrap();
         t.to_vec(&out).unwrap()[0]
     }
     fn ones(t: &gpu_sched::TaskContext, x: &mut (impl gpu_sched::DeviceSliceMut<f32> + ?Sized)) {
@@ -484,7 +485,7 @@ fn ranges09_a_read_of_one_half_never_holds_up_the_other(rt: &Runtime) {
     r.synchronize().unwrap();
     let g = rt.gate().unwrap();
     k::gate(&r, &g, OPENED_BY_TEST).unwrap();
-    k::sum(&r, &a.slice(..mid).unwrap(), &mut out).unwrap();
+    k::sum_atomic_into(&r, &a.slice(..mid).unwrap(), &mut out).unwrap();
     let before = rt.counters();
     k::fill(&w, &mut a.slice_mut(mid..).unwrap(), -1.0).unwrap();
     assert_all(&w.to_vec(&a.slice(mid..).unwrap()).unwrap(), -1.0);

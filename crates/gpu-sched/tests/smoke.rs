@@ -1,28 +1,30 @@
 //! Host-backend smoke test of the runtime with a test module.
 
-use gpu_sched::{KernelArg, KernelDef, KernelRef, LaunchConfig, Module, Param, Runtime};
+use gpu_sched::{Builtin, BuiltinEntry, BuiltinModule, LaunchConfig, Out, Runtime};
 
-/// add_one(x: *mut f32, n: u64)
-unsafe fn add_one(args: &[KernelArg], _cfg: LaunchConfig) {
-    let (KernelArg::Ptr(p), KernelArg::U64(n)) = (args[0], args[1]) else {
-        unreachable!()
-    };
-    // SAFETY: the runtime checked the argument list; p is a live allocation.
-    let x = unsafe { std::slice::from_raw_parts_mut(p as *mut f32, n as usize) };
-    x.iter_mut().for_each(|v| *v += 1.0);
-}
+// Host-only kernels; the PTX is checked on every backend.
+const PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry add_one(.param .u64 x, .param .u64 n)\n{\n\tret;\n}\n";
 
-static TEST: Module = Module {
-    name: "test",
-    // Host-only kernels; the PTX is checked on every backend.
-    ptx: ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry add_one(.param .u64 x, .param .u64 n)\n{\n\tret;\n}\n",
-    kernels: &[KernelDef {
-        name: "add_one",
-        params: &[Param::PtrWrite, Param::U64],
-        host: add_one,
-    }],
-};
-const ADD_ONE: KernelRef = KernelRef::new(&TEST, 0);
+static TEST: BuiltinModule = BuiltinModule::new(
+    "test",
+    PTX,
+    &[BuiltinEntry::of::<(Out<f32>, u64)>("add_one")],
+);
+
+/// `add_one(float* x, u64 n)`: `x[i] += 1`.
+static ADD_ONE: Builtin<(Out<f32>, u64)> =
+    Builtin::<(Out<f32>, u64)>::new(&TEST, "add_one", |x, n| {
+        x[..n as usize].iter_mut().for_each(|v| *v += 1.0)
+    });
+
+/// A module whose list gives `add_one` one parameter, where its PTX entry
+/// has two.
+static WRONG: BuiltinModule =
+    BuiltinModule::new("wrong", PTX, &[BuiltinEntry::of::<(Out<f32>,)>("add_one")]);
+
+/// `add_one` declared with too few parameters.
+static ADD_ONE_SHORT: Builtin<(Out<f32>,)> =
+    Builtin::<(Out<f32>,)>::new(&WRONG, "add_one", |_x| {});
 
 #[test]
 fn two_tasks_hand_off_without_races() {
@@ -32,11 +34,11 @@ fn two_tasks_hand_off_without_races() {
     // SAFETY: the test kernel writes x[..n], n the buffer's length, or the
     // launch is refused before anything is submitted.
     unsafe {
-        a_ctx
-            .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
-            .write(&mut a)
-            .arg(1000u64)
-            .submit()
+        ADD_ONE.launch(
+            &a_ctx,
+            LaunchConfig::for_elements(1000, 256),
+            (&mut a, 1000u64),
+        )
     }
     .unwrap();
     let b_ctx = rt.begin_task().unwrap();
@@ -44,11 +46,11 @@ fn two_tasks_hand_off_without_races() {
     // SAFETY: the test kernel writes x[..n], n the buffer's length, or the
     // launch is refused before anything is submitted.
     unsafe {
-        b_ctx
-            .launch(ADD_ONE, LaunchConfig::for_elements(1000, 256))
-            .write(&mut a)
-            .arg(1000u64)
-            .submit()
+        ADD_ONE.launch(
+            &b_ctx,
+            LaunchConfig::for_elements(1000, 256),
+            (&mut a, 1000u64),
+        )
     }
     .unwrap();
     assert_eq!(rt.counters().since(&before).device_waits, 1);
@@ -60,20 +62,19 @@ fn two_tasks_hand_off_without_races() {
     drop(b_ctx);
 }
 
+/// A launch's argument count is the signature's (the compiler checks it);
+/// a signature that disagrees with the PTX entry is refused when the
+/// module loads, at the first launch, before anything is submitted.
 #[test]
 fn wrong_argument_count_is_a_typed_error() {
     let rt = Runtime::host().unwrap();
     let t = rt.begin_task().unwrap();
     let mut a = t.zeros::<f32>(10).unwrap();
-    // SAFETY: the test kernel writes x[..n], n the buffer's length, or the
-    // launch is refused before anything is submitted.
-    let e = unsafe {
-        t.launch(ADD_ONE, LaunchConfig::linear(1, 1))
-            .write(&mut a)
-            .submit()
-    }
-    .unwrap_err();
+    // SAFETY: the host implementation touches nothing, and the launch is
+    // refused before anything is submitted.
+    let e = unsafe { ADD_ONE_SHORT.launch(&t, LaunchConfig::linear(1, 1), (&mut a,)) }.unwrap_err();
     assert!(matches!(e, gpu_sched::Error::BadKernelArgs { .. }), "{e}");
+    assert_eq!(t.to_vec(&a).unwrap(), [0.0; 10]);
 }
 
 #[test]
@@ -114,9 +115,7 @@ fn an_idle_stream_is_reused_first() {
     let t = rt.begin_task().unwrap();
     assert_eq!(t.stream_id(), first, "synchronized: taken again first");
     let g = rt.gate().unwrap();
-    // SAFETY: the host backend blocks on the gate itself and does not
-    // launch the kernel passed.
-    unsafe { t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20)) }.unwrap();
+    gpu_kernels::gate(&t, &g, std::time::Duration::from_secs(20)).unwrap();
     drop(t);
     let other = rt.begin_task().unwrap();
     assert_ne!(other.stream_id(), first, "busy: passed over");
@@ -143,9 +142,7 @@ fn without_flags_the_pool_queries_streams() {
     let t = rt.begin_task().unwrap();
     let first = t.stream_id();
     let g = rt.gate().unwrap();
-    // SAFETY: the host backend blocks on the gate itself and does not
-    // launch the kernel passed.
-    unsafe { t.block_on(&g, ADD_ONE, std::time::Duration::from_secs(20)) }.unwrap();
+    gpu_kernels::gate(&t, &g, std::time::Duration::from_secs(20)).unwrap();
     let generation = rt.ledger().generation(first);
     drop(t);
     let other = rt.begin_task().unwrap();

@@ -4,7 +4,7 @@
 //! `sound13`), in safe code through the public API, on both backends. Each failed before its fix
 //! (the failing assertion is named in each test's comment).
 //!
-//! Type-level fixes also have compile-fail doctests: `Launch::submit` and
+//! Type-level fixes also have compile-fail doctests: `Builtin::launch` and
 //! `TaskContext::block_on` are `unsafe` (sound03), `DeviceSlice` is sealed
 //! and its stamps are out of reach (sound04), the runtime's ledger is
 //! read-only (sound09), a split cannot be rejoined while a view is alive
@@ -134,8 +134,8 @@ fn sound02_split_without_rejoin(rt: &Runtime) {
 backend_tests!(sound02_split_without_rejoin);
 
 /// Defect 3: a safe `submit()` could pass any pointer or length to any
-/// kernel. Now `Launch::submit` and `block_on` are `unsafe` (compile-fail
-/// doctests on both); safe wrappers take their lengths from their buffers:
+/// kernel. Now kernel launches (`Builtin::launch`, `Kernel::launch`) and
+/// `block_on` are `unsafe` (compile-fail doctests on both); safe wrappers take their lengths from their buffers:
 /// a view's kernel writes the view and nothing next to it, and mismatched
 /// lengths are refused before anything is submitted.
 fn sound03_safe_launches_stay_in_their_buffers(rt: &Runtime) {
@@ -167,7 +167,7 @@ backend_tests!(sound03_safe_launches_stay_in_their_buffers);
 /// views.
 fn total(t: &TaskContext, x: &(impl DeviceSlice<f32> + ?Sized)) -> f32 {
     let mut out = t.zeros::<f32>(1).unwrap();
-    k::sum(t, x, &mut out).unwrap();
+    k::sum_atomic_into(t, x, &mut out).unwrap();
     t.to_vec(&out).unwrap()[0]
 }
 

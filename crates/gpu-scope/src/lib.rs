@@ -168,11 +168,11 @@ mod thread_pool;
 pub use gpu_sched::nccl;
 pub use gpu_sched::trace;
 pub use gpu_sched::{
-    par_copy, Access, Arg, Args, BackendChoice, BackendKind, Buffer, CounterSnapshot, DeviceRepr,
-    DeviceSlice, DeviceSliceMut, Error, Event, Fence, Gate, Graph, HostFn, In, Kernel, KernelArg,
-    KernelDef, KernelParam, KernelRef, LaunchConfig, LiveCounts, LoadedModule, Module, Out, Param,
+    par_copy, Access, Arg, Args, BackendChoice, BackendKind, Buffer, Builtin, BuiltinEntry,
+    BuiltinModule, CounterSnapshot, DeviceRepr, DeviceSlice, DeviceSliceMut, Error, Event, Fence,
+    Gate, Graph, HostFn, In, Kernel, KernelParam, LaunchConfig, LiveCounts, LoadedModule, Out,
     Reason, Result, Runtime, RuntimeOptions, Signature, Split, Staging, SyncMode, TaskContext,
-    View, ViewMut,
+    Untracked, View, ViewMut,
 };
 pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
 pub use join::join;

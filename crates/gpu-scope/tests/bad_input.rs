@@ -6,7 +6,7 @@
 mod common;
 
 use common::{assert_no_races, host};
-use gpu::{Error, KernelArg, KernelDef, KernelRef, LaunchConfig, Module, PipelineOptions};
+use gpu::{Error, LaunchConfig, Out, PipelineOptions};
 use gpu_kernels as k;
 
 /// The error of `r`, which must have failed.
@@ -190,20 +190,37 @@ fn a_buffer_or_event_of_another_runtime() {
     assert_no_races(&other);
 }
 
+/// `fill_f32` of the built-in PTX, declared with
+/// signatures that disagree with their entries: wrong argument lists that
+/// compile (a launch's list is checked against the signature by the
+/// compiler, the signature against the PTX when the module loads).
+static MISDECLARED: gpu::BuiltinModule = gpu::BuiltinModule::new(
+    "misdeclared",
+    k::KERNELS_PTX,
+    &[gpu::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
+);
+/// `fill_f32` without its length.
+static FILL_SHORT: gpu::Builtin<(Out<f32>, f32)> =
+    gpu::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
+static MISDECLARED_U32: gpu::BuiltinModule = gpu::BuiltinModule::new(
+    "misdeclared (u32)",
+    k::KERNELS_PTX,
+    &[gpu::BuiltinEntry::of::<(Out<f32>, u32, u64)>("fill_f32")],
+);
+/// `fill_f32` with a `u32` for its `float`.
+static FILL_U32: gpu::Builtin<(Out<f32>, u32, u64)> =
+    gpu::Builtin::<(Out<f32>, u32, u64)>::new(&MISDECLARED_U32, "fill_f32", |_, _, _| {});
+
 #[test]
 fn wrong_kernel_arguments() {
     let rt = host();
     let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
-    let x = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
-    let fill = k::kernel_ref(k::names::FILL_F32).unwrap();
-    let axpy = k::kernel_ref(k::names::AXPY_F32).unwrap();
     let cfg = LaunchConfig::for_elements(8, k::BLOCK);
 
     let e = error(gpu::scope_on(&rt, |s| {
-        // SAFETY: the kernel touches only the buffers passed, within their
-        // lengths (its length arguments are theirs), or the launch is refused
-        // before anything is submitted.
-        unsafe { s.launch(fill, cfg).write(&mut a).arg(0.0f32).submit() }
+        // SAFETY: the host implementation touches nothing, and the launch
+        // is refused before anything is submitted.
+        unsafe { FILL_SHORT.launch(s, cfg, (&mut a, 0.0f32)) }
     }));
     assert!(
         matches!(
@@ -215,56 +232,17 @@ fn wrong_kernel_arguments() {
         ),
         "{e:?}"
     );
-    says(&e, &["fill_f32", "takes 3 arguments; got 2"]);
-
-    let e = error(gpu::scope_on(&rt, |s| {
-        // SAFETY: the kernel touches only the buffers passed, within their
-        // lengths (its length arguments are theirs), or the launch is refused
-        // before anything is submitted.
-        unsafe {
-            s.launch(fill, cfg)
-                .write(&mut a)
-                .arg(0.0f32)
-                .arg(8usize)
-                .arg(1u32)
-                .submit()
-        }
-    }));
-    says(&e, &["takes 3 arguments; got more"]);
-
-    let e = error(gpu::scope_on(&rt, |s| {
-        // SAFETY: the kernel touches only the buffers passed, within their
-        // lengths (its length arguments are theirs), or the launch is refused
-        // before anything is submitted.
-        unsafe {
-            s.launch(fill, cfg)
-                .write(&mut a)
-                .arg(0u32)
-                .arg(8usize)
-                .submit()
-        }
-    }));
-    assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
-    says(&e, &["argument 1 is F32", "got a scalar"]);
-
-    // A written buffer passed as a read.
-    let e = error(gpu::scope_on(&rt, |s| {
-        // SAFETY: the kernel touches only the buffers passed, within their
-        // lengths (its length arguments are theirs), or the launch is refused
-        // before anything is submitted.
-        unsafe {
-            s.launch(axpy, cfg)
-                .arg(1.0f32)
-                .read(&x)
-                .read(&a)
-                .arg(8usize)
-                .submit()
-        }
-    }));
     says(
         &e,
-        &["axpy_f32", "argument 2 is PtrWrite", "a read buffer (&)"],
+        &["fill_f32", "takes 3 parameters; the signature declares 2"],
     );
+
+    let e = error(gpu::scope_on(&rt, |s| {
+        // SAFETY: as above.
+        unsafe { FILL_U32.launch(s, cfg, (&mut a, 0u32, 8usize)) }
+    }));
+    assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
+    says(&e, &["parameter 1 is a 4-byte float", "U32"]);
 
     assert_eq!(a.to_vec().unwrap(), vec![1.0; 8]);
     assert_no_races(&rt);
@@ -328,25 +306,17 @@ fn host_sync_ptr_and_synchronize_during_a_capture() {
     assert_no_races(&rt);
 }
 
+/// Host-only kernels; the PTX is checked on every backend.
+static FAULTY: gpu::BuiltinModule = gpu::BuiltinModule::new(
+    "faulty",
+    ".version 7.0\n.target sm_70\n.visible .entry faulting_kernel(.param .u64 a)\n{\n\tret;\n}\n",
+    &[gpu::BuiltinEntry::of::<(u64,)>("faulting_kernel")],
+);
 /// A kernel that faults (a panic in a host kernel breaks the context).
-///
-/// # Safety
-///
-/// None needed: it touches nothing.
-unsafe fn faulting_kernel(_: &[KernelArg], _: LaunchConfig) {
-    panic!("faulting kernel (on purpose)");
-}
-
-static FAULTY: Module = Module {
-    name: "faulty",
-    // Host-only kernels; the PTX is checked on every backend.
-    ptx: ".version 7.0\n.target sm_70\n.visible .entry faulting_kernel()\n{\n\tret;\n}\n",
-    kernels: &[KernelDef {
-        name: "faulting_kernel",
-        params: &[],
-        host: faulting_kernel,
-    }],
-};
+static FAULT: gpu::Builtin<(u64,)> =
+    gpu::Builtin::<(u64,)>::new(&FAULTY, "faulting_kernel", |_| {
+        panic!("faulting kernel (on purpose)")
+    });
 
 #[test]
 fn using_the_pool_after_a_sticky_error() {
@@ -354,10 +324,7 @@ fn using_the_pool_after_a_sticky_error() {
     let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 8]).unwrap();
     let e = error(gpu::scope_on(&rt, |s| {
         // SAFETY: the host kernel touches no memory (it fails on purpose).
-        unsafe {
-            s.launch(KernelRef::new(&FAULTY, 0), LaunchConfig::linear(1, 1))
-                .submit()
-        }?;
+        unsafe { FAULT.launch(s, LaunchConfig::linear(1, 1), (0u64,)) }?;
         s.synchronize()
     }));
     assert!(e.is_sticky(), "{e:?}");

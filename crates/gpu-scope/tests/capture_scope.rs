@@ -298,19 +298,22 @@ fn only_the_captures_own_tasks_join_it() {
 /// `x[i] = v` (`fill_f32`) or `x[i] *= v` (`scale_f32`) through a raw
 /// pointer: work the runtime does not track, ordered in a graph only by its
 /// task's order, spawn and join.
-fn raw_op(t: &gpu::TaskContext, kernel: &str, p: u64, n: usize, v: f32) -> gpu::Result<()> {
+fn raw_op(
+    t: &gpu::TaskContext,
+    kernel: &'static gpu::Builtin<(gpu::Out<f32>, f32, u64)>,
+    p: u64,
+    n: usize,
+    v: f32,
+) -> gpu::Result<()> {
     // SAFETY: `p` is the address of a live buffer of `n` f32 (the test
     // keeps it alive past every launch and reads it only after
     // synchronizing); the kernel touches `n` elements from it.
     unsafe {
-        t.launch(
-            k::kernel_ref(kernel).unwrap(),
+        kernel.launch(
+            t,
             gpu::LaunchConfig::for_elements(n, k::BLOCK),
+            (gpu::Untracked::new(p, n), v, n),
         )
-        .raw_ptr(p)
-        .arg(v)
-        .arg(n)
-        .submit()
     }
 }
 
@@ -327,14 +330,14 @@ fn untracked_work_keeps_task_spawn_and_join_order() {
     setup.synchronize().unwrap();
     drop(setup);
     let g = gpu::capture_on(&rt, |s| {
-        raw_op(s, "fill_f32", p, n, 1.0)?;
-        raw_op(s, "scale_f32", p, n, 2.0)?; // after the fill: task order
+        raw_op(s, &k::FILL_F32, p, n, 1.0)?;
+        raw_op(s, &k::SCALE_F32, p, n, 2.0)?; // after the fill: task order
         s.scope(|s| {
             // After the parent's work before the spawn.
-            s.spawn(move |t| raw_op(t, "scale_f32", p, n, 3.0));
+            s.spawn(move |t| raw_op(t, &k::SCALE_F32, p, n, 3.0));
             Ok(())
         })?;
-        raw_op(s, "scale_f32", p, n, 5.0) // after the child: the join
+        raw_op(s, &k::SCALE_F32, p, n, 5.0) // after the child: the join
     })
     .unwrap();
     let t = rt.begin_task().unwrap();

@@ -14,10 +14,7 @@
 mod common;
 
 use common::{assert_no_races, host, host_with, open_later, wait_for, zeroed, TIMEOUT};
-use gpu::{
-    Buffer, Error, KernelArg, KernelDef, KernelRef, LaunchConfig, LiveCounts, Module, Param,
-    Runtime, RuntimeOptions,
-};
+use gpu::{Buffer, Error, LaunchConfig, LiveCounts, Out, Runtime, RuntimeOptions};
 use gpu_kernels as k;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -126,22 +123,40 @@ fn allocation_failure_is_out_of_memory_and_leaks_nothing() {
     assert_usable(&rt);
 }
 
+/// `fill_f32` of the built-in PTX declared with signatures that disagree
+/// with its entry (the compiler checks a launch's arguments against the
+/// signature; the module's load checks the signature against the PTX).
+static MISDECLARED: gpu::BuiltinModule = gpu::BuiltinModule::new(
+    "misdeclared",
+    k::KERNELS_PTX,
+    &[gpu::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
+);
+/// `fill_f32` without its length.
+static FILL_SHORT: gpu::Builtin<(Out<f32>, f32)> =
+    gpu::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
+static MISDECLARED_F64: gpu::BuiltinModule = gpu::BuiltinModule::new(
+    "misdeclared (f64)",
+    k::KERNELS_PTX,
+    &[gpu::BuiltinEntry::of::<(Out<f32>, f64, u64)>("fill_f32")],
+);
+/// `fill_f32` with a `double` for its `float`.
+static FILL_F64_SCALAR: gpu::Builtin<(Out<f32>, f64, u64)> =
+    gpu::Builtin::<(Out<f32>, f64, u64)>::new(&MISDECLARED_F64, "fill_f32", |_, _, _| {});
+
 #[test]
 fn a_launch_with_bad_arguments_is_a_typed_error_and_submits_nothing() {
     let rt = host();
     let before = quiet(&rt);
     let mut a = rt.begin_task().unwrap().from_host(&[1.0f32; 64]).unwrap();
-    let fill = k::kernel_ref(k::names::FILL_F32).unwrap();
     let cfg = LaunchConfig::for_elements(64, k::BLOCK);
     let counters = rt.counters();
     let e = gpu::scope_on(&rt, |s| {
         let a = &mut a;
         s.spawn(move |t| {
             // Missing the length.
-            // SAFETY: the kernel touches only the buffers passed, within their
-            // lengths (its length arguments are theirs), or the launch is refused
-            // before anything is submitted.
-            unsafe { t.launch(fill, cfg).write(a).arg(7.0f32).submit() }
+            // SAFETY: the host implementation touches nothing, and the
+            // launch is refused before anything is submitted.
+            unsafe { FILL_SHORT.launch(t, cfg, (a, 7.0f32)) }
         });
         Ok(())
     })
@@ -156,23 +171,22 @@ fn a_launch_with_bad_arguments_is_a_typed_error_and_submits_nothing() {
         ),
         "{e:?}"
     );
-    assert!(e.to_string().contains("takes 3 arguments; got 2"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("takes 3 parameters; the signature declares 2"),
+        "{e}"
+    );
     let e = gpu::scope_on(&rt, |s| {
         // A scalar of the wrong type.
-        // SAFETY: the kernel touches only the buffers passed, within their
-        // lengths (its length arguments are theirs), or the launch is refused
-        // before anything is submitted.
-        unsafe {
-            s.launch(fill, cfg)
-                .write(&mut a)
-                .arg(7.0f64)
-                .arg(64usize)
-                .submit()
-        }
+        // SAFETY: as above.
+        unsafe { FILL_F64_SCALAR.launch(s, cfg, (&mut a, 7.0f64, 64usize)) }
     })
     .unwrap_err();
     assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
-    assert!(e.to_string().contains("argument 1 is F32"), "{e}");
+    assert!(
+        e.to_string().contains("parameter 1 is a 4-byte float"),
+        "{e}"
+    );
     // Nothing ran, and no hand-off was made for the refused launches.
     let d = rt.counters().since(&counters);
     assert_eq!((d.device_waits, d.host_syncs), (0, 0), "{d:?}");
@@ -182,27 +196,18 @@ fn a_launch_with_bad_arguments_is_a_typed_error_and_submits_nothing() {
     assert_usable(&rt);
 }
 
+/// Host-only kernels; the PTX is checked on every backend.
+static FAULTY: gpu::BuiltinModule = gpu::BuiltinModule::new(
+    "faulty",
+    ".version 7.0\n.target sm_70\n.visible .entry faulting_kernel(.param .u64 a)\n{\n\tret;\n}\n",
+    &[gpu::BuiltinEntry::of::<(u64,)>("faulting_kernel")],
+);
 /// A kernel that faults: on the host backend a panic in a kernel breaks
 /// the context for good, as an illegal address does on a GPU.
-///
-/// # Safety
-///
-/// None needed: it touches nothing.
-unsafe fn faulting_kernel(_: &[KernelArg], _: LaunchConfig) {
-    panic!("faulting kernel: illegal address (on purpose)");
-}
-
-static FAULTY: Module = Module {
-    name: "faulty",
-    // Host-only kernels; the PTX is checked on every backend.
-    ptx: ".version 7.0\n.target sm_70\n.visible .entry faulting_kernel(.param .u64 a)\n{\n\tret;\n}\n",
-    kernels: &[KernelDef {
-        name: "faulting_kernel",
-        params: &[Param::U64],
-        host: faulting_kernel,
-    }],
-};
-const FAULT: KernelRef = KernelRef::new(&FAULTY, 0);
+static FAULT: gpu::Builtin<(u64,)> =
+    gpu::Builtin::<(u64,)>::new(&FAULTY, "faulting_kernel", |_| {
+        panic!("faulting kernel: illegal address (on purpose)")
+    });
 
 #[test]
 fn a_kernel_fault_is_sticky_and_nothing_hangs() {
@@ -227,11 +232,7 @@ fn a_kernel_fault_is_sticky_and_nothing_hangs() {
                 });
                 s.spawn(move |t| {
                     // SAFETY: the host kernel touches no memory (it fails on purpose).
-                    unsafe {
-                        t.launch(FAULT, LaunchConfig::linear(1, 1))
-                            .arg(0u64)
-                            .submit()
-                    }?;
+                    unsafe { FAULT.launch(t, LaunchConfig::linear(1, 1), (0u64,)) }?;
                     let r = t.synchronize();
                     faulted.store(true, SeqCst);
                     r?;

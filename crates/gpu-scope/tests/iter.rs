@@ -31,7 +31,7 @@ fn upload(rt: &Runtime, x: &[f32]) -> Buffer<f32> {
 /// A chunk's sum on the device (exact here: small integers), read back.
 fn device_sum(t: &Scope<'_, '_>, c: &View<'_, f32>) -> gpu::Result<f32> {
     let mut s = t.zeros::<f32>(1)?;
-    k::sum(t, c, &mut s)?;
+    k::sum_atomic_into(t, c, &mut s)?;
     Ok(t.to_vec(&s)?[0])
 }
 
@@ -143,7 +143,7 @@ fn zip_pairs_chunks_of_different_sizes_when_the_counts_agree() {
     // the device.
     gpu::par_chunks(&xb, CHUNK)
         .zip(gpu::par_chunks_mut(&mut sums, 1))
-        .for_each(|t, (c, mut out)| k::sum(t, &c, &mut out))
+        .for_each(|t, (c, mut out)| k::sum_atomic_into(t, &c, &mut out))
         .unwrap();
     assert_eq!(sums.to_vec().unwrap(), cpu_sums(&x, CHUNK));
     assert_no_races(&rt);

@@ -126,20 +126,3 @@ pub fn inclusive_scan_in_place<T: Copy + Add<Output = T>>(x: &mut [T]) {
         x[i] = x[i - 1] + x[i];
     }
 }
-
-/// A pointer argument's address (the runtime checked the kinds against the
-/// kernel's parameter list before the host implementation runs).
-pub(crate) fn arg_ptr(a: gpu_sched::KernelArg) -> u64 {
-    match a {
-        gpu_sched::KernelArg::Ptr(p) => p,
-        _ => unreachable!("checked by the runtime"),
-    }
-}
-
-/// A `u64` argument as a length (checked as [`arg_ptr`]).
-pub(crate) fn arg_len(a: gpu_sched::KernelArg) -> usize {
-    match a {
-        gpu_sched::KernelArg::U64(n) => n as usize,
-        _ => unreachable!("checked by the runtime"),
-    }
-}

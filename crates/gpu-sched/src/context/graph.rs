@@ -328,7 +328,7 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         // batches above, then the last one here); a capture
         // takes no host memory (§8), a gate's flags outlive a graph that
         // waits on them (the gate keeps them when no fence follows), and
-        // raw pointers are the launch's caller's (`Launch::submit`).
+        // raw pointers are the launch's caller's (`Untracked`, `Kernel::launch`).
         ctx.tracked("graph", rest, |_, stream| unsafe {
             ctx.rt.driver().graph_launch(raw, stream)
         })

@@ -40,11 +40,12 @@ impl TaskContext {
     /// not ordered with other tasks' work: order it yourself.
     ///
     /// Safe to call, as `slice::as_ptr` is: an address does nothing by
-    /// itself, and every use of it (an FFI call, or [`crate::Launch::raw_ptr`]
-    /// followed by the `unsafe` [`crate::Launch::submit`]) is `unsafe`, with
-    /// the caller vouching that the memory is alive (as long as `buf` is)
-    /// and the work ordered (§8). No safe function of this crate uses a raw
-    /// address: `Launch::raw_ptr` only records it for the `unsafe` submit.
+    /// itself, and every use of it (an FFI call, or a [`crate::Untracked`]
+    /// passed to the `unsafe` [`crate::Kernel::launch`] or
+    /// [`crate::Builtin::launch`]) is `unsafe`, with the caller vouching
+    /// that the memory is alive (as long as `buf` is) and the work ordered
+    /// (§8). No safe function of this crate uses a raw address: an
+    /// `Untracked` only carries it to an `unsafe` launch.
     ///
     /// # Errors
     ///

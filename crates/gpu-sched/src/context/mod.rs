@@ -2,9 +2,11 @@
 //! (R3, §9) and its fences. The operations are in the files beside this
 //! one: `tracked.rs` (the path every operation takes and its hand-offs,
 //! R1, R9), `memory.rs` (allocation), `copy.rs` (copies), `host.rs`
-//! (synchronizes and pointers for host code, R10, R11), `event.rs`
-//! (records and waits of events and fences, R4-R8), `graph.rs` (captures,
-//! R12).
+//! (synchronizes and pointers for host code, R10, R11), `launch.rs` (the
+//! one path of every kernel launch), `foreign.rs` (library calls and other
+//! work queued by hand, §13), `event.rs` (records and waits of events and
+//! fences, R4-R8), `graph.rs` (captures, R12), `gate.rs` (blocking on a
+//! gate).
 
 use crate::buffer::{Buffer, DeviceRepr};
 use crate::capture::{CaptureHandle, ScopeCapture};
@@ -18,8 +20,10 @@ use std::marker::PhantomData;
 mod copy;
 mod event;
 mod foreign;
+mod gate;
 mod graph;
 mod host;
+mod launch;
 mod memory;
 mod tracked;
 

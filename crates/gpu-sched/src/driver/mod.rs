@@ -6,7 +6,7 @@
 //! with a race detector). Nothing here tracks anything: the ledger does.
 
 use crate::error::Result;
-use crate::kernel::{ErasedHost, HostKernelFn, KernelArg, LaunchConfig};
+use crate::kernel::{BuiltinHost, ErasedHost, KernelArg, LaunchConfig};
 use gpu_epoch::Access;
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -84,14 +84,12 @@ pub(crate) struct RawNode(pub(crate) u64);
 /// The nodes one captured operation depends on, or that it added.
 pub(crate) type Nodes = smallvec::SmallVec<[RawNode; 4]>;
 
-/// A loaded built-in kernel: a `CUfunction` on CUDA, a host function on
-/// the host.
+/// A loaded kernel of a built-in module: a `CUfunction` on CUDA (0 on the
+/// host backend, where the kernel's static holds its host implementation).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct RawKernel {
     /// `CUfunction` as an integer (0 on the host backend).
     pub(crate) handle: u64,
-    /// The host implementation (used by the host backend only).
-    pub(crate) host: HostKernelFn,
 }
 
 /// What a launch runs: the function on CUDA, and on the host backend its
@@ -103,11 +101,12 @@ pub(crate) struct KernelCall<'a> {
     pub(crate) host: HostCall<'a>,
 }
 
-/// A kernel's host implementation, as the host backend calls it.
+/// A kernel's host implementation, as the host backend calls it: over the
+/// arguments and the buffers' lengths.
 pub(crate) enum HostCall<'a> {
-    /// A built-in kernel's: over the raw arguments.
-    Builtin(HostKernelFn),
-    /// A typed kernel's: over the arguments and the buffers' lengths.
+    /// A built-in kernel's, through its static.
+    Builtin(&'static dyn BuiltinHost),
+    /// A user's kernel's ([`crate::Kernel::with_host`]).
     User(&'a std::sync::Arc<ErasedHost>),
     /// None (CUDA launches of a kernel without one).
     None,
@@ -117,7 +116,7 @@ impl From<RawKernel> for KernelCall<'static> {
     fn from(k: RawKernel) -> Self {
         KernelCall {
             handle: k.handle,
-            host: HostCall::Builtin(k.host),
+            host: HostCall::None,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::kernel::Module;
+use crate::kernel::BuiltinModule;
 use crate::pool::PooledEvent;
 use crate::ptx::LoadedPtx;
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
@@ -23,7 +23,8 @@ pub use options::{LedgerView, LiveCounts, RuntimeOptions};
 /// How many kernel modules one runtime can load.
 const MAX_MODULES: usize = 64;
 
-/// A loaded module: the address of its `Module`, and its kernels.
+/// A loaded built-in module: the address of its `BuiltinModule`, and its
+/// kernels.
 type LoadedModule = (usize, Box<[RawKernel]>);
 
 /// A module being loaded from text, or its outcome.
@@ -45,7 +46,7 @@ pub(crate) struct RuntimeInner {
     /// The group's ledger, held here too: every tracked operation reaches
     /// it, one pointer from the runtime rather than two.
     ledger: Arc<Ledger>,
-    /// Loaded modules by the address of their `Module`, filled front to
+    /// Loaded built-in modules by the address of their `BuiltinModule`, filled front to
     /// back: a launch finds its kernel with a load or two, no lock.
     modules: Box<[OnceLock<LoadedModule>]>,
     /// Serializes loading, so a module is loaded once.
@@ -467,23 +468,12 @@ impl Runtime {
         &self.inner.deferred_frees
     }
 
-    /// The driver's handle of `kernel` (`CUfunction` as an integer on CUDA,
-    /// 0 on the host backend), loading its module on first use; for interop
-    /// and for benchmarks against raw launches.
-    ///
-    /// # Errors
-    ///
-    /// A driver error loading the module.
-    pub fn cu_function(&self, kernel: crate::KernelRef) -> Result<u64> {
-        Ok(self.kernel(kernel.module(), kernel.index())?.handle)
-    }
-
-    /// The `index`-th kernel of `m`, loading the module on first use. The
-    /// common path takes no lock: a scan of the filled `OnceLock` slots, in
-    /// load order, for `m`'s address.
+    /// The `index`-th kernel of the built-in module `m`, loading the module
+    /// on first use. The common path takes no lock: a scan of the filled
+    /// `OnceLock` slots, in load order, for `m`'s address.
     #[inline]
-    pub(crate) fn kernel(&self, m: &'static Module, index: usize) -> Result<RawKernel> {
-        let key = m as *const Module as usize;
+    pub(crate) fn kernel(&self, m: &'static BuiltinModule, index: usize) -> Result<RawKernel> {
+        let key = m as *const BuiltinModule as usize;
         if let Some(k) = self.loaded(key) {
             return Ok(k[index]);
         }
@@ -499,19 +489,18 @@ impl Runtime {
             .ok_or(Error::Unsupported(
                 "more than 64 kernel modules in one runtime",
             ))?;
-        let ptx = self.load_text(m.ptx, || self.load_checked_ptx(m.ptx.to_owned()))?;
+        let ptx = self.load_text(m.ptx(), || self.load_checked_ptx(m.ptx().to_owned()))?;
         let k = m
-            .kernels
+            .entries()
             .iter()
-            .map(|def| {
-                ptx.entry(def.name, def.params)
+            .map(|e| {
+                ptx.entry(e.name(), e.params())
                     .map_err(|problem| Error::BadKernelArgs {
-                        kernel: def.name,
+                        kernel: e.name(),
                         problem,
                     })?;
                 Ok(RawKernel {
-                    handle: self.driver().function(ptx.handle, def.name)?,
-                    host: def.host,
+                    handle: self.driver().function(ptx.handle, e.name())?,
                 })
             })
             .collect::<Result<Box<[RawKernel]>>>()?;

@@ -53,7 +53,7 @@ pub(crate) fn runtime_with(backend: BackendKind, opts: RuntimeOptions) -> Runtim
     );
     // Load the kernels now: a module loaded by a first launch inside a
     // stream capture is not what these tests are about.
-    rt.cu_function(gpu_kernels::GATE)
+    rt.cu_function(&gpu_kernels::FILL_F32)
         .unwrap_or_else(|e| panic!("loading the kernels failed: {e}"));
     rt
 }

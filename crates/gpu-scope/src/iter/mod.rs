@@ -36,7 +36,7 @@
 //! let sums: Vec<f32> = gpu::par_chunks(&y, 300)
 //!     .map(|t, c| {
 //!         let mut s = t.zeros::<f32>(1)?;
-//!         k::sum(t, &c, &mut s)?;
+//!         k::sum_atomic_into(t, &c, &mut s)?;
 //!         Ok(t.to_vec(&s)?[0])
 //!     })
 //!     .collect()?;

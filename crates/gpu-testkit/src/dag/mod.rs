@@ -1803,16 +1803,15 @@ fn run_body<'sc>(
                 let y = held.w(*b);
                 let n = y.len();
                 let p = s.raw_ptr(y)?;
-                let add = k::kernel_ref(k::names::ADD_SCALAR_F32).expect("add_scalar_f32");
                 // SAFETY: the kernel touches only the buffers passed, within their
                 // lengths (its length arguments are theirs), or the launch is refused
                 // before anything is submitted.
                 unsafe {
-                    s.launch(add, LaunchConfig::for_elements(n, k::BLOCK))
-                        .raw_ptr(p)
-                        .arg(*v)
-                        .arg(n)
-                        .submit()
+                    k::ADD_SCALAR_F32.launch(
+                        s,
+                        LaunchConfig::for_elements(n, k::BLOCK),
+                        (gpu::Untracked::new(p, n), *v, n),
+                    )
                 }?;
             }
             Op::HostSync { b, expect } => {
@@ -1842,7 +1841,7 @@ fn run_body<'sc>(
             }
             Op::Sum { b, expect } => {
                 let mut out = s.alloc::<f32>(1)?;
-                k::sum(s, held.r(*b), &mut out)?;
+                k::sum_atomic_into(s, held.r(*b), &mut out)?;
                 let got = s.to_vec(&out)?;
                 env.stats.compare(
                     &format!("scope {}: sum of buffer {b}", env.scope),
@@ -2267,7 +2266,7 @@ pub fn run(
     let dev_of = |i: usize| &devs[i % devs.len()];
     // Load the kernels now, not in a first launch inside a graph capture.
     for d in &devs {
-        d.cu_function(k::GATE)
+        d.cu_function(&k::FILL_F32)
             .map_err(|e| ctx("loading the kernels", 0, e))?;
     }
     let mut bufs = gen

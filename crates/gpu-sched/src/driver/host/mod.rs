@@ -555,7 +555,7 @@ impl Driver for HostDriver {
     unsafe fn launch(
         &self,
         k: &KernelCall<'_>,
-        cfg: LaunchConfig,
+        _cfg: LaunchConfig,
         args: &[KernelArg],
         lens: &[usize],
         accesses: &[MemAccess],
@@ -563,12 +563,15 @@ impl Driver for HostDriver {
     ) -> Result<()> {
         let args: Arc<[KernelArg]> = args.into();
         let body: Body = match k.host {
-            HostCall::Builtin(f) => Arc::new(move || {
-                // SAFETY: this function's contract: the arguments match the
-                // kernel's parameters and it touches only live, ordered
-                // memory.
-                unsafe { f(&args, cfg) }
-            }),
+            HostCall::Builtin(f) => {
+                let lens: Arc<[usize]> = lens.into();
+                Arc::new(move || {
+                    // SAFETY: this function's contract: the arguments match
+                    // the kernel's signature, with `lens` its buffers'
+                    // lengths, and it touches only live, ordered memory.
+                    unsafe { f.call(&args, &lens) }
+                })
+            }
             HostCall::User(f) => {
                 let (f, lens): (_, Arc<[usize]>) = (f.clone(), lens.into());
                 Arc::new(move || f(&args, &lens))
