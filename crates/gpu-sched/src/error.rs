@@ -186,9 +186,9 @@ pub enum Error {
         left: usize,
     },
     /// An error from outside the runtime: a library called in a task (a
-    /// foreign operation's device closure, cudarc), or the user's own.
-    /// `?` on a cudarc error gives one; [`Error::external`] makes one of any
-    /// error.
+    /// foreign operation's device closure), or the user's own;
+    /// [`Error::external`] makes one of any error. (`?` on a cudarc driver
+    /// error gives [`Error::Driver`].)
     #[error("{during}: {source}")]
     External {
         /// What was being done (the library or operation).
@@ -213,9 +213,16 @@ impl Error {
     }
 }
 
+/// `?` on a cudarc driver call (in a foreign operation's device closure,
+/// say): the driver's code, named without asking the driver (cudarc's own
+/// `Display` loads it, and panics where there is none).
 impl From<cudarc::driver::DriverError> for Error {
     fn from(e: cudarc::driver::DriverError) -> Self {
-        Error::external("a CUDA driver call through cudarc", e)
+        Error::Driver {
+            code: e.0 as i32,
+            name: format!("{:?}", e.0),
+            during: "a CUDA driver call through cudarc",
+        }
     }
 }
 

@@ -454,6 +454,9 @@ where
                 // touches only the declared buffers, which `tracked`
                 // handed to this stream and stamps.
                 t.tracked(name, &mut list.touches, |_, raw| {
+                    // The closure calls the driver API itself: the
+                    // runtime's context must be current on this thread.
+                    rt.driver().bind_context()?;
                     device(&ForeignStream { raw: raw.0 }, reads, writes)
                 })
             }
