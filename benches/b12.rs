@@ -18,6 +18,7 @@
 
 use cudarc::nccl::{result as nccl, sys};
 use gpu::nccl::{Communicator, ReduceOp};
+use gpu::raw::RawTask;
 use gpu::{BackendChoice, BackendKind, Buffer, Runtime, RuntimeOptions, TaskContext};
 use std::time::Instant;
 

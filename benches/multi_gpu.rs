@@ -21,6 +21,7 @@
 //! here or in a bench of its own: rows `B12/library-<size>` and
 //! `B12/raw-<size>` (ns) become `ratio/B12-<size>` in xtask.
 
+use gpu::raw::RawTask;
 use gpu::{BackendKind, Buffer, Runtime, RuntimeOptions, TaskContext};
 use std::time::Instant;
 

@@ -13,7 +13,8 @@
 //! cargo run -p gpu-examples --example 03-par-chunks
 //! ```
 
-use gpu::{BackendKind, Reason};
+use gpu::diag::Reason;
+use gpu::BackendKind;
 use gpu_kernels::{add_scalar, scale};
 use std::time::Instant;
 

@@ -13,7 +13,8 @@
 //! cargo run -p gpu-examples --example 04-pipeline
 //! ```
 
-use gpu::{BackendKind, Buffer, PipelineOptions, TaskContext};
+use gpu::iter::PipelineOptions;
+use gpu::{BackendKind, Buffer, TaskContext};
 use gpu_kernels::{add_scalar, scale_into};
 use std::time::Instant;
 

@@ -33,7 +33,8 @@
 
 use common::heat;
 
-use gpu::{BackendKind, Buffer, Reason, Scope, TaskContext, ViewMut};
+use gpu::diag::Reason;
+use gpu::{BackendKind, Buffer, Scope, TaskContext, ViewMut};
 use heat::Heat;
 use std::time::Instant;
 

@@ -16,7 +16,8 @@
 //! cargo run --release -p gpu-examples --example 08-cg
 //! ```
 
-use gpu::{Buffer, In, Kernel, LaunchConfig, Out, Result, TaskContext};
+use gpu::kernel::{In, Kernel, LaunchConfig, Out};
+use gpu::{Buffer, Result, TaskContext};
 use gpu_kernels::reduce::dot_into;
 use std::time::Instant;
 

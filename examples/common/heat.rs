@@ -8,7 +8,9 @@
 //! `u'[i][j] = u + k (u[i-1][j] + u[i+1][j] + u[i][j-1] + u[i][j+1] - 4 u)`
 //! inside, `u'[i][j] = u[i][j]` on the edges (stable for `k <= 1/4`).
 
-use gpu::{DeviceSlice, DeviceSliceMut, In, Kernel, Out, Runtime, TaskContext};
+use gpu::kernel::{In, Kernel, Out};
+use gpu::memory::{DeviceSlice, DeviceSliceMut};
+use gpu::{Runtime, TaskContext};
 use std::ops::Range;
 
 /// The kernel, in CUDA C. It writes the rows `row0 .. row0 + rows` of the
@@ -113,7 +115,7 @@ impl Heat {
         )?;
         let by = rows.len().min(16) as u32;
         let bx = 256 / by;
-        let cfg = gpu::LaunchConfig::for_grid_2d(nx, rows.len(), bx, by);
+        let cfg = gpu::kernel::LaunchConfig::for_grid_2d(nx, rows.len(), bx, by);
         let (row0, n_rows) = (rows.start, rows.len());
         // SAFETY: checked above: `inp` has `nx * ny` elements and `out`
         // `n_rows * nx` (the products without overflow), with

@@ -11,7 +11,9 @@
 //! global row `g_first + r` of a grid of `ny` rows; the grid's edge cells
 //! (first and last row and column) are fixed (copied).
 
-use gpu::{DeviceSlice, DeviceSliceMut, In, Kernel, Out, Runtime, TaskContext};
+use gpu::kernel::{In, Kernel, Out};
+use gpu::memory::{DeviceSlice, DeviceSliceMut};
+use gpu::{Runtime, TaskContext};
 
 /// The kernel, in CUDA C: one thread a cell, 2D blocks.
 pub const SRC: &str = r#"
@@ -150,7 +152,7 @@ impl HeatPart {
             first + count
         );
         let by = count.min(8) as u32;
-        let cfg = gpu::LaunchConfig::for_grid_2d(nx, count, 32, by);
+        let cfg = gpu::kernel::LaunchConfig::for_grid_2d(nx, count, 32, by);
         // SAFETY: checked above: `body` has `rows * nx` elements, `out`
         // `count * nx`, each halo `nx`, and `first + count <= rows`. A
         // thread with `j < nx`, `r < count` writes `out[r * nx + j]` only,

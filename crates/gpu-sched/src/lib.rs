@@ -86,10 +86,13 @@ pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};
 pub use staging::{par_copy, Staging};
 pub use typed::{Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked};
 
-/// The low-level form of kernel parameters and arguments: what a
-/// [`Signature`] lowers to and what the backends launch with. Not needed to
-/// declare or launch a kernel ([`Kernel`], [`Builtin`]); named by the
-/// hidden items of the typed path's sealed traits.
+/// The low level, imported on purpose: a task's escape hatches
+/// ([`RawTask`](raw::RawTask): its raw stream, raw device pointers, sharing
+/// another task's stream), and the form kernel parameters and arguments
+/// lower to ([`KernelArg`](raw::KernelArg), [`Param`](raw::Param), named by
+/// the hidden items of the typed path's sealed traits; not needed to
+/// declare or launch a kernel, see [`Kernel`] and [`Builtin`]).
 pub mod raw {
+    pub use crate::context::RawTask;
     pub use crate::kernel::{KernelArg, Param};
 }

@@ -226,7 +226,7 @@ impl<'b, T: DeviceRepr, B: DeviceSliceMut<T> + ?Sized> Arg<'b, Out<T>> for &'b m
 }
 
 /// A raw device pointer to `len` elements of `T` (from
-/// [`TaskContext::raw_ptr`], or memory of foreign code), passed for an
+/// [`RawTask::raw_ptr`](crate::raw::RawTask::raw_ptr), or memory of foreign code), passed for an
 /// [`In<T>`] or [`Out<T>`] parameter: *untracked*, the runtime neither checks
 /// nor orders what the kernel does through it (see the contract of
 /// [`Kernel::launch`]). On the host backend the host implementation gets it

@@ -6,6 +6,7 @@ mod common;
 
 use common::{assert_no_races, backend_tests, error, same_backend, says};
 use gpu_kernels as k;
+use gpu_sched::raw::RawTask;
 use gpu_sched::{BackendKind, Error, Runtime, RuntimeOptions, TaskContext};
 use std::time::Duration;
 

@@ -23,6 +23,7 @@ mod common;
 use common::{assert_no_races, backend_tests, same_backend, OPENED_BY_TEST, PROBE};
 use gpu_epoch::Binding;
 use gpu_kernels as k;
+use gpu_sched::raw::RawTask;
 use gpu_sched::{
     CounterSnapshot, DeviceSlice, DeviceSliceMut, Gate, LaunchConfig, Reason, Runtime,
     RuntimeOptions, TaskContext, Untracked,

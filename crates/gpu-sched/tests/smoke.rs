@@ -1,5 +1,6 @@
 //! Host-backend smoke test of the runtime with a test module.
 
+use gpu_sched::raw::RawTask;
 use gpu_sched::{Builtin, BuiltinEntry, BuiltinModule, LaunchConfig, Out, Runtime};
 
 // Host-only kernels; the PTX is checked on every backend.

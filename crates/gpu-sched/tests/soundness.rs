@@ -14,6 +14,7 @@ mod common;
 
 use common::{assert_no_races, backend_tests, error, same_backend, OPENED_BY_TEST, PROBE};
 use gpu_kernels as k;
+use gpu_sched::raw::RawTask;
 use gpu_sched::{
     Binding, CounterSnapshot, DeviceSlice, Error, Runtime, RuntimeOptions, Staging, TaskContext,
 };

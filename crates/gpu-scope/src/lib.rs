@@ -76,11 +76,11 @@
 //!
 //! A kernel of your own, in CUDA C compiled at run time or in PTX, with a
 //! host implementation for the host backend (the README's second program,
-//! which the same test keeps the same; see [`Kernel`] and
-//! [`LoadedModule`]):
+//! which the same test keeps the same; see [`kernel::Kernel`] and
+//! [`kernel::LoadedModule`]):
 //!
 //! ```
-//! use gpu::{Buffer, In, Kernel, LaunchConfig, Out, Result, TaskContext};
+//! use gpu::{kernel::{In, Kernel, LaunchConfig, Out}, Buffer, Result, TaskContext};
 //!
 //! const SRC: &str = r#"extern "C" __global__ void axpy(float* y, const float* x, float a, size_t n) {
 //!     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -165,21 +165,73 @@ pub mod rules;
 mod scope;
 mod thread_pool;
 
-pub use gpu_sched::nccl;
-pub use gpu_sched::trace;
 pub use gpu_sched::{
-    par_copy, Access, Arg, Args, BackendChoice, BackendKind, Buffer, Builtin, BuiltinEntry,
-    BuiltinModule, CounterSnapshot, DeviceRepr, DeviceSlice, DeviceSliceMut, Error, Event, Fence,
-    Gate, Graph, HostFn, In, Kernel, KernelParam, LaunchConfig, LiveCounts, LoadedModule, Out,
-    Reason, Result, Runtime, RuntimeOptions, Signature, Split, Staging, SyncMode, TaskContext,
-    Untracked, View, ViewMut,
+    BackendChoice, BackendKind, Buffer, Error, Result, Runtime, RuntimeOptions, Split, TaskContext,
+    View, ViewMut,
 };
-pub use iter::{par_chunks, par_chunks_mut, ParChunks, ParChunksMut};
+pub use iter::{par_chunks, par_chunks_mut};
 pub use join::join;
-pub use pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
+pub use pipeline::par_map;
 pub use registry::{current_num_threads, install};
 pub use scope::{capture, capture_on, in_place_scope, scope, scope_on, Scope};
 pub use thread_pool::{ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
+
+pub use gpu_sched::nccl;
+pub use gpu_sched::trace;
+
+pub mod kernel {
+    //! Kernels: your own, declared once with a typed signature and loaded
+    //! from PTX or CUDA C ([`Kernel`], [`LoadedModule`], from
+    //! `Runtime::load_ptx` and `Runtime::compile_cuda`), and the built-in
+    //! ones' form ([`Builtin`], the statics of `gpu-kernels`); launch
+    //! configurations; the traits behind signatures and arguments.
+    pub use gpu_sched::{
+        Arg, Args, Builtin, BuiltinEntry, BuiltinModule, HostFn, In, Kernel, KernelParam,
+        LaunchConfig, LoadedModule, Out, Signature, Untracked,
+    };
+}
+
+pub mod memory {
+    //! Device memory beyond [`Buffer`](crate::Buffer) and its views: the
+    //! traits every buffer and view implements, page-locked host memory
+    //! ([`Staging`]) and its parallel copy, and the access kinds the ledger
+    //! stamps.
+    pub use gpu_sched::{par_copy, Access, DeviceRepr, DeviceSlice, DeviceSliceMut, Staging};
+}
+
+pub mod sync {
+    //! Ordering by hand, where the scope's own does not reach: events,
+    //! fences, gates (a stream blocked until the host opens it), graphs
+    //! and their launches, and how host waits spin or yield.
+    pub use gpu_sched::{Event, Fence, Gate, Graph, GraphLaunch, SyncMode};
+}
+
+pub mod diag {
+    //! What the runtime decided and holds, for tests and tuning: the
+    //! ledger's counters and reasons, a read-only view of it, stream and
+    //! task ids, live resource counts, the scope capture a task joined.
+    pub use gpu_sched::{
+        Binding, CaptureHandle, CounterSnapshot, Generation, LedgerView, LiveCounts, Reason,
+        StreamEpoch, StreamId, TaskId, Uses,
+    };
+}
+
+pub mod foreign {
+    //! Foreign work (§13): a library call, or any work queued on a task's
+    //! stream by hand, as a tracked operation over the buffers it declares
+    //! ([`TaskContext::foreign`](crate::TaskContext::foreign)).
+    pub use gpu_sched::{
+        DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, WriteArg, Writes,
+    };
+}
+
+pub mod raw {
+    //! The escape hatches, imported on purpose: a task's raw stream, raw
+    //! device pointers of its buffers, sharing another task's stream
+    //! ([`RawTask`]: `use gpu::raw::RawTask;` puts its methods on every
+    //! task and scope); the low-level form of kernel arguments.
+    pub use gpu_sched::raw::{KernelArg, Param, RawTask};
+}
 
 /// The global runtime's backend.
 ///

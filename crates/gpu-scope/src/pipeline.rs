@@ -40,7 +40,7 @@ impl Default for PipelineOptions {
 /// # fn main() -> gpu::Result<()> {
 /// let input: Vec<f32> = (0..10_000).map(|i| i as f32).collect();
 /// let mut output = vec![0.0f32; input.len()];
-/// let opts = gpu::PipelineOptions { chunk: 1024, lanes: 3 };
+/// let opts = gpu::iter::PipelineOptions { chunk: 1024, lanes: 3 };
 /// gpu::par_map(&input, &mut output, opts, |t, x, y| {
 ///     gpu_kernels::scale_into(t, x, y, 2.0)
 /// })?;
@@ -140,11 +140,11 @@ where
 /// ```
 /// # fn main() -> gpu::Result<()> {
 /// let rt = gpu::runtime()?;
-/// let mut input = gpu::Staging::<f32>::new(rt, 10_000)?;
+/// let mut input = gpu::memory::Staging::<f32>::new(rt, 10_000)?;
 /// input.as_mut_slice()?.iter_mut().enumerate().for_each(|(i, x)| *x = i as f32);
-/// let mut output = gpu::Staging::<f32>::new(rt, 10_000)?;
-/// let opts = gpu::PipelineOptions { chunk: 1024, lanes: 3 };
-/// gpu::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
+/// let mut output = gpu::memory::Staging::<f32>::new(rt, 10_000)?;
+/// let opts = gpu::iter::PipelineOptions { chunk: 1024, lanes: 3 };
+/// gpu::iter::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
 ///     gpu_kernels::scale_into(t, x, y, 2.0)
 /// })?;
 /// assert_eq!(output.as_slice()?[5_000], 10_000.0);

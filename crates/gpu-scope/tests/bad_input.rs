@@ -6,7 +6,9 @@
 mod common;
 
 use common::{assert_no_races, host};
-use gpu::{Error, LaunchConfig, Out, PipelineOptions};
+use gpu::iter::PipelineOptions;
+use gpu::kernel::{LaunchConfig, Out};
+use gpu::Error;
 use gpu_kernels as k;
 
 /// The error of `r`, which must have failed.
@@ -71,7 +73,7 @@ fn length_mismatch() {
     says(&e, &["the host source", "of equal length"]);
 
     let mut out = vec![0.0f32; 3];
-    let e = error(gpu::par_map_on(
+    let e = error(gpu::iter::par_map_on(
         &rt,
         &[1.0f32; 4],
         &mut out,
@@ -110,7 +112,7 @@ fn zero_chunk() {
 
     let mut out = vec![0.0f32; 4];
     let opts = PipelineOptions { chunk: 0, lanes: 2 };
-    let e = error(gpu::par_map_on(
+    let e = error(gpu::iter::par_map_on(
         &rt,
         &[1.0f32; 4],
         &mut out,
@@ -194,22 +196,24 @@ fn a_buffer_or_event_of_another_runtime() {
 /// signatures that disagree with their entries: wrong argument lists that
 /// compile (a launch's list is checked against the signature by the
 /// compiler, the signature against the PTX when the module loads).
-static MISDECLARED: gpu::BuiltinModule = gpu::BuiltinModule::new(
+static MISDECLARED: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "misdeclared",
     k::KERNELS_PTX,
-    &[gpu::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
+    &[gpu::kernel::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
 );
 /// `fill_f32` without its length.
-static FILL_SHORT: gpu::Builtin<(Out<f32>, f32)> =
-    gpu::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
-static MISDECLARED_U32: gpu::BuiltinModule = gpu::BuiltinModule::new(
+static FILL_SHORT: gpu::kernel::Builtin<(Out<f32>, f32)> =
+    gpu::kernel::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
+static MISDECLARED_U32: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "misdeclared (u32)",
     k::KERNELS_PTX,
-    &[gpu::BuiltinEntry::of::<(Out<f32>, u32, u64)>("fill_f32")],
+    &[gpu::kernel::BuiltinEntry::of::<(Out<f32>, u32, u64)>(
+        "fill_f32",
+    )],
 );
 /// `fill_f32` with a `u32` for its `float`.
-static FILL_U32: gpu::Builtin<(Out<f32>, u32, u64)> =
-    gpu::Builtin::<(Out<f32>, u32, u64)>::new(&MISDECLARED_U32, "fill_f32", |_, _, _| {});
+static FILL_U32: gpu::kernel::Builtin<(Out<f32>, u32, u64)> =
+    gpu::kernel::Builtin::<(Out<f32>, u32, u64)>::new(&MISDECLARED_U32, "fill_f32", |_, _, _| {});
 
 #[test]
 fn wrong_kernel_arguments() {
@@ -307,14 +311,14 @@ fn host_sync_ptr_and_synchronize_during_a_capture() {
 }
 
 /// Host-only kernels; the PTX is checked on every backend.
-static FAULTY: gpu::BuiltinModule = gpu::BuiltinModule::new(
+static FAULTY: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "faulty",
     ".version 7.0\n.target sm_70\n.visible .entry faulting_kernel(.param .u64 a)\n{\n\tret;\n}\n",
-    &[gpu::BuiltinEntry::of::<(u64,)>("faulting_kernel")],
+    &[gpu::kernel::BuiltinEntry::of::<(u64,)>("faulting_kernel")],
 );
 /// A kernel that faults (a panic in a host kernel breaks the context).
-static FAULT: gpu::Builtin<(u64,)> =
-    gpu::Builtin::<(u64,)>::new(&FAULTY, "faulting_kernel", |_| {
+static FAULT: gpu::kernel::Builtin<(u64,)> =
+    gpu::kernel::Builtin::<(u64,)>::new(&FAULTY, "faulting_kernel", |_| {
         panic!("faulting kernel (on purpose)")
     });
 
@@ -345,7 +349,7 @@ fn using_the_pool_after_a_sticky_error() {
     let e = error(gpu::par_chunks_mut(&mut a, 4).for_each(|t, c| k::fill(t, c, 0.0)));
     assert!(matches!(e, Error::StickyDeviceError { .. }), "{e:?}");
     let mut out = vec![0.0f32; 8];
-    let e = error(gpu::par_map_on(
+    let e = error(gpu::iter::par_map_on(
         &rt,
         &[1.0f32; 8],
         &mut out,

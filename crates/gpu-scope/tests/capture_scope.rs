@@ -7,6 +7,7 @@
 mod common;
 
 use common::{assert_no_races, runtime, zeroed};
+use gpu::raw::RawTask;
 use gpu::{Buffer, Error, Runtime};
 use gpu_kernels as k;
 use gpu_testkit::b13;
@@ -109,7 +110,7 @@ fn the_b13_task_graph_replays_bit_for_bit() {
 fn a_capture_refuses_what_cannot_go_into_a_graph() {
     let rt = runtime();
     let [mut a, mut b] = zeroed::<2>(&rt, 1024);
-    let refused = |what: &str, r: gpu::Result<gpu::Graph>| match r {
+    let refused = |what: &str, r: gpu::Result<gpu::sync::Graph>| match r {
         Err(Error::Capturing { .. }) => {}
         other => panic!("{what}: {other:?}"),
     };
@@ -152,7 +153,7 @@ fn a_capture_refuses_what_cannot_go_into_a_graph() {
     );
     // A host copy as a spawned task's first operation (the task has no
     // stream yet): the graph would keep the staging memory's address.
-    let mut st = gpu::Staging::<f32>::new(&rt, 1024).unwrap();
+    let mut st = gpu::memory::Staging::<f32>::new(&rt, 1024).unwrap();
     refused(
         "a staging copy",
         gpu::capture_on(&rt, |s| {
@@ -300,7 +301,7 @@ fn only_the_captures_own_tasks_join_it() {
 /// task's order, spawn and join.
 fn raw_op(
     t: &gpu::TaskContext,
-    kernel: &'static gpu::Builtin<(gpu::Out<f32>, f32, u64)>,
+    kernel: &'static gpu::kernel::Builtin<(gpu::kernel::Out<f32>, f32, u64)>,
     p: u64,
     n: usize,
     v: f32,
@@ -311,8 +312,8 @@ fn raw_op(
     unsafe {
         kernel.launch(
             t,
-            gpu::LaunchConfig::for_elements(n, k::BLOCK),
-            (gpu::Untracked::new(p, n), v, n),
+            gpu::kernel::LaunchConfig::for_elements(n, k::BLOCK),
+            (gpu::kernel::Untracked::new(p, n), v, n),
         )
     }
 }

@@ -173,7 +173,7 @@ fn a_device_runtime_dropped_and_opened_again_works(rt: &Runtime) {
 /// then reached the device. Failed before the fix at the values (2, not 1).
 fn copy_from_another_devices_staging_waits_for_the_copy(rt: &Runtime) {
     let d1 = rt.device(1).unwrap();
-    let mut pinned = gpu::Staging::<f32>::new(&d1, N).unwrap();
+    let mut pinned = gpu::memory::Staging::<f32>::new(&d1, N).unwrap();
     pinned.as_mut_slice().unwrap().fill(1.0);
     let t = rt.begin_task().unwrap();
     let mut a = t.zeros::<f32>(N).unwrap();

@@ -24,11 +24,12 @@
 mod common;
 
 use common::TIMEOUT;
+use gpu::diag::LiveCounts;
+use gpu::iter::PipelineOptions;
+use gpu::kernel::{In, LaunchConfig, Out};
+use gpu::memory::{DeviceSlice, DeviceSliceMut, Staging};
 use gpu::nccl::{Communicator, ReduceOp};
-use gpu::{
-    BackendChoice, Buffer, DeviceSlice, DeviceSliceMut, Error, In, LaunchConfig, LiveCounts, Out,
-    PipelineOptions, Runtime, RuntimeOptions, Staging, TaskContext, ThreadPool,
-};
+use gpu::{BackendChoice, Buffer, Error, Runtime, RuntimeOptions, TaskContext, ThreadPool};
 use gpu_kernels as k;
 use gpu_sched::{FaultInjector, FaultKind};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -201,14 +202,14 @@ fn workload(rt: &Runtime) -> gpu::Result<Wrong> {
             chunk: 300,
             lanes: 2,
         };
-        gpu::par_map_on(rt, &input, &mut output, opts, |t, x, y| {
+        gpu::iter::par_map_on(rt, &input, &mut output, opts, |t, x, y| {
             k::scale_into(t, x, y, 2.0)
         })?;
         expect(&mut wrong, "par_map", &output, |i| 2.0 * i as f32);
         let mut sin = Staging::<f32>::new(rt, N)?;
         sin.as_mut_slice()?.copy_from_slice(&input);
         let mut sout = Staging::<f32>::new(rt, N)?;
-        gpu::par_map_pinned(&mut sin, &mut sout, opts, |t, x, y| {
+        gpu::iter::par_map_pinned(&mut sin, &mut sout, opts, |t, x, y| {
             k::scale_into(t, x, y, 3.0)
         })?;
         expect(&mut wrong, "par_map_pinned", sout.as_slice()?, |i| {
@@ -255,7 +256,7 @@ fn workload(rt: &Runtime) -> gpu::Result<Wrong> {
 /// `y = 1.5 * x + y` by the own kernel.
 fn saxpy(
     t: &TaskContext,
-    kernel: &gpu::Kernel<Saxpy>,
+    kernel: &gpu::kernel::Kernel<Saxpy>,
     x: &(impl DeviceSlice<f32> + ?Sized),
     y: &mut (impl DeviceSliceMut<f32> + ?Sized),
 ) -> gpu::Result<()> {

@@ -14,7 +14,9 @@
 mod common;
 
 use common::{assert_no_races, host, host_with, open_later, wait_for, zeroed, TIMEOUT};
-use gpu::{Buffer, Error, LaunchConfig, LiveCounts, Out, Runtime, RuntimeOptions};
+use gpu::diag::LiveCounts;
+use gpu::kernel::{LaunchConfig, Out};
+use gpu::{Buffer, Error, Runtime, RuntimeOptions};
 use gpu_kernels as k;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -126,22 +128,24 @@ fn allocation_failure_is_out_of_memory_and_leaks_nothing() {
 /// `fill_f32` of the built-in PTX declared with signatures that disagree
 /// with its entry (the compiler checks a launch's arguments against the
 /// signature; the module's load checks the signature against the PTX).
-static MISDECLARED: gpu::BuiltinModule = gpu::BuiltinModule::new(
+static MISDECLARED: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "misdeclared",
     k::KERNELS_PTX,
-    &[gpu::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
+    &[gpu::kernel::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
 );
 /// `fill_f32` without its length.
-static FILL_SHORT: gpu::Builtin<(Out<f32>, f32)> =
-    gpu::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
-static MISDECLARED_F64: gpu::BuiltinModule = gpu::BuiltinModule::new(
+static FILL_SHORT: gpu::kernel::Builtin<(Out<f32>, f32)> =
+    gpu::kernel::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
+static MISDECLARED_F64: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "misdeclared (f64)",
     k::KERNELS_PTX,
-    &[gpu::BuiltinEntry::of::<(Out<f32>, f64, u64)>("fill_f32")],
+    &[gpu::kernel::BuiltinEntry::of::<(Out<f32>, f64, u64)>(
+        "fill_f32",
+    )],
 );
 /// `fill_f32` with a `double` for its `float`.
-static FILL_F64_SCALAR: gpu::Builtin<(Out<f32>, f64, u64)> =
-    gpu::Builtin::<(Out<f32>, f64, u64)>::new(&MISDECLARED_F64, "fill_f32", |_, _, _| {});
+static FILL_F64_SCALAR: gpu::kernel::Builtin<(Out<f32>, f64, u64)> =
+    gpu::kernel::Builtin::<(Out<f32>, f64, u64)>::new(&MISDECLARED_F64, "fill_f32", |_, _, _| {});
 
 #[test]
 fn a_launch_with_bad_arguments_is_a_typed_error_and_submits_nothing() {
@@ -197,15 +201,15 @@ fn a_launch_with_bad_arguments_is_a_typed_error_and_submits_nothing() {
 }
 
 /// Host-only kernels; the PTX is checked on every backend.
-static FAULTY: gpu::BuiltinModule = gpu::BuiltinModule::new(
+static FAULTY: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "faulty",
     ".version 7.0\n.target sm_70\n.visible .entry faulting_kernel(.param .u64 a)\n{\n\tret;\n}\n",
-    &[gpu::BuiltinEntry::of::<(u64,)>("faulting_kernel")],
+    &[gpu::kernel::BuiltinEntry::of::<(u64,)>("faulting_kernel")],
 );
 /// A kernel that faults: on the host backend a panic in a kernel breaks
 /// the context for good, as an illegal address does on a GPU.
-static FAULT: gpu::Builtin<(u64,)> =
-    gpu::Builtin::<(u64,)>::new(&FAULTY, "faulting_kernel", |_| {
+static FAULT: gpu::kernel::Builtin<(u64,)> =
+    gpu::kernel::Builtin::<(u64,)>::new(&FAULTY, "faulting_kernel", |_| {
         panic!("faulting kernel: illegal address (on purpose)")
     });
 

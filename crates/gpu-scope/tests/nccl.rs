@@ -5,8 +5,9 @@
 //! both devices, so a missing wait is a reported race) and, ignored unless
 //! asked for, on two CUDA GPUs with NCCL.
 
+use gpu::memory::DeviceSliceMut;
 use gpu::nccl::{Communicator, ReduceOp};
-use gpu::{Buffer, DeviceSliceMut, Error, Runtime};
+use gpu::{Buffer, Error, Runtime};
 use gpu_kernels as ops;
 use std::time::Duration;
 
@@ -33,7 +34,7 @@ const N: usize = 1 << 14;
 const SPIN: Duration = Duration::from_millis(30);
 
 /// Buffers of `len` elements, device `d`'s filled with `value(d)`.
-fn per_device<T: gpu::DeviceRepr>(
+fn per_device<T: gpu::memory::DeviceRepr>(
     comm: &Communicator,
     len: usize,
     value: impl Fn(usize) -> T,

@@ -17,7 +17,8 @@
 mod common;
 
 use common::{open_later, wait_for, zeroed, TIMEOUT};
-use gpu::{Error, Staging};
+use gpu::memory::Staging;
+use gpu::Error;
 use gpu_kernels::{add_scalar, fill, gate};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,8 +30,8 @@ const N: usize = 1024;
 #[track_caller]
 fn assert_panicked_after<R>(
     caught: std::thread::Result<R>,
-    done: &gpu::Event,
-    g: &gpu::Gate,
+    done: &gpu::sync::Event,
+    g: &gpu::sync::Gate,
     what: &str,
 ) {
     assert!(caught.is_err(), "the panic reaches the caller");

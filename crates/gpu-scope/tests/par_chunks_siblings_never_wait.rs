@@ -44,7 +44,7 @@ fn add_scalar_on_chunks_is_correct_and_needs_no_device_wait() {
     // task binds a stream at its first operation, so the joining task and a
     // chunk's may get the same one, §9).
     assert!(
-        d.switches_avoided() + d.avoided(gpu::Reason::SameStream) >= 2 * CHUNKS as u64,
+        d.switches_avoided() + d.avoided(gpu::diag::Reason::SameStream) >= 2 * CHUNKS as u64,
         "{d:?}"
     );
 

@@ -10,8 +10,8 @@ fn every_chunk_comes_back_mapped() {
     let input: Vec<f32> = (0..10_007).map(|i| i as f32).collect();
     for (chunk, lanes) in [(1000, 1), (1000, 3), (64, 4), (10_007, 2), (20_000, 1)] {
         let mut output = vec![-1.0f32; input.len()];
-        let opts = gpu::PipelineOptions { chunk, lanes };
-        gpu::par_map_on(&rt, &input, &mut output, opts, |t, x, y| {
+        let opts = gpu::iter::PipelineOptions { chunk, lanes };
+        gpu::iter::par_map_on(&rt, &input, &mut output, opts, |t, x, y| {
             gpu_kernels::scale_into(t, x, y, 2.0)
         })
         .unwrap();
@@ -33,16 +33,16 @@ fn every_chunk_comes_back_mapped() {
 fn par_map_pinned_runs_on_the_staging_buffers_runtime() {
     let rt = common::host();
     let n = 5_000;
-    let mut input = gpu::Staging::<f32>::new(&rt, n).unwrap();
+    let mut input = gpu::memory::Staging::<f32>::new(&rt, n).unwrap();
     for (i, x) in input.as_mut_slice().unwrap().iter_mut().enumerate() {
         *x = i as f32;
     }
-    let mut output = gpu::Staging::<f32>::new(&rt, n).unwrap();
-    let opts = gpu::PipelineOptions {
+    let mut output = gpu::memory::Staging::<f32>::new(&rt, n).unwrap();
+    let opts = gpu::iter::PipelineOptions {
         chunk: 1000,
         lanes: 2,
     };
-    gpu::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
+    gpu::iter::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
         assert!(t.runtime().same(&rt), "a lane on another runtime");
         gpu_kernels::scale_into(t, x, y, 2.0)
     })
@@ -52,8 +52,8 @@ fn par_map_pinned_runs_on_the_staging_buffers_runtime() {
     assert_eq!(rt.races(), Vec::<String>::new());
     // An output of another runtime: refused, nothing copied.
     let other = common::host();
-    let mut elsewhere = gpu::Staging::<f32>::new(&other, n).unwrap();
-    let e = gpu::par_map_pinned(&mut input, &mut elsewhere, opts, |t, x, y| {
+    let mut elsewhere = gpu::memory::Staging::<f32>::new(&other, n).unwrap();
+    let e = gpu::iter::par_map_pinned(&mut input, &mut elsewhere, opts, |t, x, y| {
         gpu_kernels::scale_into(t, x, y, 2.0)
     })
     .unwrap_err();

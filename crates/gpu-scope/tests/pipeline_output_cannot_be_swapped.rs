@@ -9,7 +9,9 @@
 mod common;
 
 use common::assert_no_races;
-use gpu::{Error, PipelineOptions, Staging};
+use gpu::iter::PipelineOptions;
+use gpu::memory::Staging;
+use gpu::Error;
 
 #[test]
 fn par_map_pinned_refuses_a_swapped_output_buffer() {
@@ -18,7 +20,7 @@ fn par_map_pinned_refuses_a_swapped_output_buffer() {
     input.as_mut_slice().unwrap().fill(1.0);
     let mut output = Staging::<f32>::new(rt, 16).unwrap();
     let opts = PipelineOptions { chunk: 8, lanes: 2 };
-    let e = gpu::par_map_pinned(&mut input, &mut output, opts, |t, _x, y| {
+    let e = gpu::iter::par_map_pinned(&mut input, &mut output, opts, |t, _x, y| {
         *y = t.zeros::<f32>(1 << 20)?;
         Ok(())
     })
@@ -26,7 +28,7 @@ fn par_map_pinned_refuses_a_swapped_output_buffer() {
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e:?}");
 
     // The same pipeline without the swap still works.
-    gpu::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
+    gpu::iter::par_map_pinned(&mut input, &mut output, opts, |t, x, y| {
         gpu_kernels::scale_into(t, x, y, 3.0)
     })
     .unwrap();

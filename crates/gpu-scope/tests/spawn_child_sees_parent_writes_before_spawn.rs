@@ -5,7 +5,7 @@
 mod common;
 
 use common::{assert_no_races, runtime, zeroed};
-use gpu::Reason;
+use gpu::diag::Reason;
 use gpu_kernels::{add_scalar, copy, fill};
 
 const N: usize = 4096;

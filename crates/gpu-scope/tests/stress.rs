@@ -18,6 +18,7 @@
 mod common;
 
 use common::{assert_no_races, assert_nothing_held, host};
+use gpu::raw::RawTask;
 use gpu::{BackendChoice, Runtime, RuntimeOptions};
 use gpu_testkit::dag;
 use std::time::Duration;

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{assert_no_races, runtime, zeroed};
-use gpu::Reason;
+use gpu::diag::Reason;
 use gpu_kernels::add_scalar;
 use std::sync::Mutex;
 

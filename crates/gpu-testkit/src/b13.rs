@@ -328,7 +328,7 @@ pub fn run(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<()> {
 /// # Errors
 ///
 /// The first error of a task.
-pub fn capture(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<gpu::Graph> {
+pub fn capture(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<gpu::sync::Graph> {
     let turns: Vec<Turns> = (0..bufs.len()).map(|_| Turns::default()).collect();
     gpu::capture(|s| {
         spawn_all(s, bufs, tasks, &turns);
@@ -344,7 +344,7 @@ pub fn capture(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<gpu::Grap
 /// Driver errors.
 pub fn launch(
     t: &gpu::TaskContext,
-    g: &gpu::Graph,
+    g: &gpu::sync::Graph,
     bufs: &mut [RwLock<Buffer<f32>>],
 ) -> Result<()> {
     let mut l = t.launch_graph(g);

@@ -531,8 +531,9 @@ where
         <R as Reads<'b, RE>>::Ptrs,
         <W as Writes<'b, WE>>::Ptrs,
     );
-    let armed: Arc<Mutex<Option<Armed<'f, 'b, RE, WE, R, W, O>>>> =
-        Arc::new(Mutex::new(Some((twin, reads, writes))));
+    let armed = Arc::new(Mutex::new(Some::<Armed<'f, 'b, RE, WE, R, W, O>>((
+        twin, reads, writes,
+    ))));
     let out: Arc<Mutex<Option<Outcome<O>>>> = Arc::new(Mutex::new(None));
     let body = {
         let (armed, out) = (armed.clone(), out.clone());

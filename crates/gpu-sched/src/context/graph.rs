@@ -101,8 +101,8 @@ impl TaskContext {
     ///
     /// In the capture, as in [`TaskContext::capture`], nothing may touch
     /// host memory, allocate, synchronize or record an event; and the
-    /// tasks share the capturing stream, so [`TaskContext::cu_stream`]
-    /// panics there and [`TaskContext::raw_ptr`] is refused. Work through
+    /// tasks share the capturing stream, so [`RawTask::cu_stream`](crate::raw::RawTask::cu_stream)
+    /// panics there and [`RawTask::raw_ptr`](crate::raw::RawTask::raw_ptr) is refused. Work through
     /// a raw address taken before the capture (an `unsafe` launch) follows
     /// its own task's earlier operations only. `body` must end every task it begins before it
     /// returns (a scope does).

@@ -32,50 +32,11 @@ impl TaskContext {
         Ok(())
     }
 
-    /// R10: the raw device pointer of `buf`, for code outside the runtime
-    /// (a library call, a hand-written launch). The buffer is stamped once on
-    /// this stream and marked escaped: no shortcut applies to it until it
-    /// moves to another stream, which then waits for everything this stream
-    /// queued. Work submitted through the pointer after the buffer moved is
-    /// not ordered with other tasks' work: order it yourself.
-    ///
-    /// Safe to call, as `slice::as_ptr` is: an address does nothing by
-    /// itself, and every use of it (an FFI call, or a [`crate::Untracked`]
-    /// passed to the `unsafe` [`crate::Kernel::launch`] or
-    /// [`crate::Builtin::launch`]) is `unsafe`, with the caller vouching
-    /// that the memory is alive (as long as `buf` is) and the work ordered
-    /// (§8). No safe function of this crate uses a raw address: an
-    /// `Untracked` only carries it to an `unsafe` launch.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongDevice`]; [`Error::Capturing`] in a scope capture
-    /// ([`TaskContext::capture_scope`]: its tasks share one stream, so the
-    /// escape would order nothing, and the graph could not order the work
-    /// done through the pointer with the other tasks'); driver errors from
-    /// the hand-off.
-    pub fn raw_ptr<T: DeviceRepr>(
-        &self,
-        buf: &mut (impl DeviceSliceMut<T> + ?Sized),
-    ) -> Result<u64> {
-        self.check(buf, "the buffer")?;
-        if self.in_scope_capture() {
-            return Err(Error::Capturing {
-                what: "taking a raw pointer in a scope capture (take it before the capture)",
-            });
-        }
-        self.bind()?;
-        let u = buf.stamps_mut().get_mut();
-        self.hand_off(u, Access::Write)?;
-        self.rt.ledger_rw().escape(u, self.sid());
-        Ok(buf.device_ptr())
-    }
-
     /// R11: a pointer for code that is not stream-aware (MPI, FFI): hands
     /// `buf` to this task's stream (a device wait if needed), then
     /// synchronizes this stream, not the old one. It waits only for what
     /// orders `buf` plus this task's own work. Safe to call for the same
-    /// reason as [`TaskContext::raw_ptr`]: using the address is `unsafe`.
+    /// reason as [`RawTask::raw_ptr`](crate::raw::RawTask::raw_ptr): using the address is `unsafe`.
     ///
     /// # Errors
     ///
@@ -105,7 +66,7 @@ impl TaskContext {
     /// own work, and other tasks may read `buf` meanwhile. The caller only
     /// reads through the address, and only while `buf` stays borrowed.
     ///
-    /// Safe to call, as [`TaskContext::raw_ptr`] is: the address does
+    /// Safe to call, as [`RawTask::raw_ptr`](crate::raw::RawTask::raw_ptr) is: the address does
     /// nothing by itself, and reading through it is `unsafe`, with the
     /// caller vouching for the above (§8).
     ///

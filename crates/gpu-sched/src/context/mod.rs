@@ -14,7 +14,7 @@ use crate::driver::{MemAccess, Nodes, RawStream};
 use crate::error::{Error, Result};
 use crate::pool::Tail;
 use crate::runtime::Runtime;
-use gpu_epoch::{Binding, StreamId, Task};
+use gpu_epoch::{StreamId, Task};
 use std::marker::PhantomData;
 
 mod copy;
@@ -25,12 +25,14 @@ mod graph;
 mod host;
 mod launch;
 mod memory;
+mod raw;
 mod tracked;
 
 pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
 };
 pub use graph::GraphLaunch;
+pub use raw::RawTask;
 pub(crate) use tracked::{wait_streams, Touch, MAX_TOUCHES};
 
 /// A running task's handle on its stream: every tracked operation goes
@@ -76,7 +78,7 @@ pub struct TaskContext {
     /// Whether the stream may have work in flight: it was not idle when the
     /// task got it, or the task submitted since it last synchronized it.
     pub(crate) pending: std::cell::Cell<bool>,
-    /// The stream was handed out raw ([`TaskContext::cu_stream`]): work the
+    /// The stream was handed out raw ([`RawTask::cu_stream`](crate::raw::RawTask::cu_stream)): work the
     /// runtime does not see may be on it.
     pub(crate) raw_used: std::cell::Cell<bool>,
     pub(crate) _not_sync: PhantomData<std::cell::Cell<()>>,
@@ -209,37 +211,9 @@ impl TaskContext {
         self.slot.get().is_some()
     }
 
-    /// The driver's handle of this task's stream (`CUstream` as an integer
-    /// on CUDA; an index on the host backend), for interop with libraries
-    /// that take a stream. Work submitted on it directly is not tracked:
-    /// take buffers' pointers with [`TaskContext::raw_ptr`]. A capture begun
-    /// on it directly must end before the task does (the runtime marks the
-    /// end of the task's work on this stream). The handle is the task's
-    /// while it lives: once the task ended, the runtime may give the stream
-    /// to another task, or destroy it once idle (§9).
-    ///
-    /// # Panics
-    ///
-    /// If the task has no stream yet and none can be had (a broken
-    /// context); in a scope capture ([`TaskContext::capture_scope`]).
-    pub fn cu_stream(&self) -> u64 {
-        assert!(
-            self.capture.borrow().is_none(),
-            "cu_stream: a task of a scope capture shares the capturing stream with the capture's other tasks; untracked work on it would not follow this task's order"
-        );
-        let (_, raw) = self
-            .bound()
-            .unwrap_or_else(|e| panic!("binding a stream for the task: {e}"));
-        // Whatever is submitted on it now counts as this task's work.
-        self.submitted.set(true);
-        self.pending.set(true);
-        self.raw_used.set(true);
-        raw.0
-    }
-
     /// Whether this task has submitted anything on its stream (an
     /// operation, a wait, a record, a synchronize) or handed the stream out
-    /// through [`TaskContext::cu_stream`]. A task that has not is ordered
+    /// through [`RawTask::cu_stream`](crate::raw::RawTask::cu_stream). A task that has not is ordered
     /// after nothing of its own: a fence on its stream would order another
     /// task after nothing, and `spawn` and `join` skip it.
     #[inline]
@@ -268,25 +242,6 @@ impl TaskContext {
     /// The ledger's id of this task.
     pub fn task_id(&self) -> gpu_epoch::TaskId {
         self.task().id()
-    }
-
-    /// R3 as if this task submitted to `other`'s stream while `other` is
-    /// live: the stream becomes shared for good, so none of its closes count
-    /// again (records on it cover nothing, synchronizes teach nothing). It
-    /// only ever removes facts; for tests of shared streams (T7, T8), since
-    /// no other call submits to another task's stream.
-    ///
-    /// # Errors
-    ///
-    /// As [`TaskContext::try_stream_id`], for `other`; [`Error::WrongDevice`]
-    /// for a task of another runtime.
-    pub fn share_stream_of(&self, other: &TaskContext) -> Result<Binding> {
-        // A stream id means something only in its own runtime's pool (and
-        // a stream submits to one device): another runtime's would index
-        // another table.
-        self.rt
-            .check_same(other.rt.id(), "the task whose stream is shared")?;
-        Ok(self.rt.ledger_rw().bind(self.task(), other.bound()?.0))
     }
 
     /// Ends the task: the stream goes back to the pool (R13). Work already

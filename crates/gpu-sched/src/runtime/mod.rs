@@ -1,11 +1,10 @@
 //! The runtime of one device: the `Runtime` handle, its state and what
-//! reads it, and its kernel modules. Beside this file: `options.rs` (how a
-//! runtime is set up, and the views it hands out), `group.rs` (the devices
-//! of a process: one ledger, a core per device, §11).
+//! reads it. Beside this file: `options.rs` (how a runtime is set up, and
+//! the views it hands out), `group.rs` (the devices of a process: one
+//! ledger, a core per device, §11), `modules.rs` (its kernel modules).
 
 use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::kernel::BuiltinModule;
 use crate::pool::PooledEvent;
 use crate::ptx::LoadedPtx;
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
@@ -14,6 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 mod group;
+mod modules;
 mod options;
 
 use group::Member;
@@ -466,94 +466,6 @@ impl Runtime {
     /// bytes, uses).
     pub(crate) fn deferred_frees(&self) -> &parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>> {
         &self.inner.deferred_frees
-    }
-
-    /// The `index`-th kernel of the built-in module `m`, loading the module
-    /// on first use. The common path takes no lock: a scan of the filled
-    /// `OnceLock` slots, in load order, for `m`'s address.
-    #[inline]
-    pub(crate) fn kernel(&self, m: &'static BuiltinModule, index: usize) -> Result<RawKernel> {
-        let key = m as *const BuiltinModule as usize;
-        if let Some(k) = self.loaded(key) {
-            return Ok(k[index]);
-        }
-        let _g = self.inner.loading.lock();
-        if let Some(k) = self.loaded(key) {
-            return Ok(k[index]);
-        }
-        let slot = self
-            .inner
-            .modules
-            .iter()
-            .find(|s| s.get().is_none())
-            .ok_or(Error::Unsupported(
-                "more than 64 kernel modules in one runtime",
-            ))?;
-        let ptx = self.load_text(m.ptx(), || self.load_checked_ptx(m.ptx().to_owned()))?;
-        let k = m
-            .entries()
-            .iter()
-            .map(|e| {
-                ptx.entry(e.name(), e.params())
-                    .map_err(|problem| Error::BadKernelArgs {
-                        kernel: e.name(),
-                        problem,
-                    })?;
-                Ok(RawKernel {
-                    handle: self.driver().function(ptx.handle, e.name())?,
-                })
-            })
-            .collect::<Result<Box<[RawKernel]>>>()?;
-        let r = k[index];
-        // Only loaders set slots, one at a time (the lock): this one is free.
-        let _ = slot.set((key, k));
-        Ok(r)
-    }
-
-    /// The module loaded from `key` (its source and options), loading it
-    /// with `load` the first time; a failure is not kept (the next call
-    /// tries again).
-    pub(crate) fn load_text(
-        &self,
-        key: &str,
-        load: impl FnOnce() -> Result<LoadedPtx>,
-    ) -> Result<Arc<LoadedPtx>> {
-        let cell = self
-            .inner
-            .by_source
-            .lock()
-            .entry(key.to_owned())
-            .or_default()
-            .clone();
-        // Loaded outside the map's lock: loading other sources goes on.
-        let r = cell.get_or_init(|| load().map(Arc::new)).clone();
-        if r.is_err() {
-            self.inner.by_source.lock().remove(key);
-        }
-        r
-    }
-
-    /// Checks `ptx` ([`crate::ptx`]) and loads it.
-    pub(crate) fn load_checked_ptx(&self, ptx: String) -> Result<LoadedPtx> {
-        let entries = crate::ptx::entries(&ptx).map_err(|problem| Error::BadPtx { problem })?;
-        Ok(LoadedPtx {
-            handle: self.driver().load_ptx(&ptx)?,
-            entries,
-            nvrtc: false,
-        })
-    }
-
-    /// The kernels of the module at `key`, if loaded.
-    #[inline]
-    fn loaded(&self, key: usize) -> Option<&[RawKernel]> {
-        for slot in self.inner.modules.iter() {
-            match slot.get() {
-                Some((k, ks)) if *k == key => return Some(ks),
-                Some(_) => {}
-                None => return None,
-            }
-        }
-        None
     }
 
     pub(crate) fn take_event(&self) -> Result<Box<PooledEvent>> {

@@ -66,6 +66,7 @@
 mod adaptors;
 mod map;
 
+pub use crate::pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use adaptors::{Enumerate, EnumerateParts, InTask, Zip, ZipParts};
 pub use map::Map;
 

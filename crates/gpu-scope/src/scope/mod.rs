@@ -412,7 +412,7 @@ where
 /// Inside the capture nothing may touch host memory, allocate device
 /// memory, synchronize or record an event (each is
 /// [`Error::Capturing`]), and the tasks share one stream, so
-/// [`TaskContext::cu_stream`] panics there. Host work in the tasks (their
+/// [`RawTask::cu_stream`](crate::raw::RawTask::cu_stream) panics there. Host work in the tasks (their
 /// control flow) runs once, now; only the GPU operations are replayed. A
 /// task started otherwise inside a captured task (a top-level
 /// [`scope`] or [`crate::join`], [`crate::with_task`], a plain Rayon job) is not

@@ -8,7 +8,8 @@
 
 pub(crate) mod rayon_port;
 
-use gpu::{BackendChoice, Buffer, Gate, Runtime, RuntimeOptions};
+use gpu::sync::Gate;
+use gpu::{BackendChoice, Buffer, Runtime, RuntimeOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 

@@ -20,7 +20,8 @@
 
 use gpu_testkit::dag;
 
-use gpu::{LiveCounts, Runtime};
+use gpu::diag::LiveCounts;
+use gpu::Runtime;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 

@@ -64,10 +64,11 @@
 
 pub mod multi;
 
-use gpu::{
-    BackendKind, Buffer, DeviceSliceMut, Error, Event, LaunchConfig, Result, Runtime, Scope, Split,
-    TaskContext, ViewMut,
-};
+use gpu::kernel::LaunchConfig;
+use gpu::memory::DeviceSliceMut;
+use gpu::raw::RawTask;
+use gpu::sync::Event;
+use gpu::{BackendKind, Buffer, Error, Result, Runtime, Scope, Split, TaskContext, ViewMut};
 use gpu_kernels as k;
 #[allow(unused_imports)] // each user takes the part it needs
 pub use multi::run_watched;
@@ -1810,7 +1811,7 @@ fn run_body<'sc>(
                     k::ADD_SCALAR_F32.launch(
                         s,
                         LaunchConfig::for_elements(n, k::BLOCK),
-                        (gpu::Untracked::new(p, n), *v, n),
+                        (gpu::kernel::Untracked::new(p, n), *v, n),
                     )
                 }?;
             }

@@ -9,8 +9,9 @@
 //! host model as it is planned, as `dag`'s are.
 
 use super::{Config, Env, Generator, Held, Report, Rng, Slot, LIMIT};
+use gpu::memory::Staging;
 use gpu::nccl::{Communicator, ReduceOp};
-use gpu::{Result, Runtime, Scope, Staging};
+use gpu::{Result, Runtime, Scope};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,147 @@
+//! B13: a DAG of 10,000 small tasks, against its raw floor (PyTorch and
+//! CUDA graphs in `torch_dag.py`).
+
+use super::*;
+
+/// B13 (issue 16): the task graph of `b13.rs` (10,000 tasks over 256
+/// buffers; 500 on the host backend) through `gpu::scope` / `spawn`, from
+/// the spawns to the end of its GPU work; and one of its spins, back to
+/// back, to set against PyTorch's (`torch_dag.py` runs the graph in
+/// PyTorch). The buffers are reset before each run, outside the timing.
+pub(crate) fn b13_dag(c: &mut Criterion) {
+    let rt = rt();
+    let n = if cuda() { b13::TASKS } else { b13::HOST_TASKS };
+    let tasks = b13::dag(b13::SEED, n, b13::BUFFERS);
+    let fp = b13::fingerprint(&tasks);
+    for (len, want) in b13::FINGERPRINTS {
+        assert!(
+            len != n || fp == want,
+            "B13: the graph's fingerprint {fp:#x} is not {want:#x}"
+        );
+    }
+    let pristine = b13::pristine().unwrap();
+    let mut bufs = b13::buffers().unwrap();
+    let t = rt.begin_task().unwrap();
+    let reset = |bufs: &mut [std::sync::RwLock<Buffer<f32>>]| {
+        b13::reset(&t, &pristine, bufs).unwrap();
+        t.synchronize().unwrap();
+    };
+    // Once, checked against the host model, before timing.
+    reset(&mut bufs);
+    b13::run(&bufs, &tasks).unwrap();
+    gpu::synchronize().unwrap();
+    let want = b13::model(&tasks);
+    assert!(
+        want.iter().flatten().all(|v| v.is_finite()),
+        "B13: the model overflowed"
+    );
+    let check = |bufs: &[std::sync::RwLock<Buffer<f32>>], when: &str| {
+        if let Some(b) = b13::first_difference(bufs, &want).unwrap() {
+            panic!("B13 ({when}): buffer {b} differs from the host model");
+        }
+        let races = rt.races();
+        assert!(races.is_empty(), "B13 ({when}): races: {races:?}");
+    };
+    check(&bufs, "the first run");
+    let mut g = c.benchmark_group("B13");
+    g.sample_size(10);
+    g.bench_function("gpu-scope", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                reset(&mut bufs);
+                let t0 = Instant::now();
+                b13::run(&bufs, &tasks).unwrap();
+                gpu::synchronize().unwrap();
+                total += t0.elapsed();
+            }
+            total
+        })
+    });
+    // When the filter skipped it, this checks the first run again.
+    check(&bufs, "the last timed run");
+    // The same scope captured into one graph (`gpu::capture`) and replayed:
+    // checked once, then the capture and the replay timed apart.
+    let graph = b13::capture(&bufs, &tasks).unwrap();
+    reset(&mut bufs);
+    b13::launch(&t, &graph, &mut bufs).unwrap();
+    t.synchronize().unwrap();
+    check(&bufs, "the captured scope's first replay");
+    g.bench_function("gpu-capture", |bch| {
+        bch.iter(|| black_box(b13::capture(&bufs, &tasks).unwrap()))
+    });
+    g.bench_function("gpu-capture-replay", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                reset(&mut bufs);
+                let t0 = Instant::now();
+                b13::launch(&t, &graph, &mut bufs).unwrap();
+                t.synchronize().unwrap();
+                total += t0.elapsed();
+            }
+            total
+        })
+    });
+    check(&bufs, "the last timed replay");
+    let one = rt.begin_task().unwrap();
+    g.bench_function("spin-alone", |bch| {
+        bch.iter_custom(|iters| {
+            one.synchronize().unwrap();
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                k::spin(&one, b13::SPIN).unwrap();
+            }
+            one.synchronize().unwrap();
+            t0.elapsed()
+        })
+    });
+    if cuda() {
+        b13_raw_floor(&mut g, &tasks);
+    }
+    g.finish();
+}
+
+/// B13's floor for launching the graph kernel by kernel: the same kernels
+/// (each task's spin, then one add a read) through raw `cuLaunchKernel`,
+/// with no dependences, events or tracking at all, from one thread and from
+/// as many threads as the pool has workers (task `i` on thread `i % n`, a
+/// stream and two buffers of its own each). Each timed run includes starting
+/// the threads and their streams (microseconds). What the driver's
+/// submission costs, without which no launch-by-launch scheme can go.
+fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
+    let rt = rt();
+    let spin = rt.cu_function(&k::SPIN_NS).unwrap();
+    let axpy = rt.cu_function(&k::AXPY_F32).unwrap();
+    let spin_ns = b13::SPIN.as_nanos() as u64;
+    let grid = (b13::LEN as u32).div_ceil(k::BLOCK);
+    let run = |threads: usize| {
+        std::thread::scope(|s| {
+            for w in 0..threads {
+                s.spawn(move || {
+                    let t = rt.begin_task().unwrap();
+                    let mut x = t.zeros::<f32>(b13::LEN).unwrap();
+                    let mut y = t.zeros::<f32>(b13::LEN).unwrap();
+                    let px = t.raw_ptr(&mut x).unwrap();
+                    let py = t.raw_ptr(&mut y).unwrap();
+                    let stream = t.cu_stream();
+                    for task in tasks.iter().skip(w).step_by(threads) {
+                        raw::launch(spin, stream, 1, 1, &mut [spin_ns]);
+                        for _ in task.reads() {
+                            let mut args = [1.0f32.to_bits() as u64, px, py, b13::LEN as u64];
+                            raw::launch(axpy, stream, grid, k::BLOCK, &mut args);
+                        }
+                    }
+                    t.synchronize().unwrap();
+                });
+            }
+        })
+    };
+    let workers = gpu::current_num_threads();
+    for (name, threads) in [
+        ("raw-launches-1-thread".to_string(), 1),
+        (format!("raw-launches-{workers}-threads"), workers),
+    ] {
+        g.bench_function(name, |bch| bch.iter(|| run(threads)));
+    }
+}
