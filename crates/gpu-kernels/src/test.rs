@@ -1,3 +1,6 @@
+//! Tests: the launch contract's numbers agree with the PTX and the CUDA
+//! headers, every built-in is in its module, and the grids cover every size.
+
 use crate::{
     grid_for, ops, reduce, reduce_chunk, reduce_parts, scan_tiles, BLOCK, KERNELS_PTX, MAX_GRID,
     REDUCE_PARTS, REDUCE_PTX, REDUCE_TILE, SCAN_ITEMS, SCAN_TILE,

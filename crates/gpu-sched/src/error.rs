@@ -103,8 +103,9 @@ pub enum Error {
         /// What is wrong.
         problem: String,
     },
-    /// A kernel without a host implementation, launched on the host backend.
-    #[error("kernel `{kernel}` has no host implementation, so it cannot run on the host backend; give it one (`Kernel::with_host`) or run on a GPU")]
+    /// A kernel (or a foreign operation) without a host implementation, run
+    /// on the host backend.
+    #[error("kernel `{kernel}` has no host implementation, so it cannot run on the host backend; give it one (`Kernel::with_host`; `Foreign::host` for a foreign operation) or run on a GPU")]
     NoHostImplementation {
         /// The kernel.
         kernel: String,

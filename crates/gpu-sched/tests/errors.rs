@@ -230,7 +230,7 @@ backend_tests!(wrong_device);
 /// of another type, a read (`&`) buffer or a scalar for a written one, a
 /// written buffer for a scalar do not compile (the `compile_fail` examples
 /// of `gpu_sched::Builtin`); a signature that disagrees with the PTX is
-/// `BadKernelArgs` when the module loads (`smoke.rs`, `own_kernels.rs`).
+/// `BadKernelArgs` when the module loads (`tasks_hand_off_and_reuse_streams.rs`, `own_kernels.rs`).
 /// What is left to check at run time is a graph launch's buffers.
 fn bad_kernel_args(rt: &Runtime) {
     let t = rt.begin_task().unwrap();

@@ -1,3 +1,6 @@
+//! Tests: the host references (fills, scans, reductions) on sizes around the
+//! block and tile edges.
+
 use super::*;
 use crate::{scan_tiles, BLOCK, SCAN_TILE};
 

@@ -1,3 +1,6 @@
+//! Tests: a communicator's streams are its own, its checks refuse what cannot
+//! match across ranks, and its host simulation orders and fails as NCCL does.
+
 use super::*;
 use crate::driver::MemAccess;
 use crate::{BackendChoice, RuntimeOptions};

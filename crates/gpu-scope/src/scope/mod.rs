@@ -218,7 +218,8 @@ impl std::ops::Deref for Scope<'_, '_> {
 ///
 /// | `unsafe` call | what the caller promises |
 /// |---|---|
-/// | `Launch::submit` (a hand-built launch) | the kernel reads only buffers passed with `.read`/`.write` and writes only those passed with `.write`, within their lengths (scalar lengths tell the truth); pointers passed with `.raw_ptr` are valid for what the kernel does and ordered by the caller; the launch configuration is one the kernel is written for. The wrappers of `gpu-kernels` take their lengths from their buffers and are safe. |
+/// | `Kernel::launch`, `Builtin::launch` | the kernel reads only the buffers passed as `&`/`&mut` and writes only those passed as `&mut`, within their lengths (scalar lengths tell the truth); `Untracked` pointers are valid for what the kernel does and ordered by the caller; the launch configuration is one the kernel is written for. The wrappers of `gpu-kernels` take their lengths from their buffers and are safe. |
+/// | `Foreign::run` (a library call, `TaskContext::foreign`) | the device closure queues work on the stream it is given and no other, touches only the declared buffers (writes only those declared as writes) besides memory it owns, and returns once the work is queued; declared capture-safe only if stream capture records all it does |
 /// | `TaskContext::block_on` | the kernel passed is a gate kernel (`gpu_kernels::gate` passes its own) |
 /// | `copy_from_host_async`, `copy_to_host_async` | the host memory stays alive, and untouched by others, until the stream reached the copy |
 /// | `DeviceRepr` (implementing it) | the type is plain old data |
@@ -268,7 +269,8 @@ impl std::ops::Deref for Scope<'_, '_> {
 /// | chunk size 0 (`par_chunks_mut(&mut b, 0)`, `PipelineOptions { chunk: 0, .. }`) | `Error::ZeroChunk` | "chunk size must be at least 1" |
 /// | `zip` of chunk iterators with different numbers of chunks | `Error::LengthMismatch` | "length mismatch: zip's second side (its number of chunks) has 5 elements, 4 expected; ..." |
 /// | a buffer, view, event, gate or graph of another runtime | `Error::WrongDevice` | "a kernel argument belongs to another device or runtime; copy it to this device first (`TaskContext::copy_peer` within a group of devices)" |
-/// | wrong kernel argument count or types | `Error::BadKernelArgs` | "kernel `fill_f32`: takes 3 arguments; got 2", "argument 2 is PtrWrite; got a read buffer (&)" |
+/// | a kernel signature that disagrees with its PTX entry (argument lists that disagree with the signature do not compile) | `Error::BadKernelArgs` | "kernel `fill_f32`: takes 3 parameters; the signature declares 2", "parameter 1 is a 4-byte float" |
+/// | a foreign operation without a host twin on the host backend, or not declared capture-safe in a capture | `Error::NoHostImplementation`, `Error::Capturing` | "kernel `cublasSgemm` has no host implementation...", "a foreign operation not declared capture-safe ..." |
 /// | any call after a kernel faulted | `Error::StickyDeviceError` | "the device context is broken by an earlier error (...); every call fails until the process restarts" |
 /// | `share_stream_of` a task of another runtime | `Error::WrongDevice` | "the task whose stream is shared belongs to another device or runtime; ..." |
 /// | `par_map_pinned` with staging buffers of two runtimes | `Error::WrongDevice` | "par_map_pinned's output (a staging buffer of another runtime than the input's) belongs to another device or runtime; ..." |

@@ -1,4 +1,8 @@
-//! Host-backend smoke test of the runtime with a test module.
+//! Two tasks hand a buffer off without races, a signature that disagrees
+//! with its PTX is a typed error, `has_submitted` sees every kind of
+//! submission, and an idle stream is reused first (with or without end
+//! flags): the runtime's basics, on the host backend, with a module of its
+//! own.
 
 use gpu_sched::raw::RawTask;
 use gpu_sched::{Builtin, BuiltinEntry, BuiltinModule, LaunchConfig, Out, Runtime};

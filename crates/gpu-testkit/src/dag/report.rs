@@ -1,0 +1,339 @@
+//! What a run of programs reports (tasks, values checked, wrong values,
+//! races, the kinds of operations that ran), and [`run`], the harness.
+
+use super::*;
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Tasks run (scope bodies, spawns, joins' second halves, chunks).
+    pub tasks: usize,
+    /// Top-level scopes run.
+    pub scopes: usize,
+    /// Operations submitted.
+    pub ops: usize,
+    /// Values that differed from the model, and outcomes that differed
+    /// from the expected (must be 0).
+    pub wrong: usize,
+    /// The first wrong value, described.
+    pub first_wrong: Option<String>,
+    /// Races the host backend's detector found (must be 0).
+    pub races: usize,
+    /// The first race found.
+    pub first_race: Option<String>,
+    /// Hand-offs that waited on the device, and that synchronized the host.
+    pub device_waits: u64,
+    /// Hand-offs that synchronized the old stream on the host.
+    pub host_syncs: u64,
+    /// Stream switches whose wait the ledger's facts avoided.
+    pub waits_avoided: u64,
+    /// Operations of the scopes run, by kind (see [`census`]), and the
+    /// harness's own between scopes.
+    pub census: BTreeMap<&'static str, usize>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl Report {
+    /// Whether every value was right and no race was found.
+    pub fn ok(&self) -> bool {
+        self.wrong == 0 && self.races == 0
+    }
+
+    /// How many operations of `kind` ran.
+    pub fn count(&self, kind: &str) -> usize {
+        self.census.get(kind).copied().unwrap_or(0)
+    }
+}
+
+/// Operations the harness counts itself (besides the generator's kinds).
+pub mod harness_kinds {
+    /// A parent used (checked, or freed) right after a top-level split that
+    /// was not rejoined, while the ledger did not know all the views' work
+    /// complete: only the parent's stamps order the use after it.
+    pub const USED_AFTER_SPLIT_BUSY: &str =
+        "top-level split not rejoined, parent used while the views' work may be queued";
+    /// A buffer dropped and made again from the model between scopes.
+    pub const REALLOC: &str = "buffer dropped and reallocated";
+    /// A shared event dropped (back to the pool) and a new one taken.
+    pub const EVENT_REPLACED: &str = "shared event replaced";
+    /// A capture refused because its task's stream was shared (the pool
+    /// ran out, §9); a graph's work then ran uncaptured.
+    pub const CAPTURE_ON_SHARED_STREAM: &str = "capture refused on a shared stream";
+}
+
+/// The operations that exercise the runtime's soundness rules (pooled
+/// events, splits, frees, captures that end badly), by kind: the
+/// generator's and the harness's.
+pub const SOUNDNESS_KINDS: &[&str] = &[
+    "own event taken",
+    "own event record",
+    "own event wait before a record",
+    "own event wait",
+    "own event synchronize before a record",
+    "own event synchronize",
+    "own event query before a record",
+    "own event query",
+    "own event dropped",
+    "own events handed to a child",
+    harness_kinds::EVENT_REPLACED,
+    "split rejoined",
+    "split dropped",
+    "split forgotten",
+    "split not rejoined, parent used next",
+    "top-level split rejoined",
+    "top-level split dropped",
+    "top-level split forgotten",
+    harness_kinds::USED_AFTER_SPLIT_BUSY,
+    "top-level split not rejoined, parent freed",
+    "temporary handed to tasks",
+    harness_kinds::REALLOC,
+    "capture returns an error",
+    "capture panics",
+    "to_vec in a capture",
+    "copy_to_host in a capture",
+    "copy_from_host in a capture",
+    "alloc in a capture",
+    "zeros in a capture",
+    "from_host in a capture",
+    "inclusive_scan in a capture",
+    "reduce::sum in a capture",
+    "scope capture returns an error",
+    "allocation in a scope capture",
+    "allocation in a task of a scope capture",
+    "operations captured and discarded",
+];
+
+impl Report {
+    /// The counts of [`SOUNDNESS_KINDS`], one per line.
+    pub fn soundness_census(&self) -> String {
+        SOUNDNESS_KINDS
+            .iter()
+            .map(|k| format!("  {:>6}  {k}", self.count(k)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tasks run {}, scopes {}, ops {}, wrong values {}, races {}, \
+             device waits {}, host syncs {}, waits avoided {}, elapsed {:.2?}",
+            self.tasks,
+            self.scopes,
+            self.ops,
+            self.wrong,
+            self.races,
+            self.device_waits,
+            self.host_syncs,
+            self.waits_avoided,
+            self.elapsed
+        )?;
+        if let Some(w) = &self.first_wrong {
+            write!(f, "\n  first wrong value: {w}")?;
+        }
+        if let Some(r) = &self.first_race {
+            write!(f, "\n  first race: {r}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs top-level scopes from `cfg` on `rt` until `cfg.tasks` tasks ran,
+/// checking every buffer against the model after each scope. Calls
+/// `after_scope` after each with the report so far; it returns false to
+/// stop early.
+///
+/// # Errors
+///
+/// The first error a scope returned (none is expected), with its seed and
+/// scope number in the message printed by the caller.
+pub fn run(
+    rt: &Runtime,
+    cfg: &Config,
+    mut after_scope: impl FnMut(&Report) -> bool,
+) -> std::result::Result<Report, String> {
+    quiet_intended_panics();
+    let start = Instant::now();
+    let counters = rt.counters();
+    let races_before = rt.races().len();
+    let mut gen = Generator::new(cfg);
+    let ctx = |what: &str, scope: usize, e: gpu::Error| {
+        format!("seed {} scope {scope}: {what}: {e}", cfg.seed)
+    };
+    let multi = if cfg.devices > 1 {
+        Some(MultiEnv::new(rt, cfg).map_err(|e| ctx("opening the devices", 0, e))?)
+    } else {
+        None
+    };
+    let devs: Vec<Runtime> = match &multi {
+        Some(m) => m.devices.clone(),
+        None => vec![rt.clone()],
+    };
+    // Buffer `i` is device `i % devices`'s (as the generator's model).
+    let dev_of = |i: usize| &devs[i % devs.len()];
+    // Load the kernels now, not in a first launch inside a graph capture.
+    for d in &devs {
+        d.cu_function(&k::FILL_F32)
+            .map_err(|e| ctx("loading the kernels", 0, e))?;
+    }
+    let mut bufs = gen
+        .model()
+        .iter()
+        .enumerate()
+        .map(|(i, m)| dev_of(i).begin_task()?.from_host(m))
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| ctx("allocating", 0, e))?;
+    let mut events = (0..cfg.events)
+        .map(|_| rt.event())
+        .collect::<Result<Vec<_>>>()
+        .map_err(|e| ctx("taking events", 0, e))?;
+    let stats = Stats::default();
+    let mut report = Report::default();
+    while report.tasks < cfg.tasks {
+        let scope = report.scopes + 1;
+        let plan = gen.next_scope();
+        plan.census(&mut report.census);
+        let env = Env {
+            events: &events,
+            backend: rt.backend(),
+            stats: &stats,
+            scope,
+            multi: multi.as_ref(),
+        };
+        // The buffers split around the scope, and the others.
+        let mut outer = Vec::new();
+        let mut splits = Vec::new();
+        let mut whole = Vec::new();
+        for (i, b) in bufs.iter_mut().enumerate() {
+            match plan.splits.iter().find(|s| s.b == i) {
+                Some(s) => {
+                    outer.push(s);
+                    splits.push(
+                        b.split_chunks(s.chunk)
+                            .map_err(|e| ctx("split_chunks", scope, e))?,
+                    );
+                }
+                None => whole.push((i, Ref::Buf(b))),
+            }
+        }
+        let mut views: Vec<Vec<ViewMut<'_, f32>>> = splits.iter_mut().map(|s| s.views()).collect();
+        let mut held = Held(whole);
+        for (s, vs) in outer.iter().zip(views.iter_mut()) {
+            for (&key, v) in s.views.iter().zip(vs.iter_mut()) {
+                held.0.push((key, Ref::View(v as &mut Dyn<'_>)));
+            }
+        }
+        stats.tasks.fetch_add(1, Relaxed);
+        gpu::scope_on(&devs[plan.device], |s| {
+            let mut h = held.reborrow();
+            run_body(s, &plan.ops, &mut h, &env, Locals::default())
+        })
+        .map_err(|e| ctx("the scope failed", scope, e))?;
+        drop(held);
+        // No scope orders what comes next after the views' tasks: only the
+        // parent's stamps do, once the split ends. So each parent is used
+        // at once: checked (a read) or, if `realloc`, dropped (its free)
+        // and made again from the model.
+        let busy: Vec<bool> = outer
+            .iter()
+            .zip(&views)
+            .map(|(s, vs)| s.end != SplitEnd::Rejoin && views_busy(rt, vs))
+            .collect();
+        drop(views);
+        for (s, split) in outer.iter().zip(splits) {
+            if s.end == SplitEnd::Rejoin {
+                let t = dev_of(s.b)
+                    .begin_task()
+                    .map_err(|e| ctx("begin_task", scope, e))?;
+                t.rejoin(split).map_err(|e| ctx("rejoin", scope, e))?;
+            } else {
+                abandon(split, s.end);
+            }
+        }
+        let mut realloc = Vec::new();
+        for (s, busy) in outer.iter().zip(busy) {
+            if busy {
+                *report
+                    .census
+                    .entry(harness_kinds::USED_AFTER_SPLIT_BUSY)
+                    .or_default() += 1;
+            }
+            if s.realloc {
+                realloc.push(s.b);
+            } else {
+                let got = bufs[s.b].to_vec().map_err(|e| ctx("to_vec", scope, e))?;
+                stats.compare(
+                    &format!("scope {scope}: buffer {} right after its split", s.b),
+                    &got,
+                    &gen.model()[s.b],
+                );
+            }
+        }
+        // Now and then drop a buffer whose work may still be queued (X4)
+        // and start it again from the model.
+        if gen.rng().chance(20) {
+            realloc.push(gen.rng().below(bufs.len()));
+        }
+        for i in realloc {
+            let t = dev_of(i)
+                .begin_task()
+                .map_err(|e| ctx("begin_task", scope, e))?;
+            bufs[i] = t
+                .from_host(&gen.model()[i])
+                .map_err(|e| ctx("reallocating", scope, e))?;
+            *report.census.entry(harness_kinds::REALLOC).or_default() += 1;
+        }
+        // Now and then give a shared event back to the pool (where the
+        // runtime's hand-offs take it next) and take another, which covers
+        // nothing until recorded.
+        if !events.is_empty() && gen.rng().chance(25) {
+            let i = gen.rng().below(events.len());
+            events[i] = rt.event().map_err(|e| ctx("taking an event", scope, e))?;
+            *report
+                .census
+                .entry(harness_kinds::EVENT_REPLACED)
+                .or_default() += 1;
+        }
+        for (i, (b, want)) in bufs.iter().zip(gen.model()).enumerate() {
+            let got = b.to_vec().map_err(|e| ctx("to_vec", scope, e))?;
+            stats.compare(
+                &format!("scope {scope}: buffer {i} after the scope"),
+                &got,
+                want,
+            );
+        }
+        report.scopes = scope;
+        let shared = stats.shared_captures.load(Relaxed);
+        if shared > 0 {
+            report
+                .census
+                .insert(harness_kinds::CAPTURE_ON_SHARED_STREAM, shared);
+        }
+        report.tasks = stats.tasks.load(Relaxed);
+        report.ops = stats.ops.load(Relaxed);
+        report.wrong = stats.wrong.load(Relaxed);
+        report.races = rt.races().len() - races_before;
+        report.elapsed = start.elapsed();
+        if !after_scope(&report) {
+            break;
+        }
+    }
+    drop(bufs);
+    drop(events);
+    drop(multi);
+    let d = rt.counters().since(&counters);
+    report.device_waits = d.device_waits;
+    report.host_syncs = d.host_syncs;
+    report.waits_avoided = d.switches_avoided();
+    report.first_wrong = stats
+        .first_wrong
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    report.first_race = rt.races().get(races_before).cloned();
+    report.elapsed = start.elapsed();
+    Ok(report)
+}
