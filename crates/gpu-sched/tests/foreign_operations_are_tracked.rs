@@ -9,11 +9,37 @@ mod common;
 
 use common::{assert_no_races, backend_tests, error, same_backend, OPENED_BY_TEST};
 use gpu_kernels as k;
-use gpu_sched::{BackendKind, Error, Result, Runtime, RuntimeOptions, TaskContext};
+use gpu_sched::{
+    BackendKind, DevicePtr, DevicePtrMut, Error, ForeignStream, Result, Runtime, RuntimeOptions,
+    TaskContext,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 const N: usize = 4096;
+
+/// Queues `y = x` on `s` with a raw `cuMemcpyDtoDAsync`.
+///
+/// # Safety
+///
+/// `x` and `y` are a foreign operation's pointers, of equal lengths, and
+/// `s` its stream.
+unsafe fn queue_copy(s: &ForeignStream, x: DevicePtr<f32>, y: DevicePtrMut<f32>) -> Result<()> {
+    assert_eq!(x.len(), y.len());
+    let bytes = x.len() * std::mem::size_of::<f32>();
+    // SAFETY: both addresses are live device allocations of `bytes` bytes
+    // (the declared buffers); `s` is the task's live stream.
+    unsafe {
+        cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
+            y.raw(),
+            x.raw(),
+            bytes,
+            s.raw() as usize as cudarc::driver::sys::CUstream,
+        )
+    }
+    .result()?;
+    Ok(())
+}
 
 /// `y = x` through the foreign path: a raw device-to-device copy on the
 /// stream the operation is given, or the host twin.
@@ -31,22 +57,7 @@ fn foreign_copy(
     // SAFETY: the closure queues one copy of `x.len()` elements (the two
     // buffers' common length, checked by the caller) from `x` into `y`,
     // on the stream it is given, and returns once it is queued.
-    unsafe {
-        op.run(|s, (x,), (y,)| {
-            assert_eq!(x.len(), y.len());
-            let bytes = x.len() * std::mem::size_of::<f32>();
-            // Both addresses are live device allocations of `bytes` bytes
-            // (the declared buffers); `s` is the task's live stream.
-            cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
-                y.raw(),
-                x.raw(),
-                bytes,
-                s.raw() as usize as cudarc::driver::sys::CUstream,
-            )
-            .result()?;
-            Ok(())
-        })
-    }
+    unsafe { op.run(|s, (x,), (y,)| queue_copy(s, x, y)) }
 }
 
 /// The copy reads `x` while its writer (another task) is still behind a
@@ -142,19 +153,7 @@ fn captures_take_only_capture_safe_operations(rt: &Runtime) {
             .capture_safe();
         // SAFETY: as in `foreign_copy`; an async copy between device
         // buffers is recorded by stream capture.
-        unsafe {
-            op.run(|s, (x,), (y,)| {
-                let bytes = x.len() * 4;
-                cudarc::driver::sys::cuMemcpyDtoDAsync_v2(
-                    y.raw(),
-                    x.raw(),
-                    bytes,
-                    s.raw() as usize as cudarc::driver::sys::CUstream,
-                )
-                .result()?;
-                Ok(())
-            })
-        }
+        unsafe { op.run(|s, (x,), (y,)| queue_copy(s, x, y)) }
     });
     match rt.backend() {
         BackendKind::Host => {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_no_races, host};
+use common::{assert_no_races, host, FILL_SHORT};
 use gpu::iter::PipelineOptions;
 use gpu::kernel::{LaunchConfig, Out};
 use gpu::Error;
@@ -192,18 +192,8 @@ fn a_buffer_or_event_of_another_runtime() {
     assert_no_races(&other);
 }
 
-/// `fill_f32` of the built-in PTX, declared with
-/// signatures that disagree with their entries: wrong argument lists that
-/// compile (a launch's list is checked against the signature by the
-/// compiler, the signature against the PTX when the module loads).
-static MISDECLARED: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
-    "misdeclared",
-    k::KERNELS_PTX,
-    &[gpu::kernel::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
-);
-/// `fill_f32` without its length.
-static FILL_SHORT: gpu::kernel::Builtin<(Out<f32>, f32)> =
-    gpu::kernel::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
+/// `fill_f32` declared with signatures that disagree with its entry (and
+/// [`common::FILL_SHORT`]): wrong argument lists that compile.
 static MISDECLARED_U32: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "misdeclared (u32)",
     k::KERNELS_PTX,

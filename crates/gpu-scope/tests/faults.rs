@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{assert_no_races, host, host_with, open_later, wait_for, zeroed, TIMEOUT};
+use common::{assert_no_races, host, host_with, open_later, wait_for, zeroed, FILL_SHORT, TIMEOUT};
 use gpu::diag::LiveCounts;
 use gpu::kernel::{LaunchConfig, Out};
 use gpu::{Buffer, Error, Runtime, RuntimeOptions};
@@ -125,17 +125,8 @@ fn allocation_failure_is_out_of_memory_and_leaks_nothing() {
     assert_usable(&rt);
 }
 
-/// `fill_f32` of the built-in PTX declared with signatures that disagree
-/// with its entry (the compiler checks a launch's arguments against the
-/// signature; the module's load checks the signature against the PTX).
-static MISDECLARED: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
-    "misdeclared",
-    k::KERNELS_PTX,
-    &[gpu::kernel::BuiltinEntry::of::<(Out<f32>, f32)>("fill_f32")],
-);
-/// `fill_f32` without its length.
-static FILL_SHORT: gpu::kernel::Builtin<(Out<f32>, f32)> =
-    gpu::kernel::Builtin::<(Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
+/// `fill_f32` declared with signatures that disagree with its entry (and
+/// [`common::FILL_SHORT`]): wrong argument lists that compile.
 static MISDECLARED_F64: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
     "misdeclared (f64)",
     k::KERNELS_PTX,

@@ -132,3 +132,17 @@ macro_rules! two_device_tests {
 }
 #[allow(unused_imports)]
 pub(crate) use two_device_tests;
+
+/// `fill_f32` of the built-in PTX, declared with a signature that disagrees
+/// with its entry: a wrong argument list that compiles (a launch's list is
+/// checked against the signature by the compiler, the signature against the
+/// PTX when the module loads). For the tests of that refusal.
+static MISDECLARED: gpu::kernel::BuiltinModule = gpu::kernel::BuiltinModule::new(
+    "misdeclared",
+    gpu_kernels::KERNELS_PTX,
+    &[gpu::kernel::BuiltinEntry::of::<(gpu::kernel::Out<f32>, f32)>("fill_f32")],
+);
+
+/// `fill_f32` without its length.
+pub(crate) static FILL_SHORT: gpu::kernel::Builtin<(gpu::kernel::Out<f32>, f32)> =
+    gpu::kernel::Builtin::<(gpu::kernel::Out<f32>, f32)>::new(&MISDECLARED, "fill_f32", |_, _| {});
