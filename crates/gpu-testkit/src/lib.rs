@@ -6,6 +6,8 @@
 //!   collectives, with a sequential model that gives every buffer's expected
 //!   value, run under `gpu::scope` (`gpu-scope/tests/stress.rs`, and the
 //!   binaries below);
+//! - [`common`]: the runtimes the tests start, the checks they end with,
+//!   the flags and gates they coordinate with;
 //! - [`b13`]: B13's graph of 10,000 small tasks (the benchmark and the
 //!   capture tests run it);
 //! - binaries `stress` (one large random DAG; `cargo xtask stress`) and
@@ -16,4 +18,5 @@
 #![allow(missing_docs)]
 
 pub mod b13;
+pub mod common;
 pub mod dag;
