@@ -69,6 +69,9 @@ pub use context::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, TaskContext,
     TouchList, WriteArg, Writes,
 };
+/// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
+/// `CudaContext`), for matching versions.
+pub use cudarc;
 pub use driver::{BackendChoice, BackendKind, SyncMode};
 #[doc(hidden)]
 pub use driver::{FaultInjector, FaultKind};

@@ -24,7 +24,7 @@ const N: usize = 4096;
 ///
 /// `x` and `y` are a foreign operation's pointers, of equal lengths, and
 /// `s` its stream.
-unsafe fn queue_copy(s: &ForeignStream, x: DevicePtr<f32>, y: DevicePtrMut<f32>) -> Result<()> {
+unsafe fn queue_copy(s: &ForeignStream<'_>, x: DevicePtr<f32>, y: DevicePtrMut<f32>) -> Result<()> {
     assert_eq!(x.len(), y.len());
     let bytes = x.len() * std::mem::size_of::<f32>();
     // SAFETY: both addresses are live device allocations of `bytes` bytes
@@ -240,4 +240,35 @@ fn question_mark_on_a_cudarc_error_is_a_driver_error() {
     let e = f().unwrap_err();
     assert!(matches!(e, Error::Driver { code: 1, .. }), "{e}");
     assert!(e.to_string().contains("CUDA_ERROR_INVALID_VALUE"), "{e}");
+}
+
+/// Inside the device closure the stream is cudarc's too: the same
+/// `CUstream`, of the runtime's context, and work queued through it is
+/// ordered by the declared buffers (a later reader on another task sees
+/// it).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_closures_stream_is_a_borrowed_cudarc_stream() {
+    let rt = common::runtime(BackendKind::Cuda);
+    let t = rt.begin_task().unwrap();
+    let x = t.from_host(&vec![4.0f32; N]).unwrap();
+    let mut y = t.zeros::<f32>(N).unwrap();
+    let op = t.foreign("cudarc memcpy_dtod_async", (&x,), (&mut y,));
+    // SAFETY: one copy of `N` elements from `x` into `y` (both `N` long),
+    // queued on the task's stream through cudarc's wrapper of it.
+    unsafe {
+        op.run(|s, (x,), (y,)| {
+            let cs = s.cudarc()?;
+            assert_eq!(cs.cu_stream() as usize as u64, s.raw());
+            assert!(std::sync::Arc::ptr_eq(cs.context(), &rt.cuda_context()?));
+            cudarc::driver::result::memcpy_dtod_async(y.raw(), x.raw(), N * 4, cs.cu_stream())?;
+            Ok(())
+        })
+    }
+    .unwrap();
+    let u = rt.begin_task().unwrap();
+    let mut z = u.zeros::<f32>(N).unwrap();
+    k::axpy(&u, 1.0, &y, &mut z).unwrap();
+    assert!(u.to_vec(&z).unwrap().iter().all(|&v| v == 4.0));
+    assert_no_races(&rt);
 }

@@ -219,7 +219,16 @@ pub mod diag {
 pub mod foreign {
     //! Foreign work (§13): a library call, or any work queued on a task's
     //! stream by hand, as a tracked operation over the buffers it declares
-    //! ([`TaskContext::foreign`](crate::TaskContext::foreign)).
+    //! ([`TaskContext::foreign`](crate::TaskContext::foreign)), and cudarc
+    //! both ways: the runtime's context as cudarc's
+    //! ([`Runtime::cuda_context`](crate::Runtime::cuda_context)), a
+    //! `CudaSlice` adopted as a buffer
+    //! ([`TaskContext::adopt_cudarc`](crate::TaskContext::adopt_cudarc)) and
+    //! a buffer given back as one
+    //! ([`TaskContext::into_cudarc`](crate::TaskContext::into_cudarc)), the
+    //! task's stream as cudarc's inside a foreign operation
+    //! ([`ForeignStream::cudarc`]). [`cudarc`] is the version these take.
+    pub use gpu_sched::cudarc;
     pub use gpu_sched::{
         DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, WriteArg, Writes,
     };

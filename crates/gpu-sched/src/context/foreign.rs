@@ -86,15 +86,35 @@ impl<T> DevicePtrMut<T> {
 
 /// The task's stream as a foreign operation's device closure gets it.
 #[derive(Debug)]
-pub struct ForeignStream {
+pub struct ForeignStream<'t> {
     raw: u64,
+    rt: &'t crate::Runtime,
 }
 
-impl ForeignStream {
+impl ForeignStream<'_> {
     /// The `CUstream` (a library's `cudaStream_t`), as an integer: queue
     /// the operation's work on it and nowhere else.
     pub fn raw(&self) -> u64 {
         self.raw
+    }
+
+    /// The stream as cudarc's, borrowed (dropping it does not destroy the
+    /// stream), of the runtime's context ([`crate::Runtime::cuda_context`]),
+    /// for cudarc's calls and its library wrappers inside the closure. The
+    /// closure's contract holds for it: queue work on it and keep it no
+    /// longer than the closure runs.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Runtime::cuda_context`].
+    pub fn cudarc(&self) -> Result<Arc<cudarc::driver::CudaStream>> {
+        let ctx = self.rt.cuda_context()?;
+        // SAFETY: `raw` is this task's live stream of that context (the
+        // runtime's primary context, checked by `cuda_context`); it lives
+        // while the task does, longer than the closure that may use the
+        // wrapper (`Foreign::run`'s contract); the work queued through it
+        // is ordered by the operation's declared buffers.
+        Ok(unsafe { ctx.wrap_borrowed_stream(self.raw as usize as cudarc::driver::sys::CUstream) })
     }
 }
 
@@ -335,15 +355,6 @@ impl TaskContext {
             capture_safe: false,
         }
     }
-
-    /// Whether this task's stream is capturing (either kind of capture).
-    fn capturing(&self) -> bool {
-        self.in_scope_capture()
-            || self
-                .slot
-                .get()
-                .is_some_and(|(s, _)| self.rt.ledger_rw().is_capturing(s))
-    }
 }
 
 impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
@@ -427,7 +438,7 @@ where
     /// the stream thread and the stream drained.
     pub unsafe fn run(
         self,
-        device: impl FnOnce(&ForeignStream, R::Ptrs, W::Ptrs) -> Result<O>,
+        device: impl FnOnce(&ForeignStream<'_>, R::Ptrs, W::Ptrs) -> Result<O>,
     ) -> Result<O> {
         let Foreign {
             t,
@@ -457,7 +468,7 @@ where
                     // The closure calls the driver API itself: the
                     // runtime's context must be current on this thread.
                     rt.driver().bind_context()?;
-                    device(&ForeignStream { raw: raw.0 }, reads, writes)
+                    device(&ForeignStream { raw: raw.0, rt }, reads, writes)
                 })
             }
             BackendKind::Host => {

@@ -23,6 +23,7 @@ mod foreign;
 mod gate;
 mod graph;
 mod host;
+mod interop;
 mod launch;
 mod memory;
 mod raw;

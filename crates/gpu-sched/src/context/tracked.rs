@@ -152,6 +152,15 @@ impl TaskContext {
         Ok(r)
     }
 
+    /// Whether this task's stream is capturing (either kind of capture).
+    pub(super) fn capturing(&self) -> bool {
+        self.in_scope_capture()
+            || self
+                .slot
+                .get()
+                .is_some_and(|(s, _)| self.rt.ledger_rw().is_capturing(s))
+    }
+
     /// §8: an operation that reads or writes host memory cannot go into a
     /// graph: the graph would keep the host pointer past the borrow and use
     /// it at every launch. Checked before anything is submitted.

@@ -211,6 +211,7 @@ impl Group {
             pinned_cache: Default::default(),
             pinned_live: Default::default(),
             deferred_frees: Default::default(),
+            cudarc: OnceLock::new(),
         });
         members[ordinal] = Member::Counted(Arc::downgrade(&inner));
         Ok(Runtime {

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 mod group;
+mod interop;
 mod modules;
 mod options;
 
@@ -72,6 +73,9 @@ pub(crate) struct RuntimeInner {
     /// bytes, uses): tried again at the next free and synchronize
     /// (`Runtime::retry_deferred_frees`), and at the drop.
     deferred_frees: parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>>,
+    /// cudarc's handle on this device's primary context, made on first
+    /// use ([`Runtime::cuda_context`]).
+    cudarc: OnceLock<Arc<cudarc::driver::CudaContext>>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
