@@ -9,8 +9,6 @@ use crate::error::{Error, Result};
 use crate::BackendKind;
 use cudarc::driver::{sys, CudaSlice, CudaStream};
 use gpu_epoch::Access;
-use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl TaskContext {
@@ -43,8 +41,11 @@ impl TaskContext {
     /// [`Error::Unsupported`] on the host backend, or for a context without
     /// stream-ordered allocation (the runtime frees with `cuMemFreeAsync`);
     /// [`Error::WrongDevice`] for a slice of another device;
-    /// [`Error::Capturing`] in a capture; driver errors (the slice is then
-    /// freed by cudarc as usual).
+    /// [`Error::Capturing`] in a capture (each of these before anything is
+    /// queued; the slice is then dropped by cudarc as usual); a driver
+    /// error where neither an event nor a host wait could order the slice's
+    /// pending work (a broken context): its memory is then kept, never
+    /// freed, since the device may still use it.
     pub fn adopt_cudarc<T: DeviceRepr>(&self, slice: CudaSlice<T>) -> Result<Buffer<T>> {
         let ctx = slice.context().clone();
         self.check_cudarc(&ctx, "adopting a cudarc slice")?;
@@ -70,22 +71,8 @@ impl TaskContext {
             // memory (never freed while the device may use it).
             theirs.synchronize().map_err(|_| Error::from(e))?;
         }
-        let bytes = len * std::mem::size_of::<T>();
-        self.rt.allocations().fetch_add(1, Ordering::Relaxed);
-        self.rt.device_bytes().fetch_add(bytes, Ordering::Relaxed);
-        let mut b = Buffer {
-            ptr,
-            len,
-            rt: self.rt.clone(),
-            stamps: gpu_epoch::BufferStamps::new(),
-            range: crate::buffer::WHOLE,
-            _t: PhantomData,
-        };
         // The adoption is a write on this stream (R1), as an allocation is.
-        self.rt
-            .ledger_rw()
-            .stamp_write(b.stamps.get_mut(), self.sid());
-        Ok(b)
+        Ok(self.own(ptr, len))
     }
 
     /// Gives `buf` to cudarc as a `CudaSlice<T>` on `stream`: `buf` is

@@ -35,11 +35,22 @@ impl TaskContext {
                 during: "computing an allocation size",
             })?;
         let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw())?;
+        Ok(self.own(ptr, len))
+    }
+
+    /// A buffer owning `ptr`, an allocation of `len` `T`s on this device
+    /// that the runtime frees (stream-ordered) at its drop: counted among
+    /// the live allocations and stamped as written on this stream (R1), as
+    /// an allocation is. The caller has ordered this stream after every
+    /// earlier use of the memory.
+    pub(super) fn own<T: DeviceRepr>(&self, ptr: u64, len: usize) -> Buffer<T> {
         let rt = &self.rt;
         rt.allocations()
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        rt.device_bytes()
-            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        rt.device_bytes().fetch_add(
+            len * std::mem::size_of::<T>(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let mut b = Buffer {
             ptr,
             len,
@@ -48,9 +59,8 @@ impl TaskContext {
             range: crate::buffer::WHOLE,
             _t: PhantomData,
         };
-        // The allocation is an operation on this stream: stamp it (R1).
         rt.ledger_rw().stamp_write(b.stamps.get_mut(), self.sid());
-        Ok(b)
+        b
     }
 
     /// A buffer of `len` zeros.
