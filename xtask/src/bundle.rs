@@ -340,6 +340,11 @@ phases=("$@")
 echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)" | tee -a "$log"
 echo "commit: $(cat "$here/COMMIT" 2>/dev/null)  date: $(date -u +%FT%TZ)" | tee -a "$log"
 export GPU_BACKEND=cuda
+# The CUDA toolkit's vendor libraries (cuBLAS, ...), after what the loader
+# finds already: cudarc loads them by their unversioned names.
+for d in /usr/local/cuda/lib64 /usr/local/cuda-*/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
 i=0
 while [ $i -lt ${#phases[@]} ]; do
   phase=${phases[$i]}; i=$((i+1))

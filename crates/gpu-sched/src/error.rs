@@ -186,6 +186,38 @@ pub enum Error {
         /// About how many bytes of the stack were left.
         left: usize,
     },
+    /// A vendor library (cuBLAS, ...) could not be loaded, or lacks a
+    /// function the runtime calls. Probed once, before the first call: never
+    /// a panic.
+    #[error("{library} is not available: {why}; install it (the CUDA toolkit's library folder on the loader's path, e.g. `LD_LIBRARY_PATH=/usr/local/cuda/lib64`) or use the host backend")]
+    LibraryUnavailable {
+        /// The library (`"cuBLAS"`).
+        library: &'static str,
+        /// What the probe found.
+        why: String,
+    },
+    /// A vendor library call returned an error status.
+    #[error("{library} error {code} ({name}) in {call}")]
+    Library {
+        /// The library (`"cuBLAS"`).
+        library: &'static str,
+        /// The call (`"cublasSgemm_v2"`).
+        call: &'static str,
+        /// The library's status code.
+        code: i32,
+        /// The status's name.
+        name: String,
+    },
+    /// A library operation's shapes, leading dimensions or strides do not
+    /// fit its buffers (or the library's integer types): refused before
+    /// anything is queued.
+    #[error("{op}: {problem}")]
+    Shape {
+        /// The operation (`"gemm"`).
+        op: &'static str,
+        /// What does not fit.
+        problem: String,
+    },
     /// An error from outside the runtime: a library called in a task (a
     /// foreign operation's device closure), or the user's own;
     /// [`Error::external`] makes one of any error. (`?` on a cudarc driver

@@ -43,6 +43,7 @@
 //! `graph.rs`, `gate.rs`, `foreign.rs`. Everything else of a type is in its
 //! module.
 
+pub mod blas;
 mod buffer;
 mod capture;
 mod context;

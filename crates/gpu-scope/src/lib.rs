@@ -234,6 +234,14 @@ pub mod foreign {
     };
 }
 
+pub mod blas {
+    //! Dense linear algebra on a task's stream: cuBLAS on the CUDA backend,
+    //! `matrixmultiply` on the host backend, each operation tracked like a
+    //! launch and its shapes checked before anything is queued
+    //! ([`gpu_sched::blas`]).
+    pub use gpu_sched::blas::*;
+}
+
 pub mod raw {
     //! The escape hatches, imported on purpose: a task's raw stream, raw
     //! device pointers of its buffers, sharing another task's stream

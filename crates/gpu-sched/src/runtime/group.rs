@@ -212,6 +212,7 @@ impl Group {
             pinned_live: Default::default(),
             deferred_frees: Default::default(),
             cudarc: OnceLock::new(),
+            blas: Default::default(),
         });
         members[ordinal] = Member::Counted(Arc::downgrade(&inner));
         Ok(Runtime {

@@ -76,6 +76,8 @@ pub(crate) struct RuntimeInner {
     /// cudarc's handle on this device's primary context, made on first
     /// use ([`Runtime::cuda_context`]).
     cudarc: OnceLock<Arc<cudarc::driver::CudaContext>>,
+    /// cuBLAS's handles, per stream ([`crate::blas`]).
+    blas: crate::blas::Handles,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -432,6 +434,12 @@ impl Runtime {
         &self.inner.device_bytes
     }
 
+    /// cuBLAS's handles of this runtime, per stream.
+    #[inline]
+    pub(crate) fn blas_handles(&self) -> &crate::blas::Handles {
+        &self.inner.blas
+    }
+
     /// The count of bytes of live pinned host allocations.
     #[inline]
     pub(crate) fn pinned_bytes(&self) -> &AtomicUsize {
@@ -506,6 +514,11 @@ impl Drop for RuntimeInner {
         let c = &self.core;
         for s in c.streams.all_raw() {
             let _ = c.driver.stream_sync(s, SyncMode::Blocking);
+        }
+        // The library handles' work is done (their streams synced):
+        // destroy them while the context is current.
+        if c.driver.bind_context().is_ok() {
+            self.blas.clear();
         }
         let deferred = std::mem::take(&mut *self.deferred_frees.lock());
         if !deferred.is_empty() {

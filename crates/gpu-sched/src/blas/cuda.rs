@@ -1,0 +1,279 @@
+//! cuBLAS on the CUDA backend: the one-time probe of the library, the
+//! handles (a pool per stream of a runtime), and the calls.
+
+use super::sealed::Sealed;
+use super::{Checked, Gemm, Gemv, Op, SYMBOLS};
+use crate::error::{Error, Result};
+use crate::Runtime;
+use cudarc::cublas::sys::{
+    self, cublasHandle_t, cublasOperation_t, cublasPointerMode_t, cublasStatus_t,
+};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+const LIBRARY: &str = "cuBLAS";
+
+/// cuBLAS loaded and every function the wrappers call present; probed
+/// once. Never panics (cudarc's own loader panics on a missing library or
+/// symbol: nothing calls it before this succeeded).
+pub(super) fn library() -> Result<()> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            // SAFETY: loading the library runs its initialisers, as
+            // cudarc's loader would; the handle is closed again at once.
+            if !unsafe { sys::is_culib_present() } {
+                return Err(format!(
+                    "libcublas could not be loaded (searched for {})",
+                    cudarc::get_lib_name_candidates("cublas").join(", ")
+                ));
+            }
+            // SAFETY: `is_culib_present` loaded one of the names `culib`
+            // tries, in the same order, so `culib` finds it, without panic.
+            let lib = unsafe { sys::culib() };
+            for name in SYMBOLS {
+                // SAFETY: only the symbol's presence is checked; it is never
+                // called through this pointer.
+                if unsafe { lib.get::<*const c_void>(name.as_bytes()) }.is_err() {
+                    return Err(format!("libcublas lacks `{name}`"));
+                }
+            }
+            Ok(())
+        })
+        .clone()
+        .map_err(|why| Error::LibraryUnavailable {
+            library: LIBRARY,
+            why,
+        })
+}
+
+/// `Ok` for success, else the typed error of `status` in `call`.
+fn check(status: cublasStatus_t, call: &'static str) -> Result<()> {
+    if status == cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+        return Ok(());
+    }
+    // SAFETY: the library is loaded and has the symbol (the probe ran
+    // before any call that returns a status); it returns a static
+    // NUL-terminated string, or null.
+    let name = unsafe { sys::cublasGetStatusName(status) };
+    let name = if name.is_null() {
+        format!("{status:?}")
+    } else {
+        // SAFETY: non-null: a static NUL-terminated string of cuBLAS's.
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Err(Error::Library {
+        library: LIBRARY,
+        call,
+        code: status as i32,
+        name,
+    })
+}
+
+/// A cuBLAS handle, bound to one stream.
+#[derive(Debug)]
+struct Handle(cublasHandle_t);
+
+// SAFETY: a cuBLAS handle may be used from any thread, by one thread at a
+// time (the pool hands it to one user at a time).
+unsafe impl Send for Handle {}
+
+/// A runtime's cuBLAS handles: for each stream (by its raw `CUstream`) the
+/// idle handles bound to it. A handle is taken for one call and given
+/// back, so two tasks sharing a stream on two threads each get their own;
+/// all of a stream's handles queue on that stream, so their default
+/// workspaces stay in its order. Destroyed with the runtime, after its
+/// streams finished.
+#[derive(Debug, Default)]
+pub(crate) struct Handles {
+    idle: Mutex<HashMap<u64, Vec<Handle>>>,
+}
+
+impl Handles {
+    /// Destroys every handle. The runtime's streams are idle (its drop
+    /// synchronized them) and its context current.
+    pub(crate) fn clear(&self) {
+        for (_, hs) in self.idle.lock().drain() {
+            for h in hs {
+                // SAFETY: an idle handle of this pool, created by
+                // `cublasCreate_v2`, destroyed once (it left the pool).
+                let _ = unsafe { sys::cublasDestroy_v2(h.0) };
+            }
+        }
+    }
+
+    /// A handle bound to `stream`: an idle one, or a new one.
+    fn take(&self, stream: u64) -> Result<Handle> {
+        if let Some(h) = self.idle.lock().get_mut(&stream).and_then(Vec::pop) {
+            return Ok(h);
+        }
+        let mut h: cublasHandle_t = std::ptr::null_mut();
+        // SAFETY: the library is probed; `h` is a valid out-pointer; the
+        // runtime's context is current on this thread (a foreign
+        // operation's device closure binds it).
+        check(unsafe { sys::cublasCreate_v2(&mut h) }, "cublasCreate_v2")?;
+        let h = Handle(h);
+        // SAFETY: `h` is a live handle; `stream` the caller's live stream
+        // of this context, which outlives the handle's uses (a pooled
+        // stream is destroyed idle, and a later stream at the same address
+        // is a live stream of the context too).
+        let bound = unsafe { sys::cublasSetStream_v2(h.0, stream as usize as sys::cudaStream_t) };
+        if let Err(e) = check(bound, "cublasSetStream_v2") {
+            // SAFETY: created above, used by nothing yet.
+            let _ = unsafe { sys::cublasDestroy_v2(h.0) };
+            return Err(e);
+        }
+        Ok(h)
+    }
+
+    fn give(&self, stream: u64, h: Handle) {
+        self.idle.lock().entry(stream).or_default().push(h);
+    }
+}
+
+/// Runs `f` with a handle bound to `stream`, in host (`device = false`) or
+/// device pointer mode for scalars, and checks its status as `call`'s.
+pub(super) fn call(
+    rt: &Runtime,
+    stream: u64,
+    device: bool,
+    call: &'static str,
+    f: impl FnOnce(cublasHandle_t) -> cublasStatus_t,
+) -> Result<()> {
+    let pool = rt.blas_handles();
+    let h = pool.take(stream)?;
+    let mode = if device {
+        cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE
+    } else {
+        cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST
+    };
+    // SAFETY: `h` is a live handle, used by this thread only.
+    let r = check(
+        unsafe { sys::cublasSetPointerMode_v2(h.0, mode) },
+        "cublasSetPointerMode_v2",
+    )
+    .and_then(|()| check(f(h.0), call));
+    pool.give(stream, h);
+    r
+}
+
+fn op(o: Op) -> cublasOperation_t {
+    match o {
+        Op::N => cublasOperation_t::CUBLAS_OP_N,
+        Op::T => cublasOperation_t::CUBLAS_OP_T,
+    }
+}
+
+/// The checked values as cuBLAS's ints (they fit: `Gemm::check`).
+fn ci(x: usize) -> c_int {
+    x as c_int
+}
+
+/// A gemm (or its batch) on `stream`.
+///
+/// # Safety
+///
+/// `a`, `b`, `c` are device pointers to at least the spans `k` was
+/// checked for, `c`'s written by nothing else meanwhile; `stream` is the
+/// caller's live stream.
+pub(super) unsafe fn gemm<T: Sealed>(
+    rt: &Runtime,
+    stream: u64,
+    g: &Gemm<T>,
+    k: &Checked,
+    a: *const T,
+    b: *const T,
+    c: *mut T,
+) -> Result<()> {
+    let (oa, ob) = (op(g.op_a), op(g.op_b));
+    let [lda, ldb, ldc] = k.ld;
+    if g.batch.is_none() {
+        return call(rt, stream, false, T::GEMM.0, |h| {
+            // SAFETY: the caller's contract; scalars by host pointer.
+            unsafe {
+                (T::GEMM.1)(
+                    h,
+                    oa,
+                    ob,
+                    ci(g.m),
+                    ci(g.n),
+                    ci(g.k),
+                    &g.alpha,
+                    a,
+                    ci(lda),
+                    b,
+                    ci(ldb),
+                    &g.beta,
+                    c,
+                    ci(ldc),
+                )
+            }
+        });
+    }
+    let [sa, sb, sc] = k.strides.map(|s| s as i64);
+    call(rt, stream, false, T::GEMM_BATCHED.0, |h| {
+        // SAFETY: as above, for `count` operands `stride` apart (checked).
+        unsafe {
+            (T::GEMM_BATCHED.1)(
+                h,
+                oa,
+                ob,
+                ci(g.m),
+                ci(g.n),
+                ci(g.k),
+                &g.alpha,
+                a,
+                ci(lda),
+                sa,
+                b,
+                ci(ldb),
+                sb,
+                &g.beta,
+                c,
+                ci(ldc),
+                sc,
+                ci(k.count),
+            )
+        }
+    })
+}
+
+/// A gemv on `stream`.
+///
+/// # Safety
+///
+/// As [`gemm`], for `A`'s checked span and `x`, `y` of the lengths `op(A)`
+/// takes and gives.
+pub(super) unsafe fn gemv<T: Sealed>(
+    rt: &Runtime,
+    stream: u64,
+    g: &Gemv<T>,
+    lda: usize,
+    a: *const T,
+    x: *const T,
+    y: *mut T,
+) -> Result<()> {
+    call(rt, stream, false, T::GEMV.0, |h| {
+        // SAFETY: the caller's contract; scalars by host pointer.
+        unsafe {
+            (T::GEMV.1)(
+                h,
+                op(g.op),
+                ci(g.m),
+                ci(g.n),
+                &g.alpha,
+                a,
+                ci(lda),
+                x,
+                1,
+                &g.beta,
+                y,
+                1,
+            )
+        }
+    })
+}
