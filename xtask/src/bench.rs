@@ -499,6 +499,26 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
     // Issue 13: the same kernel as a user's module, launched through the
     // typed path (`Kernel::launch`), against the raw call; goal <= 1.05.
     ratio("B3-user", get(r, "B3/user"), get(r, "B3/raw"));
+    // Issue 25: a tracked 512 x 512 sgemm against raw cuBLAS on the same
+    // stream, host-side cost (goal <= 1.10); 16 of them on 16 sibling
+    // tasks: the speed-up over one stream (stated) and the share of one
+    // strided-batched call's throughput (goal >= 0.5).
+    ratio("B17", get(r, "B17/tracked"), get(r, "B17/raw"));
+    ratio(
+        "B17-setstream",
+        get(r, "B17/raw-setstream"),
+        get(r, "B17/raw"),
+    );
+    ratio(
+        "B17-siblings",
+        get(r, "B17/one-stream"),
+        get(r, "B17/siblings"),
+    );
+    ratio(
+        "B17-siblings-vs-batched",
+        get(r, "B17/batched"),
+        get(r, "B17/siblings"),
+    );
     // B4's baseline: the same scope without the parent's later work (the
     // child's latency then still includes waiting for the fill it needs).
     let alone = get(r, "B4/child-latency-alone");
