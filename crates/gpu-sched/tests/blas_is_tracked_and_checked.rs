@@ -303,3 +303,49 @@ fn views_and_empty_shapes(rt: &Runtime) {
     blas::axpy(&t, 1.0, &e, &mut e2).unwrap();
 }
 backend_tests!(views_and_empty_shapes);
+
+/// Streams come and go with bursts of tasks (§9); the handles do not pile
+/// up with them: 300 bursts of 16 tasks, each a gemm on a stream of its
+/// own, leave the device's free memory where 10 bursts left it (within
+/// 256 MiB; one handle per new stream would take gigabytes).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn handles_stay_bounded_while_streams_come_and_go() {
+    fn free_bytes() -> usize {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: two valid out-pointers; the runtime's context is current
+        // on this thread (its calls bound it).
+        unsafe { cudarc::driver::sys::cuMemGetInfo_v2(&mut free, &mut total) }
+            .result()
+            .unwrap();
+        free
+    }
+    let rt = common::runtime(gpu_sched::BackendKind::Cuda);
+    let n = 128;
+    let t = rt.begin_task().unwrap();
+    let a = t.from_host(&vec![1.0f32; n * n]).unwrap();
+    let mut outs: Vec<_> = (0..16).map(|_| t.zeros::<f32>(n * n).unwrap()).collect();
+    rt.synchronize().unwrap();
+    let burst = |outs: &mut Vec<gpu_sched::Buffer<f32>>| {
+        // All 16 live at once: 16 streams, given back together.
+        let mut tasks: Vec<_> = outs.iter_mut().map(|c| (rt.begin_task().unwrap(), c)).collect();
+        for (u, c) in &mut tasks {
+            Gemm::new(n, n, n).run(u, &a, &a, &mut **c).unwrap();
+        }
+        drop(tasks);
+        rt.synchronize().unwrap();
+    };
+    for _ in 0..10 {
+        burst(&mut outs);
+    }
+    let before = free_bytes();
+    for _ in 0..300 {
+        burst(&mut outs);
+    }
+    let after = free_bytes();
+    assert!(
+        after + (256 << 20) >= before,
+        "free device memory fell from {before} to {after} bytes"
+    );
+    assert!(t.to_vec(&outs[3]).unwrap().iter().all(|&v| v == n as f32));
+}

@@ -82,15 +82,18 @@ struct Handle(cublasHandle_t);
 // time (the pool hands it to one user at a time).
 unsafe impl Send for Handle {}
 
-/// A runtime's cuBLAS handles: for each stream (by its raw `CUstream`) the
-/// idle handles bound to it. A handle is taken for one call and given
-/// back, so two tasks sharing a stream on two threads each get their own;
-/// all of a stream's handles queue on that stream, so their default
-/// workspaces stay in its order. Destroyed with the runtime, after its
-/// streams finished.
+/// A runtime's cuBLAS handles: for each stream slot of the pool (by its
+/// ledger index, so bounded by the pool's capacity), the idle handles. A
+/// handle is taken for one call and given back, so two tasks sharing a
+/// stream on two threads each get their own; all of a slot's handles queue
+/// on its stream, so their default workspaces stay in its order (a handle
+/// shared by two streams would let two of its kernels use its workspace at
+/// once). A slot's stream is retired idle before another is made in it, so
+/// a handle bound again to the new one has no work pending. Destroyed with
+/// the runtime, after its streams finished.
 #[derive(Debug, Default)]
 pub(crate) struct Handles {
-    idle: Mutex<HashMap<u64, Vec<Handle>>>,
+    idle: Mutex<HashMap<usize, Vec<Handle>>>,
 }
 
 impl Handles {
@@ -106,46 +109,53 @@ impl Handles {
         }
     }
 
-    /// A handle bound to `stream`: an idle one, or a new one.
-    fn take(&self, stream: u64) -> Result<Handle> {
-        if let Some(h) = self.idle.lock().get_mut(&stream).and_then(Vec::pop) {
-            return Ok(h);
-        }
-        let mut h: cublasHandle_t = std::ptr::null_mut();
-        // SAFETY: the library is probed; `h` is a valid out-pointer; the
-        // runtime's context is current on this thread (a foreign
-        // operation's device closure binds it).
-        check(unsafe { sys::cublasCreate_v2(&mut h) }, "cublasCreate_v2")?;
-        let h = Handle(h);
-        // SAFETY: `h` is a live handle; `stream` the caller's live stream
-        // of this context, which outlives the handle's uses (a pooled
-        // stream is destroyed idle, and a later stream at the same address
-        // is a live stream of the context too).
-        let bound = unsafe { sys::cublasSetStream_v2(h.0, stream as usize as sys::cudaStream_t) };
-        if let Err(e) = check(bound, "cublasSetStream_v2") {
-            // SAFETY: created above, used by nothing yet.
+    /// A handle bound to `stream`, the stream of slot `slot`: an idle one
+    /// of the slot, or a new one. Bound again on every take
+    /// (`cublasSetStream`, no measurable cost: B17/raw-setstream), since a
+    /// slot's stream may have been retired and another made since, maybe
+    /// at the same address.
+    fn take(&self, slot: usize, stream: u64) -> Result<Handle> {
+        let idle = self.idle.lock().get_mut(&slot).and_then(Vec::pop);
+        let h = match idle {
+            Some(h) => h,
+            None => {
+                let mut h: cublasHandle_t = std::ptr::null_mut();
+                // SAFETY: the library is probed; `h` is a valid
+                // out-pointer; the runtime's context is current on this
+                // thread (a foreign operation's device closure binds it).
+                check(unsafe { sys::cublasCreate_v2(&mut h) }, "cublasCreate_v2")?;
+                Handle(h)
+            }
+        };
+        // SAFETY: `h` is a live handle, idle; `stream` is the caller's live
+        // stream of this context; the handle's earlier stream (if another)
+        // was the slot's, retired idle, so none of its work is pending.
+        let r = unsafe { sys::cublasSetStream_v2(h.0, stream as usize as sys::cudaStream_t) };
+        if let Err(e) = check(r, "cublasSetStream_v2") {
+            // SAFETY: idle (taken above), used by nothing else.
             let _ = unsafe { sys::cublasDestroy_v2(h.0) };
             return Err(e);
         }
         Ok(h)
     }
 
-    fn give(&self, stream: u64, h: Handle) {
-        self.idle.lock().entry(stream).or_default().push(h);
+    fn give(&self, slot: usize, h: Handle) {
+        self.idle.lock().entry(slot).or_default().push(h);
     }
 }
 
-/// Runs `f` with a handle bound to `stream`, in host (`device = false`) or
+/// Runs `f` with a handle bound to `stream` (its pool slot and raw
+/// handle), in host (`device = false`) or
 /// device pointer mode for scalars, and checks its status as `call`'s.
 pub(super) fn call(
     rt: &Runtime,
-    stream: u64,
+    (slot, stream): (usize, u64),
     device: bool,
     call: &'static str,
     f: impl FnOnce(cublasHandle_t) -> cublasStatus_t,
 ) -> Result<()> {
     let pool = rt.blas_handles();
-    let h = pool.take(stream)?;
+    let h = pool.take(slot, stream)?;
     let mode = if device {
         cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE
     } else {
@@ -157,7 +167,7 @@ pub(super) fn call(
         "cublasSetPointerMode_v2",
     )
     .and_then(|()| check(f(h.0), call));
-    pool.give(stream, h);
+    pool.give(slot, h);
     r
 }
 
@@ -182,7 +192,7 @@ fn ci(x: usize) -> c_int {
 /// caller's live stream.
 pub(super) unsafe fn gemm<T: Sealed>(
     rt: &Runtime,
-    stream: u64,
+    stream: (usize, u64),
     g: &Gemm<T>,
     k: &Checked,
     a: *const T,
@@ -250,7 +260,7 @@ pub(super) unsafe fn gemm<T: Sealed>(
 /// takes and gives.
 pub(super) unsafe fn gemv<T: Sealed>(
     rt: &Runtime,
-    stream: u64,
+    stream: (usize, u64),
     g: &Gemv<T>,
     lda: usize,
     a: *const T,

@@ -10,11 +10,11 @@
 //! Matrices are column-major, as in BLAS: element `(i, j)` of a matrix with
 //! leading dimension `ld` is at `i + j * ld`. cuBLAS is loaded on first use
 //! and probed ([`Error::LibraryUnavailable`] where it is missing, never a
-//! panic); each of the runtime's streams gets its own handles (bound to
-//! that stream once, so cuBLAS's default workspace of a handle is used on
-//! one stream only and stays in stream order). Creating a handle allocates
-//! device memory, which CUDA may order against other streams' work: the
-//! first operation on each stream pays it once.
+//! panic). Handles are pooled per stream slot of the runtime and bound to
+//! the task's stream at each call, so a handle's default workspace is used
+//! on one stream at a time and stays in stream order. Creating a handle
+//! allocates device memory, which CUDA may order against other streams'
+//! work: the first operations on each stream pay it once.
 //!
 //! ```
 //! # fn main() -> gpu_sched::Result<()> {
@@ -493,7 +493,7 @@ impl<T: Scalar> Gemm<T> {
             op.run(|s, (a, b), (c,)| {
                 cuda::gemm(
                     t.runtime(),
-                    s.raw(),
+                    (t.sid().index(), s.raw()),
                     &g,
                     &k,
                     a.as_ptr(),
@@ -604,7 +604,7 @@ impl<T: Scalar> Gemv<T> {
             op.run(|s, (a, x), (y,)| {
                 cuda::gemv(
                     t.runtime(),
-                    s.raw(),
+                    (t.sid().index(), s.raw()),
                     &g,
                     lda,
                     a.as_ptr(),
@@ -665,9 +665,13 @@ pub fn axpy<T: Scalar>(
     // equal lengths checked; on the given stream; queued.
     unsafe {
         op.run(|s, (x,), (y,)| {
-            cuda::call(t.runtime(), s.raw(), false, T::AXPY.0, |h| {
-                (T::AXPY.1)(h, ni, &alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1)
-            })
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                false,
+                T::AXPY.0,
+                |h| (T::AXPY.1)(h, ni, &alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1),
+            )
         })
     }
 }
@@ -694,9 +698,13 @@ pub fn scal<T: Scalar>(
     // the given stream; queued.
     unsafe {
         op.run(|s, (), (x,)| {
-            cuda::call(t.runtime(), s.raw(), false, T::SCAL.0, |h| {
-                (T::SCAL.1)(h, ni, &alpha, x.as_mut_ptr(), 1)
-            })
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                false,
+                T::SCAL.0,
+                |h| (T::SCAL.1)(h, ni, &alpha, x.as_mut_ptr(), 1),
+            )
         })
     }
 }
@@ -728,9 +736,13 @@ pub fn dot<T: Scalar>(
     // `out` (written, device pointer mode); on the given stream; queued.
     unsafe {
         op.run(|s, (x, y), (out,)| {
-            cuda::call(t.runtime(), s.raw(), true, T::DOT.0, |h| {
-                (T::DOT.1)(h, ni, x.as_ptr(), 1, y.as_ptr(), 1, out.as_mut_ptr())
-            })
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                true,
+                T::DOT.0,
+                |h| (T::DOT.1)(h, ni, x.as_ptr(), 1, y.as_ptr(), 1, out.as_mut_ptr()),
+            )
         })
     }
 }
@@ -759,9 +771,13 @@ pub fn nrm2<T: Scalar>(
     // (written, device pointer mode); on the given stream; queued.
     unsafe {
         op.run(|s, (x,), (out,)| {
-            cuda::call(t.runtime(), s.raw(), true, T::NRM2.0, |h| {
-                (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr())
-            })
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                true,
+                T::NRM2.0,
+                |h| (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr()),
+            )
         })
     }
 }
