@@ -154,6 +154,48 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
             rt.synchronize().unwrap();
         })
     });
+    // Diagnostics of `siblings`: the same scope with fills in place of the
+    // products (the scope's own cost), and the products on a runtime that
+    // keeps 32 streams warm (no stream retired and made again per scope).
+    g.bench_function("siblings-fill", |bch| {
+        bch.iter(|| {
+            gpu::scope(|s| {
+                for y in outs.iter_mut() {
+                    s.spawn(move |t| k::fill(t, y, 1.0));
+                }
+                Ok(())
+            })
+            .unwrap();
+            rt.synchronize().unwrap();
+        })
+    });
+    {
+        let warm = Runtime::new(gpu::RuntimeOptions {
+            warm_streams: 32,
+            ..Default::default()
+        })
+        .unwrap();
+        let u = warm.begin_task().unwrap();
+        let wb = u.from_host(&vec![0.5f32; N * N]).unwrap();
+        let wins: Vec<_> = (0..COUNT)
+            .map(|_| u.from_host(&vec![1.0f32; N * N]).unwrap())
+            .collect();
+        let mut wouts: Vec<_> = (0..COUNT).map(|_| u.zeros::<f32>(N * N).unwrap()).collect();
+        warm.synchronize().unwrap();
+        g.bench_function("siblings-warm", |bch| {
+            bch.iter(|| {
+                gpu::scope_on(&warm, |s| {
+                    let b = &wb;
+                    for (x, y) in wins.iter().zip(wouts.iter_mut()) {
+                        s.spawn(move |t| gemm.run(t, x, b, y));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+                warm.synchronize().unwrap();
+            })
+        });
+    }
     g.bench_function("one-stream", |bch| {
         bch.iter(|| {
             for (x, y) in ins.iter().zip(outs.iter_mut()) {

@@ -328,7 +328,10 @@ fn handles_stay_bounded_while_streams_come_and_go() {
     rt.synchronize().unwrap();
     let burst = |outs: &mut Vec<gpu_sched::Buffer<f32>>| {
         // All 16 live at once: 16 streams, given back together.
-        let mut tasks: Vec<_> = outs.iter_mut().map(|c| (rt.begin_task().unwrap(), c)).collect();
+        let mut tasks: Vec<_> = outs
+            .iter_mut()
+            .map(|c| (rt.begin_task().unwrap(), c))
+            .collect();
         for (u, c) in &mut tasks {
             Gemm::new(n, n, n).run(u, &a, &a, &mut **c).unwrap();
         }
