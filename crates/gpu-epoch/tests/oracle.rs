@@ -1454,7 +1454,7 @@ impl Sim {
         if kind(st.op) == 20
             && self.slots[slot]
                 .as_ref()
-                .map_or(true, |sl| sl.pending.is_none() && sl.next.is_empty())
+                .is_none_or(|sl| sl.pending.is_none() && sl.next.is_empty())
         {
             // A communicator's call, made from any thread (this slot's, which
             // drives a collective's phases).
@@ -2229,7 +2229,7 @@ fn replay_on(streams: usize, devs: usize, v: &[Raw]) -> Sim {
 
 /// `(task, N)` for `k` steps of `task`: the halves of its operation in flight.
 fn halves(task: u8, k: usize) -> impl Iterator<Item = Raw> {
-    std::iter::repeat((task, N.1, N.2, N.3, N.4)).take(k)
+    std::iter::repeat_n((task, N.1, N.2, N.3, N.4), k)
 }
 
 fn program_of(parts: Vec<Vec<Raw>>) -> Vec<Raw> {

@@ -302,7 +302,7 @@ fn c_code(src: &str) -> String {
                     if c == '"' && body == "C" {
                         out.push('C');
                     } else {
-                        out.extend(std::iter::repeat(' ').take(body.chars().count()));
+                        out.extend(std::iter::repeat_n(' ', body.chars().count()));
                     }
                     out.push(c);
                     line_start = false;
@@ -334,8 +334,8 @@ fn find_ident(s: &str, from: usize, word: &str) -> Option<usize> {
     while let Some(i) = s.get(from..)?.find(word) {
         let at = from + i;
         let end = at + word.len();
-        let before = s[..at].chars().next_back().map_or(true, |c| !ident_char(c));
-        let after = s[end..].chars().next().map_or(true, |c| !ident_char(c));
+        let before = s[..at].chars().next_back().is_none_or(|c| !ident_char(c));
+        let after = s[end..].chars().next().is_none_or(|c| !ident_char(c));
         if before && after {
             return Some(at);
         }

@@ -320,7 +320,7 @@ fn find_word(s: &str, word: &str) -> Option<usize> {
         let after = s
             .as_bytes()
             .get(end)
-            .map_or(true, |c| c.is_ascii_whitespace());
+            .is_none_or(|c| c.is_ascii_whitespace());
         if before && after {
             return Some(at);
         }

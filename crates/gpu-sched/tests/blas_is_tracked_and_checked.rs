@@ -352,3 +352,131 @@ fn handles_stay_bounded_while_streams_come_and_go() {
     );
     assert!(t.to_vec(&outs[3]).unwrap().iter().all(|&v| v == n as f32));
 }
+
+/// `trsm` for every side, triangle, op and diagonal: `op(A) X` (or `X
+/// op(A)`) gives back `alpha B`, with `A` well conditioned (a dominant
+/// diagonal) and its other triangle filled with garbage that must not be
+/// read.
+fn trsm_solves_every_variant(rt: &Runtime) {
+    use blas::{Diag, Side, Trsm, Uplo};
+    let t = rt.begin_task().unwrap();
+    let (m, n) = (7, 5);
+    for side in [Side::Left, Side::Right] {
+        for uplo in [Uplo::Lower, Uplo::Upper] {
+            for op in [Op::N, Op::T] {
+                for diag in [Diag::NonUnit, Diag::Unit] {
+                    let d = if side == Side::Left { m } else { n };
+                    let lda = d + 2;
+                    let mut a = values(lda * d, 11);
+                    for j in 0..d {
+                        for i in 0..d {
+                            let inside = if uplo == Uplo::Lower { i >= j } else { i <= j };
+                            if !inside {
+                                a[i + j * lda] = f64::NAN; // never read
+                            } else if i == j {
+                                a[i + j * lda] = if diag == Diag::Unit {
+                                    f64::NAN
+                                } else {
+                                    4.0 + a[i + j * lda]
+                                };
+                            }
+                        }
+                    }
+                    let ldb = m + 1;
+                    let b0 = values(ldb * n, 12);
+                    let da = t.from_host(&a).unwrap();
+                    let mut db = t.from_host(&b0).unwrap();
+                    Trsm::new(m, n)
+                        .side(side)
+                        .uplo(uplo)
+                        .op(op)
+                        .diag(diag)
+                        .alpha(2.0)
+                        .ld(lda, ldb)
+                        .run(&t, &da, &mut db)
+                        .unwrap();
+                    let x = t.to_vec(&db).unwrap();
+                    // The triangle as a full matrix, diagonal as declared.
+                    let tri = |i: usize, j: usize| {
+                        let (i, j) = if op == Op::N { (i, j) } else { (j, i) };
+                        let inside = if uplo == Uplo::Lower { i >= j } else { i <= j };
+                        match (inside, i == j, diag) {
+                            (false, ..) => 0.0,
+                            (true, true, Diag::Unit) => 1.0,
+                            _ => a[i + j * lda],
+                        }
+                    };
+                    for j in 0..n {
+                        for i in 0..m {
+                            let got: f64 = match side {
+                                Side::Left => (0..m).map(|p| tri(i, p) * x[p + j * ldb]).sum(),
+                                Side::Right => (0..n).map(|p| x[i + p * ldb] * tri(p, j)).sum(),
+                            };
+                            let want = 2.0 * b0[i + j * ldb];
+                            assert!(
+                                (got - want).abs() < 1e-10,
+                                "{side:?} {uplo:?} {op:?} {diag:?} ({i}, {j}): {got} != {want}"
+                            );
+                        }
+                        // B's padding row is untouched.
+                        assert_eq!(x[m + j * ldb], b0[m + j * ldb]);
+                    }
+                }
+            }
+        }
+    }
+}
+backend_tests!(trsm_solves_every_variant);
+
+/// `syrk` against the reference product, on either triangle and op; the
+/// other triangle keeps its values.
+fn syrk_updates_one_triangle(rt: &Runtime) {
+    use blas::{Syrk, Uplo};
+    let t = rt.begin_task().unwrap();
+    let (n, kk) = (6, 4);
+    for uplo in [Uplo::Lower, Uplo::Upper] {
+        for op in [Op::N, Op::T] {
+            let (ra, ca) = if op == Op::N { (n, kk) } else { (kk, n) };
+            let (lda, ldc) = (ra + 1, n + 3);
+            let a = values(lda * ca, 13);
+            let c0 = values(ldc * n, 14);
+            let da = t.from_host(&a).unwrap();
+            let mut dc = t.from_host(&c0).unwrap();
+            Syrk::new(n, kk)
+                .uplo(uplo)
+                .op(op)
+                .alpha(0.5)
+                .beta(-1.0)
+                .ld(lda, ldc)
+                .run(&t, &da, &mut dc)
+                .unwrap();
+            let mut want = c0.clone();
+            let ob = if op == Op::N { Op::T } else { Op::N };
+            reference(
+                (n, n, kk),
+                (op, ob),
+                (0.5, -1.0),
+                (&a, lda),
+                (&a, lda),
+                (&mut want, ldc),
+            );
+            let got = t.to_vec(&dc).unwrap();
+            for j in 0..n {
+                for i in 0..ldc {
+                    let inside = i < n && if uplo == Uplo::Lower { i >= j } else { i <= j };
+                    let w = if inside {
+                        want[i + j * ldc]
+                    } else {
+                        c0[i + j * ldc]
+                    };
+                    let g = got[i + j * ldc];
+                    assert!(
+                        (g - w).abs() < 1e-12,
+                        "{uplo:?} {op:?} ({i}, {j}): {g} != {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+backend_tests!(syrk_updates_one_triangle);

@@ -128,7 +128,7 @@ thread_local! {
 fn with_loader<R>(f: impl FnOnce(&Runtime) -> R) -> R {
     LOADER.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.as_ref().map_or(true, |(_, n)| *n >= CASES_PER_RUNTIME) {
+        if slot.as_ref().is_none_or(|(_, n)| *n >= CASES_PER_RUNTIME) {
             *slot = Some((host_runtime(1), 0));
         }
         let (rt, n) = slot.as_mut().expect("set above");

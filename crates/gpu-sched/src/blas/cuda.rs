@@ -2,11 +2,12 @@
 //! handles (a pool per stream of a runtime), and the calls.
 
 use super::sealed::Sealed;
-use super::{Checked, Gemm, Gemv, Op, SYMBOLS};
+use super::{Checked, Diag, Gemm, Gemv, Op, Side, Syrk, Trsm, Uplo, SYMBOLS};
 use crate::error::{Error, Result};
 use crate::Runtime;
 use cudarc::cublas::sys::{
-    self, cublasHandle_t, cublasOperation_t, cublasPointerMode_t, cublasStatus_t,
+    self, cublasDiagType_t, cublasFillMode_t, cublasHandle_t, cublasOperation_t,
+    cublasPointerMode_t, cublasSideMode_t, cublasStatus_t,
 };
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -283,6 +284,90 @@ pub(super) unsafe fn gemv<T: Sealed>(
                 &g.beta,
                 y,
                 1,
+            )
+        }
+    })
+}
+
+fn fill(u: Uplo) -> cublasFillMode_t {
+    match u {
+        Uplo::Lower => cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+        Uplo::Upper => cublasFillMode_t::CUBLAS_FILL_MODE_UPPER,
+    }
+}
+
+/// A trsm on `stream`.
+///
+/// # Safety
+///
+/// As [`gemm`], for `A`'s and `B`'s checked spans.
+pub(super) unsafe fn trsm<T: Sealed>(
+    rt: &Runtime,
+    stream: (usize, u64),
+    g: &Trsm<T>,
+    lda: usize,
+    ldb: usize,
+    a: *const T,
+    b: *mut T,
+) -> Result<()> {
+    let side = match g.side {
+        Side::Left => cublasSideMode_t::CUBLAS_SIDE_LEFT,
+        Side::Right => cublasSideMode_t::CUBLAS_SIDE_RIGHT,
+    };
+    let diag = match g.diag {
+        Diag::NonUnit => cublasDiagType_t::CUBLAS_DIAG_NON_UNIT,
+        Diag::Unit => cublasDiagType_t::CUBLAS_DIAG_UNIT,
+    };
+    call(rt, stream, false, T::TRSM.0, |h| {
+        // SAFETY: the caller's contract; scalars by host pointer.
+        unsafe {
+            (T::TRSM.1)(
+                h,
+                side,
+                fill(g.uplo),
+                op(g.op),
+                diag,
+                ci(g.m),
+                ci(g.n),
+                &g.alpha,
+                a,
+                ci(lda),
+                b,
+                ci(ldb),
+            )
+        }
+    })
+}
+
+/// A syrk on `stream`.
+///
+/// # Safety
+///
+/// As [`gemm`], for `A`'s and `C`'s checked spans.
+pub(super) unsafe fn syrk<T: Sealed>(
+    rt: &Runtime,
+    stream: (usize, u64),
+    g: &Syrk<T>,
+    lda: usize,
+    ldc: usize,
+    a: *const T,
+    c: *mut T,
+) -> Result<()> {
+    call(rt, stream, false, T::SYRK.0, |h| {
+        // SAFETY: the caller's contract; scalars by host pointer.
+        unsafe {
+            (T::SYRK.1)(
+                h,
+                fill(g.uplo),
+                op(g.op),
+                ci(g.n),
+                ci(g.k),
+                &g.alpha,
+                a,
+                ci(lda),
+                &g.beta,
+                c,
+                ci(ldc),
             )
         }
     })

@@ -2,7 +2,7 @@
 //! buffers as slices (shapes checked by the caller).
 
 use super::sealed::Sealed;
-use super::{Checked, Gemm, Gemv, Op};
+use super::{Checked, Gemm, Gemv, Op, Syrk, Uplo};
 
 /// The (row, column) strides of an operand used as `op` with leading
 /// dimension `ld`, in elements.
@@ -76,5 +76,97 @@ pub(super) fn gemv<T: Sealed>(g: &Gemv<T>, lda: usize, a: &[T], x: &[T], y: &mut
             1,
             1,
         )
+    }
+}
+
+/// The host trsm of one element type (`faer`'s triangular solves are
+/// generic over a trait of its own, so each type gets its expansion): the
+/// body of `Sealed::host_trsm`, a `return`ing block.
+macro_rules! trsm {
+    ($s:expr, $lda:expr, $ldb:expr, $a:expr, $b:expr) => {{
+        use faer::linalg::triangular_solve as ts;
+        use faer::{MatMut, MatRef, Par};
+        use $crate::blas::{Diag, Op, Side, Uplo};
+        let (s, lda, ldb, a, b) = ($s, $lda, $ldb, $a, $b);
+        if s.m == 0 || s.n == 0 {
+            return;
+        }
+        let d = s.order();
+        if s.alpha != Self::ONE {
+            for j in 0..s.n {
+                for x in &mut b[j * ldb..j * ldb + s.m] {
+                    *x *= s.alpha;
+                }
+            }
+        }
+        // The shapes were checked (`Trsm::run`): faer's own asserts hold.
+        let a = MatRef::from_column_major_slice_with_stride(a, d, d, lda);
+        let b = MatMut::from_column_major_slice_with_stride_mut(b, s.m, s.n, ldb);
+        // Left: op(A) X = B. Right: X op(A) = B, i.e. op(A)^T X^T = B^T.
+        let (tri, rhs) = match (s.side, s.op) {
+            (Side::Left, Op::N) | (Side::Right, Op::T) => (a, b),
+            (Side::Left, Op::T) | (Side::Right, Op::N) => (a.transpose(), b),
+        };
+        let rhs = if s.side == Side::Right {
+            rhs.transpose_mut()
+        } else {
+            rhs
+        };
+        // A transposed view of a lower triangle is an upper one.
+        let transposed = matches!((s.side, s.op), (Side::Left, Op::T) | (Side::Right, Op::N));
+        let lower = (s.uplo == Uplo::Lower) != transposed;
+        match (lower, s.diag) {
+            (true, Diag::NonUnit) => ts::solve_lower_triangular_in_place(tri, rhs, Par::Seq),
+            (true, Diag::Unit) => ts::solve_unit_lower_triangular_in_place(tri, rhs, Par::Seq),
+            (false, Diag::NonUnit) => ts::solve_upper_triangular_in_place(tri, rhs, Par::Seq),
+            (false, Diag::Unit) => ts::solve_unit_upper_triangular_in_place(tri, rhs, Par::Seq),
+        }
+    }};
+}
+pub(super) use trsm;
+
+/// `C = alpha op(A) op(A)^T + beta C` on `C`'s `uplo` triangle: the full
+/// product into a scratch matrix (`matrixmultiply`), then the triangle.
+pub(super) fn syrk<T: Sealed>(g: &Syrk<T>, lda: usize, ldc: usize, a: &[T], c: &mut [T]) {
+    let n = g.n;
+    if n == 0 {
+        return;
+    }
+    let mut p = vec![T::ZERO; n * n];
+    // op(A) is n x k: as stored (N) or transposed (T); op(A)^T the other.
+    let (rs, cs) = strides(g.op, lda);
+    // SAFETY: `Syrk::run` checked `A`'s span against `a` for these
+    // strides; `p` is `n x n`, packed, exclusive.
+    unsafe {
+        (T::HOST_GEMM)(
+            n,
+            g.k,
+            n,
+            T::ONE,
+            a.as_ptr(),
+            rs,
+            cs,
+            a.as_ptr(),
+            cs,
+            rs,
+            T::ZERO,
+            p.as_mut_ptr(),
+            1,
+            n as isize,
+        )
+    }
+    for j in 0..n {
+        let rows = match g.uplo {
+            Uplo::Lower => j..n,
+            Uplo::Upper => 0..j + 1,
+        };
+        for i in rows {
+            let x = &mut c[i + j * ldc];
+            *x = if g.beta == T::ZERO {
+                g.alpha * p[i + j * n]
+            } else {
+                g.alpha * p[i + j * n] + g.beta * *x
+            };
+        }
     }
 }

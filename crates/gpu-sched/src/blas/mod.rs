@@ -53,13 +53,48 @@ pub enum Op {
     T,
 }
 
+/// Which side of the unknown a triangular matrix multiplies ([`Trsm`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Side {
+    /// `op(A) X = alpha B`.
+    #[default]
+    Left,
+    /// `X op(A) = alpha B`.
+    Right,
+}
+
+/// Which triangle of a matrix is used ([`Trsm`], [`Syrk`]); the other is
+/// neither read nor written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Uplo {
+    /// The lower triangle.
+    #[default]
+    Lower,
+    /// The upper triangle.
+    Upper,
+}
+
+/// Whether a triangular matrix's diagonal is read or taken as ones
+/// ([`Trsm`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Diag {
+    /// Read.
+    #[default]
+    NonUnit,
+    /// Ones (not read).
+    Unit,
+}
+
 /// The element types of the BLAS operations: `f32` and `f64`. Sealed.
 pub trait Scalar: DeviceRepr + sealed::Sealed {}
 impl Scalar for f32 {}
 impl Scalar for f64 {}
 
 pub(crate) mod sealed {
-    use cudarc::cublas::sys::{cublasHandle_t, cublasOperation_t, cublasStatus_t};
+    use cudarc::cublas::sys::{
+        cublasDiagType_t, cublasFillMode_t, cublasHandle_t, cublasOperation_t, cublasSideMode_t,
+        cublasStatus_t,
+    };
     use std::ffi::c_int;
 
     /// cuBLAS's `?gemm` (`_v2`).
@@ -141,6 +176,35 @@ pub(crate) mod sealed {
     /// cuBLAS's `?nrm2` (`_v2`).
     pub(crate) type Nrm2Fn<T> =
         unsafe fn(cublasHandle_t, c_int, *const T, c_int, *mut T) -> cublasStatus_t;
+    /// cuBLAS's `?trsm` (`_v2`).
+    pub(crate) type TrsmFn<T> = unsafe fn(
+        cublasHandle_t,
+        cublasSideMode_t,
+        cublasFillMode_t,
+        cublasOperation_t,
+        cublasDiagType_t,
+        c_int,
+        c_int,
+        *const T,
+        *const T,
+        c_int,
+        *mut T,
+        c_int,
+    ) -> cublasStatus_t;
+    /// cuBLAS's `?syrk` (`_v2`).
+    pub(crate) type SyrkFn<T> = unsafe fn(
+        cublasHandle_t,
+        cublasFillMode_t,
+        cublasOperation_t,
+        c_int,
+        c_int,
+        *const T,
+        *const T,
+        c_int,
+        *const T,
+        *mut T,
+        c_int,
+    ) -> cublasStatus_t;
     /// `matrixmultiply`'s `?gemm` (strides in elements).
     pub(crate) type HostGemmFn<T> = unsafe fn(
         usize,
@@ -183,12 +247,19 @@ pub(crate) mod sealed {
         const DOT: (&'static str, DotFn<Self>);
         /// cuBLAS's nrm2.
         const NRM2: (&'static str, Nrm2Fn<Self>);
+        /// cuBLAS's trsm.
+        const TRSM: (&'static str, TrsmFn<Self>);
+        /// cuBLAS's syrk.
+        const SYRK: (&'static str, SyrkFn<Self>);
         /// The host backend's gemm.
         const HOST_GEMM: HostGemmFn<Self>;
+        /// The host backend's trsm (`faer`): `B = alpha op(A)^-1 B` or
+        /// `B = alpha B op(A)^-1`, shapes checked.
+        fn host_trsm(s: &super::Trsm<Self>, lda: usize, ldb: usize, a: &[Self], b: &mut [Self]);
     }
 
     macro_rules! scalar {
-        ($t:ty, $gemm:ident, $batched:ident, $gemv:ident, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident, $host:path) => {
+        ($t:ty, $gemm:ident, $batched:ident, $gemv:ident, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident, $trsm:ident, $syrk:ident, $host:path) => {
             impl Sealed for $t {
                 const ZERO: Self = 0.0;
                 const ONE: Self = 1.0;
@@ -209,7 +280,20 @@ pub(crate) mod sealed {
                     (stringify!($dot), cudarc::cublas::sys::$dot);
                 const NRM2: (&'static str, Nrm2Fn<Self>) =
                     (stringify!($nrm2), cudarc::cublas::sys::$nrm2);
+                const TRSM: (&'static str, TrsmFn<Self>) =
+                    (stringify!($trsm), cudarc::cublas::sys::$trsm);
+                const SYRK: (&'static str, SyrkFn<Self>) =
+                    (stringify!($syrk), cudarc::cublas::sys::$syrk);
                 const HOST_GEMM: HostGemmFn<Self> = $host;
+                fn host_trsm(
+                    s: &super::Trsm<Self>,
+                    lda: usize,
+                    ldb: usize,
+                    a: &[Self],
+                    b: &mut [Self],
+                ) {
+                    super::host::trsm!(s, lda, ldb, a, b)
+                }
             }
         };
     }
@@ -222,6 +306,8 @@ pub(crate) mod sealed {
         cublasSscal_v2,
         cublasSdot_v2,
         cublasSnrm2_v2,
+        cublasStrsm_v2,
+        cublasSsyrk_v2,
         matrixmultiply::sgemm
     );
     scalar!(
@@ -233,6 +319,8 @@ pub(crate) mod sealed {
         cublasDscal_v2,
         cublasDdot_v2,
         cublasDnrm2_v2,
+        cublasDtrsm_v2,
+        cublasDsyrk_v2,
         matrixmultiply::dgemm
     );
 }
@@ -258,6 +346,10 @@ pub(crate) const SYMBOLS: &[&str] = &[
     "cublasDdot_v2",
     "cublasSnrm2_v2",
     "cublasDnrm2_v2",
+    "cublasStrsm_v2",
+    "cublasDtrsm_v2",
+    "cublasSsyrk_v2",
+    "cublasDsyrk_v2",
 ];
 
 /// `x` as cuBLAS's `int`, or the shape error saying which.
@@ -779,5 +871,224 @@ pub fn nrm2<T: Scalar>(
                 |h| (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr()),
             )
         })
+    }
+}
+
+/// A triangular solve with several right-hand sides, in place:
+/// `op(A) X = alpha B` ([`Side::Left`], `A` is `m x m`) or `X op(A) =
+/// alpha B` ([`Side::Right`], `A` is `n x n`), `B` (`m x n`) overwritten
+/// by `X`. Only `A`'s [`Uplo`] triangle is read. Built with [`Trsm::new`]
+/// and its setters. A zero on the diagonal is not checked (as in BLAS).
+#[derive(Clone, Copy, Debug)]
+pub struct Trsm<T> {
+    m: usize,
+    n: usize,
+    side: Side,
+    uplo: Uplo,
+    op: Op,
+    diag: Diag,
+    alpha: T,
+    ld: [Option<usize>; 2],
+}
+
+impl<T: Scalar> Trsm<T> {
+    /// `A X = B` for `B` of `m x n`, `A` lower, left, packed, `alpha = 1`.
+    pub fn new(m: usize, n: usize) -> Self {
+        Trsm {
+            m,
+            n,
+            side: Side::Left,
+            uplo: Uplo::Lower,
+            op: Op::N,
+            diag: Diag::NonUnit,
+            alpha: T::ONE,
+            ld: [None; 2],
+        }
+    }
+    /// The side `A` is on.
+    pub fn side(mut self, side: Side) -> Self {
+        self.side = side;
+        self
+    }
+    /// The triangle of `A` that holds it.
+    pub fn uplo(mut self, uplo: Uplo) -> Self {
+        self.uplo = uplo;
+        self
+    }
+    /// `A` as stored or transposed.
+    pub fn op(mut self, op: Op) -> Self {
+        self.op = op;
+        self
+    }
+    /// `A`'s diagonal read or taken as ones.
+    pub fn diag(mut self, diag: Diag) -> Self {
+        self.diag = diag;
+        self
+    }
+    /// The factor of `B`.
+    pub fn alpha(mut self, alpha: T) -> Self {
+        self.alpha = alpha;
+        self
+    }
+    /// The leading dimensions of `A` and `B`.
+    pub fn ld(mut self, lda: usize, ldb: usize) -> Self {
+        self.ld = [Some(lda), Some(ldb)];
+        self
+    }
+    /// `A`'s order: `m` on the left, `n` on the right.
+    fn order(&self) -> usize {
+        match self.side {
+            Side::Left => self.m,
+            Side::Right => self.n,
+        }
+    }
+
+    /// Queues the solve on `t`'s stream: `a` is read, `b` written.
+    ///
+    /// # Errors
+    ///
+    /// As [`Gemm::run`].
+    pub fn run(
+        &self,
+        t: &TaskContext,
+        a: &(impl DeviceSlice<T> + ?Sized),
+        b: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        const OP: &str = "trsm";
+        let d = self.order();
+        let lda = self.ld[0].unwrap_or(d.max(1));
+        let ldb = self.ld[1].unwrap_or(self.m.max(1));
+        let sa = span(OP, "A", d, d, lda)?;
+        let sb = span(OP, "B", self.m, self.n, ldb)?;
+        fits(OP, "A", sa, 1, sa, a.len(), false)?;
+        fits(OP, "B", sb, 1, sb, b.len(), true)?;
+        for (what, v) in [("m", self.m), ("n", self.n), ("lda", lda), ("ldb", ldb)] {
+            int(OP, what, v)?;
+        }
+        ready(t)?;
+        let g = *self;
+        let op = t
+            .foreign(T::TRSM.0, (a,), (b,))
+            .host(move |(a,): (&[T],), (b,): (&mut [T],)| {
+                T::host_trsm(&g, lda, ldb, a, b);
+                Ok(())
+            });
+        // SAFETY: `A` and `B` within their checked spans, on the given
+        // stream; queued (cuBLAS's trsm is asynchronous).
+        unsafe {
+            op.run(|s, (a,), (b,)| {
+                cuda::trsm(
+                    t.runtime(),
+                    (t.sid().index(), s.raw()),
+                    &g,
+                    lda,
+                    ldb,
+                    a.as_ptr(),
+                    b.as_mut_ptr(),
+                )
+            })
+        }
+    }
+}
+
+/// A symmetric rank-k update of one triangle: `C = alpha A A^T + beta C`
+/// ([`Op::N`], `A` is `n x k`) or `C = alpha A^T A + beta C` ([`Op::T`], `A`
+/// is `k x n`), `C` `n x n`, only its [`Uplo`] triangle read and written.
+/// Built with [`Syrk::new`] and its setters.
+#[derive(Clone, Copy, Debug)]
+pub struct Syrk<T> {
+    n: usize,
+    k: usize,
+    uplo: Uplo,
+    op: Op,
+    alpha: T,
+    beta: T,
+    ld: [Option<usize>; 2],
+}
+
+impl<T: Scalar> Syrk<T> {
+    /// `C = A A^T` (lower) for `A` of `n x k`, packed.
+    pub fn new(n: usize, k: usize) -> Self {
+        Syrk {
+            n,
+            k,
+            uplo: Uplo::Lower,
+            op: Op::N,
+            alpha: T::ONE,
+            beta: T::ZERO,
+            ld: [None; 2],
+        }
+    }
+    /// The triangle of `C` computed.
+    pub fn uplo(mut self, uplo: Uplo) -> Self {
+        self.uplo = uplo;
+        self
+    }
+    /// `A A^T` ([`Op::N`]) or `A^T A` ([`Op::T`]).
+    pub fn op(mut self, op: Op) -> Self {
+        self.op = op;
+        self
+    }
+    /// The factor of the product.
+    pub fn alpha(mut self, alpha: T) -> Self {
+        self.alpha = alpha;
+        self
+    }
+    /// The factor of `C`'s old value.
+    pub fn beta(mut self, beta: T) -> Self {
+        self.beta = beta;
+        self
+    }
+    /// The leading dimensions of `A` and `C`.
+    pub fn ld(mut self, lda: usize, ldc: usize) -> Self {
+        self.ld = [Some(lda), Some(ldc)];
+        self
+    }
+
+    /// Queues the update on `t`'s stream: `a` is read, `c` written.
+    ///
+    /// # Errors
+    ///
+    /// As [`Gemm::run`].
+    pub fn run(
+        &self,
+        t: &TaskContext,
+        a: &(impl DeviceSlice<T> + ?Sized),
+        c: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        const OP: &str = "syrk";
+        let (ra, ca) = stored(self.op, self.n, self.k);
+        let lda = self.ld[0].unwrap_or(ra.max(1));
+        let ldc = self.ld[1].unwrap_or(self.n.max(1));
+        let sa = span(OP, "A", ra, ca, lda)?;
+        let sc = span(OP, "C", self.n, self.n, ldc)?;
+        fits(OP, "A", sa, 1, sa, a.len(), false)?;
+        fits(OP, "C", sc, 1, sc, c.len(), true)?;
+        for (what, v) in [("n", self.n), ("k", self.k), ("lda", lda), ("ldc", ldc)] {
+            int(OP, what, v)?;
+        }
+        ready(t)?;
+        let g = *self;
+        let op = t
+            .foreign(T::SYRK.0, (a,), (c,))
+            .host(move |(a,): (&[T],), (c,): (&mut [T],)| {
+                host::syrk(&g, lda, ldc, a, c);
+                Ok(())
+            });
+        // SAFETY: `A` and `C` within their checked spans, on the given
+        // stream; queued (cuBLAS's syrk is asynchronous).
+        unsafe {
+            op.run(|s, (a,), (c,)| {
+                cuda::syrk(
+                    t.runtime(),
+                    (t.sid().index(), s.raw()),
+                    &g,
+                    lda,
+                    ldc,
+                    a.as_ptr(),
+                    c.as_mut_ptr(),
+                )
+            })
+        }
     }
 }
