@@ -355,32 +355,6 @@ impl<T: DeviceRepr> Buffer<T> {
 
 impl_device_slice!(mut Buffer<T>, |b| b.rt.id());
 
-impl<T: DeviceRepr> Buffer<T> {
-    /// Lets go of the memory without freeing it (it leaves the runtime's
-    /// counts): the pointer and length, for a new owner that frees it
-    /// (`TaskContext::into_cudarc`). The caller has ordered the new
-    /// owner's uses after every use the stamps record.
-    pub(crate) fn into_raw_parts(self) -> (u64, usize) {
-        let me = std::mem::ManuallyDrop::new(self);
-        let (ptr, len) = (me.ptr, me.len);
-        let bytes = len * std::mem::size_of::<T>();
-        me.rt
-            .allocations()
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        me.rt
-            .device_bytes()
-            .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: `me` is never dropped (ManuallyDrop) nor used after these
-        // reads, so its two owning fields are each read out, and dropped,
-        // once; the other fields own nothing.
-        unsafe {
-            drop(std::ptr::read(&me.rt));
-            drop(std::ptr::read(&me.stamps));
-        }
-        (ptr, len)
-    }
-}
-
 impl<T: DeviceRepr> Drop for Buffer<T> {
     fn drop(&mut self) {
         let bytes = self.len * std::mem::size_of::<T>();

@@ -1,0 +1,173 @@
+//! The vector operations: [`axpy`], [`scal`], and [`dot`] and [`nrm2`] into
+//! a one-element device buffer.
+
+use super::{cuda, int, ready, Scalar};
+use crate::buffer::{DeviceSlice, DeviceSliceMut};
+use crate::error::{Error, Result};
+use crate::TaskContext;
+
+/// The common length of two vectors, or the error.
+fn same_len(op: &'static str, x: usize, y: usize) -> Result<usize> {
+    if x == y {
+        Ok(x)
+    } else {
+        Err(Error::Shape {
+            op,
+            problem: format!("x has {x} elements, y {y}"),
+        })
+    }
+}
+
+/// The one-element output of a reduction, or the error.
+fn scalar_out(op: &'static str, out: usize) -> Result<()> {
+    if out == 1 {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            op,
+            problem: format!("the result buffer has {out} elements, 1 expected"),
+        })
+    }
+}
+
+/// `y = alpha x + y`.
+///
+/// # Errors
+///
+/// [`Error::Shape`] for vectors of different lengths; otherwise as
+/// [`Gemm::run`].
+pub fn axpy<T: Scalar>(
+    t: &TaskContext,
+    alpha: T,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    y: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let n = same_len("axpy", x.len(), y.len())?;
+    let ni = int("axpy", "n", n)?;
+    ready(t)?;
+    let op = t
+        .foreign(T::AXPY.0, (x,), (y,))
+        .host(move |(x,): (&[T],), (y,): (&mut [T],)| {
+            y.iter_mut().zip(x).for_each(|(y, &x)| *y = alpha * x + *y);
+            Ok(())
+        });
+    // SAFETY: `n` elements of the declared `x` (read) and `y` (written),
+    // equal lengths checked; on the given stream; queued.
+    unsafe {
+        op.run(|s, (x,), (y,)| {
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                false,
+                T::AXPY.0,
+                |h| (T::AXPY.1)(h, ni, &alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1),
+            )
+        })
+    }
+}
+
+/// `x = alpha x`.
+///
+/// # Errors
+///
+/// As [`Gemm::run`].
+pub fn scal<T: Scalar>(
+    t: &TaskContext,
+    alpha: T,
+    x: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let ni = int("scal", "n", x.len())?;
+    ready(t)?;
+    let op = t
+        .foreign(T::SCAL.0, (), (x,))
+        .host(move |(), (x,): (&mut [T],)| {
+            x.iter_mut().for_each(|x| *x = alpha * *x);
+            Ok(())
+        });
+    // SAFETY: `x.len()` elements of the declared `x`, written in place, on
+    // the given stream; queued.
+    unsafe {
+        op.run(|s, (), (x,)| {
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                false,
+                T::SCAL.0,
+                |h| (T::SCAL.1)(h, ni, &alpha, x.as_mut_ptr(), 1),
+            )
+        })
+    }
+}
+
+/// `out[0] = x . y`, written in device memory (cuBLAS's device pointer
+/// mode): no host wait, so chains like CG stay on the device.
+///
+/// # Errors
+///
+/// [`Error::Shape`] for vectors of different lengths or an `out` that is
+/// not one element; otherwise as [`Gemm::run`].
+pub fn dot<T: Scalar>(
+    t: &TaskContext,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    y: &(impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let n = same_len("dot", x.len(), y.len())?;
+    scalar_out("dot", out.len())?;
+    let ni = int("dot", "n", n)?;
+    ready(t)?;
+    let op = t.foreign(T::DOT.0, (x, y), (out,)).host(
+        move |(x, y): (&[T], &[T]), (out,): (&mut [T],)| {
+            out[0] = x.iter().zip(y).fold(T::ZERO, |s, (&x, &y)| s + x * y);
+            Ok(())
+        },
+    );
+    // SAFETY: `n` elements of the declared `x` and `y` (read), one of
+    // `out` (written, device pointer mode); on the given stream; queued.
+    unsafe {
+        op.run(|s, (x, y), (out,)| {
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                true,
+                T::DOT.0,
+                |h| (T::DOT.1)(h, ni, x.as_ptr(), 1, y.as_ptr(), 1, out.as_mut_ptr()),
+            )
+        })
+    }
+}
+
+/// `out[0] = ||x||_2`, written in device memory (as [`dot`]).
+///
+/// # Errors
+///
+/// [`Error::Shape`] for an `out` that is not one element; otherwise as
+/// [`Gemm::run`].
+pub fn nrm2<T: Scalar>(
+    t: &TaskContext,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    scalar_out("nrm2", out.len())?;
+    let ni = int("nrm2", "n", x.len())?;
+    ready(t)?;
+    let op = t
+        .foreign(T::NRM2.0, (x,), (out,))
+        .host(move |(x,): (&[T],), (out,): (&mut [T],)| {
+            out[0] = x.iter().fold(T::ZERO, |s, &x| s + x * x).sqrt();
+            Ok(())
+        });
+    // SAFETY: `x.len()` elements of the declared `x` (read), one of `out`
+    // (written, device pointer mode); on the given stream; queued.
+    unsafe {
+        op.run(|s, (x,), (out,)| {
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                true,
+                T::NRM2.0,
+                |h| (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr()),
+            )
+        })
+    }
+}
