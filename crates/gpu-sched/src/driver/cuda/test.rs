@@ -528,6 +528,10 @@ fn task_path_calls_do_not_wait_for_other_streams() {
     // call for the next.
     let spare = std::cell::Cell::new(d.create_stream().expect("spare stream"));
     let host = std::cell::Cell::new(0usize);
+    // A stream memory operation's target: mapped page-locked memory (what
+    // `write_value` takes; memory of the pool is refused with
+    // CUDA_ERROR_INVALID_VALUE), made before the gate.
+    let (mark_host, mark) = d.alloc_host(4, true).expect("mapped word");
     let calls: Vec<(&str, Call)> = vec![
         (
             "cuStreamCreate",
@@ -604,12 +608,13 @@ fn task_path_calls_do_not_wait_for_other_streams() {
             Box::new(move |d, s| {
                 let buf = d.alloc(4, s).expect("alloc");
                 let a = [KernelArg::Ptr(buf), KernelArg::U32(1), KernelArg::U64(1)];
-                // SAFETY: `buf` is one word of `d`, used on `s` only, in order;
+                // SAFETY: `buf` is one word of `d`, used on `s` only, in order,
+                // and `mark` a mapped page-locked word (what `write_value` takes);
                 // freed after the stream's work.
                 unsafe {
                     d.launch(&add.into(), LaunchConfig::linear(1, 32), &a, &[], &[], s)
                         .expect("launch");
-                    d.write_value(s, buf, 7).expect("write_value");
+                    d.write_value(s, mark, 7).expect("write_value");
                     d.free(buf, 4, s).expect("free");
                 }
                 d.stream_sync(s, SyncMode::Blocking).expect("sync");
@@ -692,6 +697,8 @@ fn task_path_calls_do_not_wait_for_other_streams() {
     for s in [gated, other, probe] {
         d.destroy_stream(s).expect("destroy");
     }
+    // SAFETY: from `alloc_host` above; the one write to it was synced.
+    unsafe { d.free_host(mark_host, 4) }.expect("free the mapped word");
     assert!(
         waited.is_empty() && serialized.is_empty(),
         "these calls waited for another stream's kernel: {waited:?}; \
