@@ -1,4 +1,4 @@
-//! `gpu_sched::blas` (§13): cuBLAS on the CUDA backend, `matrixmultiply`
+//! `gpu_sched::blas` (§14): cuBLAS on the CUDA backend, `matrixmultiply`
 //! on the host backend, each operation ordered as a launch is (a gated
 //! writer before it, a reader on another stream after it), its results
 //! those of a plain reference product, and every shape, leading dimension

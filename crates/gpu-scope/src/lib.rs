@@ -217,7 +217,7 @@ pub mod diag {
 }
 
 pub mod foreign {
-    //! Foreign work (§13): a library call, or any work queued on a task's
+    //! Foreign work (§14): a library call, or any work queued on a task's
     //! stream by hand, as a tracked operation over the buffers it declares
     //! ([`TaskContext::foreign`](crate::TaskContext::foreign)), and cudarc
     //! both ways: the runtime's context as cudarc's

@@ -4,7 +4,7 @@
 //! R1, R9), `memory.rs` (allocation), `copy.rs` (copies), `host.rs`
 //! (synchronizes and pointers for host code, R10, R11), `launch.rs` (the
 //! one path of every kernel launch), `foreign.rs` (library calls and other
-//! work queued by hand, §13), `event.rs` (records and waits of events and
+//! work queued by hand, §14), `event.rs` (records and waits of events and
 //! fences, R4-R8), `graph.rs` (captures, R12), `gate.rs` (blocking on a
 //! gate).
 
