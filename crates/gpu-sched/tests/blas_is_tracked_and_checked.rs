@@ -480,3 +480,36 @@ fn syrk_updates_one_triangle(rt: &Runtime) {
     }
 }
 backend_tests!(syrk_updates_one_triangle);
+
+/// A factor computed on the device feeds the next operation there: `d =
+/// x . x`, `y = d x + y`, `y = d y`, with no host wait until the result is
+/// read; a factor buffer of two elements is refused.
+fn device_scalars_chain_without_a_host_wait(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    let n = 300;
+    let x = values(n, 15);
+    let y = values(n, 16);
+    let dx = t.from_host(&x).unwrap();
+    let mut dy = t.from_host(&y).unwrap();
+    let mut d = t.zeros::<f64>(1).unwrap();
+    t.synchronize().unwrap();
+    let before = rt.counters();
+    blas::dot(&t, &dx, &dx, &mut d).unwrap();
+    blas::axpy_dev(&t, &d, &dx, &mut dy).unwrap();
+    blas::scal_dev(&t, &d, &mut dy).unwrap();
+    let waits = rt.counters().since(&before);
+    assert_eq!(waits.host_syncs, 0, "a host wait in the chain: {waits:?}");
+    let a: f64 = x.iter().map(|v| v * v).sum();
+    let want: Vec<f64> = x.iter().zip(&y).map(|(x, y)| a * (a * x + y)).collect();
+    close(&t.to_vec(&dy).unwrap(), &want, 1e-12);
+    let two = t.zeros::<f64>(2).unwrap();
+    shape(
+        blas::axpy_dev(&t, &two, &dx, &mut dy).unwrap_err(),
+        "the factor buffer has 2 elements",
+    );
+    shape(
+        blas::scal_dev(&t, &two, &mut dy).unwrap_err(),
+        "the factor buffer has 2 elements",
+    );
+}
+backend_tests!(device_scalars_chain_without_a_host_wait);

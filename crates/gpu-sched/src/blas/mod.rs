@@ -44,7 +44,7 @@ mod vector;
 use gemm::Checked;
 pub use gemm::{Gemm, Gemv};
 pub use triangular::{Syrk, Trsm};
-pub use vector::{axpy, dot, nrm2, scal};
+pub use vector::{axpy, axpy_dev, dot, nrm2, scal, scal_dev};
 
 pub(crate) use cuda::Handles;
 

@@ -78,7 +78,7 @@ impl<T: Scalar> Trsm<T> {
     ///
     /// # Errors
     ///
-    /// As [`Gemm::run`].
+    /// As [`Gemm::run`](super::Gemm::run).
     pub fn run(
         &self,
         t: &TaskContext,
@@ -180,7 +180,7 @@ impl<T: Scalar> Syrk<T> {
     ///
     /// # Errors
     ///
-    /// As [`Gemm::run`].
+    /// As [`Gemm::run`](super::Gemm::run).
     pub fn run(
         &self,
         t: &TaskContext,

@@ -1,5 +1,6 @@
-//! The vector operations: [`axpy`], [`scal`], and [`dot`] and [`nrm2`] into
-//! a one-element device buffer.
+//! The vector operations: [`axpy`] and [`scal`] (their factor from the host,
+//! or from a one-element device buffer: [`axpy_dev`], [`scal_dev`]), and
+//! [`dot`] and [`nrm2`] into a one-element device buffer.
 
 use super::{cuda, int, ready, Scalar};
 use crate::buffer::{DeviceSlice, DeviceSliceMut};
@@ -18,14 +19,15 @@ fn same_len(op: &'static str, x: usize, y: usize) -> Result<usize> {
     }
 }
 
-/// The one-element output of a reduction, or the error.
-fn scalar_out(op: &'static str, out: usize) -> Result<()> {
-    if out == 1 {
+/// A one-element device scalar (`what`: the result, or the factor), or
+/// the error.
+fn scalar(op: &'static str, what: &str, len: usize) -> Result<()> {
+    if len == 1 {
         Ok(())
     } else {
         Err(Error::Shape {
             op,
-            problem: format!("the result buffer has {out} elements, 1 expected"),
+            problem: format!("the {what} buffer has {len} elements, 1 expected"),
         })
     }
 }
@@ -35,7 +37,7 @@ fn scalar_out(op: &'static str, out: usize) -> Result<()> {
 /// # Errors
 ///
 /// [`Error::Shape`] for vectors of different lengths; otherwise as
-/// [`Gemm::run`].
+/// [`Gemm::run`](super::Gemm::run).
 pub fn axpy<T: Scalar>(
     t: &TaskContext,
     alpha: T,
@@ -70,7 +72,7 @@ pub fn axpy<T: Scalar>(
 ///
 /// # Errors
 ///
-/// As [`Gemm::run`].
+/// As [`Gemm::run`](super::Gemm::run).
 pub fn scal<T: Scalar>(
     t: &TaskContext,
     alpha: T,
@@ -105,7 +107,7 @@ pub fn scal<T: Scalar>(
 /// # Errors
 ///
 /// [`Error::Shape`] for vectors of different lengths or an `out` that is
-/// not one element; otherwise as [`Gemm::run`].
+/// not one element; otherwise as [`Gemm::run`](super::Gemm::run).
 pub fn dot<T: Scalar>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
@@ -113,7 +115,7 @@ pub fn dot<T: Scalar>(
     out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     let n = same_len("dot", x.len(), y.len())?;
-    scalar_out("dot", out.len())?;
+    scalar("dot", "result", out.len())?;
     let ni = int("dot", "n", n)?;
     ready(t)?;
     let op = t.foreign(T::DOT.0, (x, y), (out,)).host(
@@ -142,13 +144,13 @@ pub fn dot<T: Scalar>(
 /// # Errors
 ///
 /// [`Error::Shape`] for an `out` that is not one element; otherwise as
-/// [`Gemm::run`].
+/// [`Gemm::run`](super::Gemm::run).
 pub fn nrm2<T: Scalar>(
     t: &TaskContext,
     x: &(impl DeviceSlice<T> + ?Sized),
     out: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
-    scalar_out("nrm2", out.len())?;
+    scalar("nrm2", "result", out.len())?;
     let ni = int("nrm2", "n", x.len())?;
     ready(t)?;
     let op = t
@@ -167,6 +169,83 @@ pub fn nrm2<T: Scalar>(
                 true,
                 T::NRM2.0,
                 |h| (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr()),
+            )
+        })
+    }
+}
+
+/// `y = alpha[0] x + y`, the factor read on the device from a one-element
+/// buffer (cuBLAS's device pointer mode): a scalar an earlier operation
+/// wrote (a [`dot`], say) needs no host wait.
+///
+/// # Errors
+///
+/// [`Error::Shape`] for vectors of different lengths or an `alpha` that is
+/// not one element; otherwise as [`Gemm::run`](super::Gemm::run).
+pub fn axpy_dev<T: Scalar>(
+    t: &TaskContext,
+    alpha: &(impl DeviceSlice<T> + ?Sized),
+    x: &(impl DeviceSlice<T> + ?Sized),
+    y: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let n = same_len("axpy", x.len(), y.len())?;
+    scalar("axpy", "factor", alpha.len())?;
+    let ni = int("axpy", "n", n)?;
+    ready(t)?;
+    let op = t.foreign(T::AXPY.0, (alpha, x), (y,)).host(
+        move |(a, x): (&[T], &[T]), (y,): (&mut [T],)| {
+            let a = a[0];
+            y.iter_mut().zip(x).for_each(|(y, &x)| *y = a * x + *y);
+            Ok(())
+        },
+    );
+    // SAFETY: one element of the declared `alpha` and `n` of `x` (read),
+    // `n` of `y` (written), device pointer mode; on the given stream;
+    // queued.
+    unsafe {
+        op.run(|s, (a, x), (y,)| {
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                true,
+                T::AXPY.0,
+                |h| (T::AXPY.1)(h, ni, a.as_ptr(), x.as_ptr(), 1, y.as_mut_ptr(), 1),
+            )
+        })
+    }
+}
+
+/// `x = alpha[0] x`, the factor read on the device (as [`axpy_dev`]).
+///
+/// # Errors
+///
+/// [`Error::Shape`] for an `alpha` that is not one element; otherwise as
+/// [`Gemm::run`](super::Gemm::run).
+pub fn scal_dev<T: Scalar>(
+    t: &TaskContext,
+    alpha: &(impl DeviceSlice<T> + ?Sized),
+    x: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    scalar("scal", "factor", alpha.len())?;
+    let ni = int("scal", "n", x.len())?;
+    ready(t)?;
+    let op = t
+        .foreign(T::SCAL.0, (alpha,), (x,))
+        .host(move |(a,): (&[T],), (x,): (&mut [T],)| {
+            let a = a[0];
+            x.iter_mut().for_each(|x| *x = a * *x);
+            Ok(())
+        });
+    // SAFETY: one element of the declared `alpha` (read), `x.len()` of `x`
+    // (written in place), device pointer mode; on the given stream; queued.
+    unsafe {
+        op.run(|s, (a,), (x,)| {
+            cuda::call(
+                t.runtime(),
+                (t.sid().index(), s.raw()),
+                true,
+                T::SCAL.0,
+                |h| (T::SCAL.1)(h, ni, a.as_ptr(), x.as_mut_ptr(), 1),
             )
         })
     }
