@@ -208,6 +208,31 @@ pub enum Error {
         /// The status's name.
         name: String,
     },
+    /// A Cholesky factorization (`potrf`) found the leading minor of
+    /// order `minor` (1-based, as LAPACK's `info`) not positive definite:
+    /// the factor is incomplete. Reported at the task's next wait
+    /// ([`crate::solver`]).
+    #[error(
+        "{op}: the matrix is not positive definite (its leading minor of order {minor} is not)"
+    )]
+    NotPositiveDefinite {
+        /// The operation (`"potrf"`).
+        op: &'static str,
+        /// The order of the first leading minor that is not positive
+        /// definite (LAPACK's `info`, 1-based).
+        minor: usize,
+    },
+    /// An LU factorization (`getrf`) found the pivot `U(pivot, pivot)`
+    /// (1-based, as LAPACK's `info`) exactly zero: the matrix is singular
+    /// and a solve with its factors would divide by zero. Reported at the
+    /// task's next wait ([`crate::solver`]).
+    #[error("{op}: the matrix is singular (U({pivot}, {pivot}) is exactly zero)")]
+    Singular {
+        /// The operation (`"getrf"`).
+        op: &'static str,
+        /// The 1-based index of the first zero pivot (LAPACK's `info`).
+        pivot: usize,
+    },
     /// A library operation's shapes, leading dimensions or strides do not
     /// fit its buffers (or the library's integer types): refused before
     /// anything is queued.

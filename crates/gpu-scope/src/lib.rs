@@ -242,6 +242,37 @@ pub mod blas {
     pub use gpu_sched::blas::*;
 }
 
+pub mod solver {
+    //! Dense factorizations and solves on a task's stream: cuSOLVER on the
+    //! CUDA backend, `faer` on the host backend; a factorization's `info`
+    //! is checked at the task's next wait ([`gpu_sched::solver`]).
+    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
+    pub use gpu_sched::solver::*;
+}
+
+pub mod sparse {
+    //! Sparse matrices (CSR) and their products on a task's stream:
+    //! cuSPARSE on the CUDA backend, loops on the host backend
+    //! ([`gpu_sched::sparse`]).
+    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
+    pub use gpu_sched::sparse::*;
+}
+
+pub mod fft {
+    //! Fast Fourier transforms on a task's stream: cuFFT on the CUDA
+    //! backend, `rustfft` on the host backend ([`gpu_sched::fft`]).
+    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
+    pub use gpu_sched::fft::*;
+}
+
+pub mod rand {
+    //! Random fills of buffers on a task's stream: cuRAND on the CUDA
+    //! backend, a seeded ChaCha generator on the host backend
+    //! ([`gpu_sched::random`]).
+    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
+    pub use gpu_sched::random::*;
+}
+
 pub mod raw {
     //! The escape hatches, imported on purpose: a task's raw stream, raw
     //! device pointers of its buffers, sharing another task's stream

@@ -3,52 +3,23 @@
 
 use super::sealed::Sealed;
 use super::{Checked, Diag, Gemm, Gemv, Op, Side, Syrk, Trsm, Uplo, SYMBOLS};
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::libs::SlotPool;
 use crate::Runtime;
 use cudarc::cublas::sys::{
     self, cublasDiagType_t, cublasFillMode_t, cublasHandle_t, cublasOperation_t,
     cublasPointerMode_t, cublasSideMode_t, cublasStatus_t,
 };
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::ffi::{c_int, c_void, CStr};
-use std::sync::OnceLock;
+use std::ffi::{c_int, CStr};
 
 const LIBRARY: &str = "cuBLAS";
 
-/// cuBLAS loaded and every function the wrappers call present; probed
-/// once. Never panics (cudarc's own loader panics on a missing library or
-/// symbol: nothing calls it before this succeeded).
-pub(super) fn library() -> Result<()> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            // SAFETY: loading the library runs its initialisers, as
-            // cudarc's loader would; the handle is closed again at once.
-            if !unsafe { sys::is_culib_present() } {
-                return Err(format!(
-                    "libcublas could not be loaded (searched for {})",
-                    cudarc::get_lib_name_candidates("cublas").join(", ")
-                ));
-            }
-            // SAFETY: `is_culib_present` loaded one of the names `culib`
-            // tries, in the same order, so `culib` finds it, without panic.
-            let lib = unsafe { sys::culib() };
-            for name in SYMBOLS {
-                // SAFETY: only the symbol's presence is checked; it is never
-                // called through this pointer.
-                if unsafe { lib.get::<*const c_void>(name.as_bytes()) }.is_err() {
-                    return Err(format!("libcublas lacks `{name}`"));
-                }
-            }
-            Ok(())
-        })
-        .clone()
-        .map_err(|why| Error::LibraryUnavailable {
-            library: LIBRARY,
-            why,
-        })
-}
+crate::libs::library_probe!(
+    /// cuBLAS loaded and every function the wrappers call present; probed
+    /// once. Never panics (nothing calls cudarc's loader before this
+    /// succeeded).
+    pub(super) fn library = cudarc::cublas::sys, LIBRARY, "cublas", SYMBOLS
+);
 
 /// `Ok` for success, else the typed error of `status` in `call`.
 fn check(status: cublasStatus_t, call: &'static str) -> Result<()> {
@@ -67,12 +38,12 @@ fn check(status: cublasStatus_t, call: &'static str) -> Result<()> {
             .to_string_lossy()
             .into_owned()
     };
-    Err(Error::Library {
-        library: LIBRARY,
+    Err(crate::libs::status_error(
+        LIBRARY,
         call,
-        code: status as i32,
+        status as i32,
         name,
-    })
+    ))
 }
 
 /// A cuBLAS handle, bound to one stream.
@@ -83,30 +54,22 @@ struct Handle(cublasHandle_t);
 // time (the pool hands it to one user at a time).
 unsafe impl Send for Handle {}
 
-/// A runtime's cuBLAS handles: for each stream slot of the pool (by its
-/// ledger index, so bounded by the pool's capacity), the idle handles. A
-/// handle is taken for one call and given back, so two tasks sharing a
-/// stream on two threads each get their own; all of a slot's handles queue
-/// on its stream, so their default workspaces stay in its order (a handle
-/// shared by two streams would let two of its kernels use its workspace at
-/// once). A slot's stream is retired idle before another is made in it, so
-/// a handle bound again to the new one has no work pending. Destroyed with
-/// the runtime, after its streams finished.
+/// A runtime's cuBLAS handles, per stream slot ([`crate::libs::SlotPool`]:
+/// a handle's default workspace stays in its stream's order). Destroyed
+/// with the runtime, after its streams finished.
 #[derive(Debug, Default)]
 pub(crate) struct Handles {
-    idle: Mutex<HashMap<usize, Vec<Handle>>>,
+    idle: SlotPool<Handle>,
 }
 
 impl Handles {
     /// Destroys every handle. The runtime's streams are idle (its drop
     /// synchronized them) and its context current.
     pub(crate) fn clear(&self) {
-        for (_, hs) in self.idle.lock().drain() {
-            for h in hs {
-                // SAFETY: an idle handle of this pool, created by
-                // `cublasCreate_v2`, destroyed once (it left the pool).
-                let _ = unsafe { sys::cublasDestroy_v2(h.0) };
-            }
+        for h in self.idle.drain() {
+            // SAFETY: an idle handle of this pool, created by
+            // `cublasCreate_v2`, destroyed once (it left the pool).
+            let _ = unsafe { sys::cublasDestroy_v2(h.0) };
         }
     }
 
@@ -116,7 +79,7 @@ impl Handles {
     /// slot's stream may have been retired and another made since, maybe
     /// at the same address.
     fn take(&self, slot: usize, stream: u64) -> Result<Handle> {
-        let idle = self.idle.lock().get_mut(&slot).and_then(Vec::pop);
+        let idle = self.idle.take(slot);
         let h = match idle {
             Some(h) => h,
             None => {
@@ -141,7 +104,7 @@ impl Handles {
     }
 
     fn give(&self, slot: usize, h: Handle) {
-        self.idle.lock().entry(slot).or_default().push(h);
+        self.idle.give(slot, h);
     }
 }
 

@@ -213,6 +213,10 @@ impl Group {
             deferred_frees: Default::default(),
             cudarc: OnceLock::new(),
             blas: Default::default(),
+            solver: Default::default(),
+            sparse: Default::default(),
+            fft: Default::default(),
+            rand: Default::default(),
         });
         members[ordinal] = Member::Counted(Arc::downgrade(&inner));
         Ok(Runtime {

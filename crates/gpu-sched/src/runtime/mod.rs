@@ -78,6 +78,14 @@ pub(crate) struct RuntimeInner {
     cudarc: OnceLock<Arc<cudarc::driver::CudaContext>>,
     /// cuBLAS's handles, per stream ([`crate::blas`]).
     blas: crate::blas::Handles,
+    /// cuSOLVER's handles, per stream ([`crate::solver`]).
+    solver: crate::solver::Handles,
+    /// cuSPARSE's handles, per stream ([`crate::sparse`]).
+    sparse: crate::sparse::Handles,
+    /// cuFFT's plans, per stream and shape ([`crate::fft`]).
+    fft: crate::fft::Plans,
+    /// cuRAND's generators, per stream ([`crate::random`]).
+    rand: crate::random::Generators,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -440,6 +448,26 @@ impl Runtime {
         &self.inner.blas
     }
 
+    /// cuSOLVER's handles of this runtime.
+    pub(crate) fn solver_handles(&self) -> &crate::solver::Handles {
+        &self.inner.solver
+    }
+
+    /// cuSPARSE's handles of this runtime.
+    pub(crate) fn sparse_handles(&self) -> &crate::sparse::Handles {
+        &self.inner.sparse
+    }
+
+    /// cuFFT's plans of this runtime.
+    pub(crate) fn fft_plans(&self) -> &crate::fft::Plans {
+        &self.inner.fft
+    }
+
+    /// cuRAND's generators of this runtime.
+    pub(crate) fn rand_generators(&self) -> &crate::random::Generators {
+        &self.inner.rand
+    }
+
     /// The count of bytes of live pinned host allocations.
     #[inline]
     pub(crate) fn pinned_bytes(&self) -> &AtomicUsize {
@@ -519,6 +547,10 @@ impl Drop for RuntimeInner {
         // destroy them while the context is current.
         if c.driver.bind_context().is_ok() {
             self.blas.clear();
+            self.solver.clear();
+            self.sparse.clear();
+            self.fft.clear();
+            self.rand.clear();
         }
         let deferred = std::mem::take(&mut *self.deferred_frees.lock());
         if !deferred.is_empty() {

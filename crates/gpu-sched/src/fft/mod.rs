@@ -1,0 +1,11 @@
+//! cuFFT on a task's stream (§14). (Being built.)
+
+/// A runtime's cuFFT objects, per stream slot.
+#[derive(Debug, Default)]
+pub(crate) struct Plans {}
+
+impl Plans {
+    /// Destroys every idle object: the runtime's streams are idle (its
+    /// drop synchronized them) and its context current.
+    pub(crate) fn clear(&self) {}
+}
