@@ -3,6 +3,7 @@
 //! fences a task must wait for; recording and waiting are
 //! `TaskContext::fence` and `TaskContext::wait_fence` (context/event.rs).
 
+use crate::context::{conclude_at_fence_drop, conclude_carried, Pending};
 use crate::error::Result;
 use crate::pool::PooledEvent;
 use crate::runtime::Runtime;
@@ -24,10 +25,17 @@ pub(crate) struct FenceEvent {
     pub(crate) ev: Option<Box<PooledEvent>>,
     /// The capture's id and the nodes.
     pub(crate) nodes: Option<(u64, crate::driver::Nodes)>,
+    /// Results of library operations of the fenced work, carried to
+    /// whoever waits for the fence (`TaskContext::final_fence`).
+    pub(crate) checks: parking_lot::Mutex<Vec<Pending>>,
 }
 
 impl Drop for FenceEvent {
     fn drop(&mut self) {
+        let checks = std::mem::take(self.checks.get_mut());
+        if !checks.is_empty() {
+            conclude_at_fence_drop(&self.rt, checks, self.ev.as_ref().map(|p| p.raw));
+        }
         if let Some(p) = self.ev.take() {
             self.rt.give_event(p);
         }
@@ -55,11 +63,13 @@ impl Fence {
 
     /// Waits on the host for the fence (R6) and consumes it. A fence of a
     /// scope capture returns at once: its work is not queued, it is in the
-    /// graph.
+    /// graph. Results of library operations the fence carries (a task's
+    /// final fence, §14) are checked after the wait.
     ///
     /// # Errors
     ///
-    /// Driver errors.
+    /// Driver errors; a carried result's failure
+    /// ([`crate::Error::NotPositiveDefinite`], ...).
     pub fn synchronize(self) -> Result<()> {
         if self.shared.nodes.is_some() {
             // A fence of a scope capture: its operations run only when the
@@ -70,6 +80,7 @@ impl Fence {
         let p = self.event();
         rt.ledger_rw()
             .event_complete(&p.coverage, || rt.driver().event_sync(p.raw).map(|()| true))?;
-        Ok(())
+        let carried = std::mem::take(&mut *self.shared.checks.lock());
+        conclude_carried(carried)
     }
 }

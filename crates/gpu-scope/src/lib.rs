@@ -246,7 +246,6 @@ pub mod solver {
     //! Dense factorizations and solves on a task's stream: cuSOLVER on the
     //! CUDA backend, `faer` on the host backend; a factorization's `info`
     //! is checked at the task's next wait ([`gpu_sched::solver`]).
-    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
     pub use gpu_sched::solver::*;
 }
 
@@ -316,5 +315,8 @@ pub fn runtime() -> Result<&'static Runtime> {
 /// What `f` returns; the runtime's errors.
 pub fn with_task<R>(f: impl FnOnce(&TaskContext) -> Result<R>) -> Result<R> {
     let ctx = Runtime::global()?.begin_task()?;
-    f(&ctx)
+    let r = f(&ctx)?;
+    // Library results nobody waited for (a factorization's info).
+    ctx.check_results()?;
+    Ok(r)
 }

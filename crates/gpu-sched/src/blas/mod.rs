@@ -127,7 +127,7 @@ pub(crate) const SYMBOLS: &[&str] = &[
 ];
 
 /// `x` as cuBLAS's `int`, or the shape error saying which.
-fn int(op: &'static str, what: &str, x: usize) -> Result<std::ffi::c_int> {
+pub(crate) fn int(op: &'static str, what: &str, x: usize) -> Result<std::ffi::c_int> {
     std::ffi::c_int::try_from(x).map_err(|_| Error::Shape {
         op,
         problem: format!("{what} = {x} does not fit cuBLAS's 32-bit int"),
@@ -136,7 +136,13 @@ fn int(op: &'static str, what: &str, x: usize) -> Result<std::ffi::c_int> {
 
 /// The elements a column-major `rows x cols` operand with leading
 /// dimension `ld` spans, after checking `ld >= max(1, rows)`.
-fn span(op: &'static str, name: &str, rows: usize, cols: usize, ld: usize) -> Result<usize> {
+pub(crate) fn span(
+    op: &'static str,
+    name: &str,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+) -> Result<usize> {
     if ld < rows.max(1) {
         return Err(Error::Shape {
             op,
@@ -157,7 +163,7 @@ fn span(op: &'static str, name: &str, rows: usize, cols: usize, ld: usize) -> Re
 /// Checks that `count` operands of `one` elements each, `stride` apart,
 /// fit in `len` elements; `disjoint` also asks that they do not overlap
 /// (an output). Returns nothing: the error says what does not fit.
-fn fits(
+pub(crate) fn fits(
     op: &'static str,
     name: &str,
     one: usize,

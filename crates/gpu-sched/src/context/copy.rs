@@ -162,7 +162,8 @@ impl TaskContext {
     /// device still works), or with the error once the device is broken
     /// for good and nothing more runs on it ([`Runtime::wait_past_errors`]).
     pub(crate) fn synchronize_past_errors(&self) -> Result<()> {
-        self.rt.wait_past_errors(|| self.synchronize())
+        self.rt.wait_past_errors(|| self.synchronize_stream())?;
+        self.conclude_checks()
     }
 
     /// Copies `src` into a new `Vec` (waits, like [`TaskContext::copy_to_host`]).

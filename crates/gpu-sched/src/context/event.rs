@@ -110,6 +110,7 @@ impl TaskContext {
                         .borrow()
                         .as_ref()
                         .map(|c| (c.id, self.chain.borrow().clone())),
+                    checks: Default::default(),
                 }),
             });
         }
@@ -118,6 +119,7 @@ impl TaskContext {
                 rt: self.rt.clone(),
                 ev: Some(self.record_pooled()?),
                 nodes: None,
+                checks: Default::default(),
             }),
         })
     }
@@ -133,6 +135,7 @@ impl TaskContext {
     ///
     /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn wait_fence(&self, fence: Fence) -> Result<()> {
+        self.adopt_checks(&fence);
         // A fence of another device of the group is waited for too (§11).
         self.rt.check_group(fence.runtime(), "the fence")?;
         self.bind()?;

@@ -11,12 +11,25 @@ impl TaskContext {
     // ----- synchronization ----------------------------------------------------
 
     /// R5: waits on the host until this task's stream finished everything
-    /// submitted so far; its epoch becomes Completed.
+    /// submitted so far; its epoch becomes Completed. Then checks the
+    /// results library operations left (a factorization's `info`, §14):
+    /// every wait on the host built on this one (`to_vec`,
+    /// `copy_to_host`, `host_sync_ptr`) reports them.
     ///
     /// # Errors
     ///
-    /// [`Error::Capturing`] while capturing; driver errors.
+    /// [`Error::Capturing`] while capturing; driver errors; the first
+    /// failed result of a library operation
+    /// ([`Error::NotPositiveDefinite`], [`Error::Singular`]) since the
+    /// last wait, of this task or of tasks it joined (the wait itself
+    /// succeeded: the stream is idle).
     pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_stream()?;
+        self.conclude_checks()
+    }
+
+    /// [`TaskContext::synchronize`] without the checks.
+    pub(crate) fn synchronize_stream(&self) -> Result<()> {
         self.bind()?;
         self.rt
             .ledger_rw()

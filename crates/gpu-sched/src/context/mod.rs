@@ -17,6 +17,7 @@ use crate::runtime::Runtime;
 use gpu_epoch::{StreamId, Task};
 use std::marker::PhantomData;
 
+mod checks;
 mod copy;
 mod event;
 mod foreign;
@@ -29,6 +30,7 @@ mod memory;
 mod raw;
 mod tracked;
 
+pub(crate) use checks::{conclude_at_fence_drop, conclude_carried, Check, Judge, Pending};
 pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
 };
@@ -82,6 +84,9 @@ pub struct TaskContext {
     /// The stream was handed out raw ([`RawTask::cu_stream`](crate::raw::RawTask::cu_stream)): work the
     /// runtime does not see may be on it.
     pub(crate) raw_used: std::cell::Cell<bool>,
+    /// Results of library operations to check at the next host wait
+    /// (`checks.rs`).
+    pub(crate) checks: std::cell::RefCell<Vec<Pending>>,
     pub(crate) _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -139,6 +144,7 @@ impl Runtime {
             submitted: std::cell::Cell::new(false),
             pending: std::cell::Cell::new(false),
             raw_used: std::cell::Cell::new(false),
+            checks: Default::default(),
             _not_sync: PhantomData,
         })
     }
@@ -361,6 +367,7 @@ impl TaskContext {
     ///
     /// [`Error::WrongDevice`]; driver errors from the wait.
     pub fn after_fence(&self, fence: crate::fence::Fence) -> Result<()> {
+        self.adopt_checks(&fence);
         if self.slot.get().is_some() {
             self.wait_fence(fence)
         } else {
@@ -388,6 +395,7 @@ impl TaskContext {
 
 impl Drop for TaskContext {
     fn drop(&mut self) {
+        self.conclude_at_drop();
         if self.capture.get_mut().is_some() {
             // A task of a scope capture: the stream and the ledger task are
             // the capture's, which ends them (`capture_scope`).

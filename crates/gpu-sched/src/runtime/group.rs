@@ -217,6 +217,8 @@ impl Group {
             sparse: Default::default(),
             fft: Default::default(),
             rand: Default::default(),
+            info: Default::default(),
+            unreported: Default::default(),
         });
         members[ordinal] = Member::Counted(Arc::downgrade(&inner));
         Ok(Runtime {

@@ -13,12 +13,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 mod group;
+mod info;
 mod interop;
 mod modules;
 mod options;
 
 use group::Member;
 pub(crate) use group::{DeviceCore, Group};
+pub(crate) use info::InfoWord;
 pub use options::{LedgerView, LiveCounts, RuntimeOptions};
 
 /// How many kernel modules one runtime can load.
@@ -86,6 +88,12 @@ pub(crate) struct RuntimeInner {
     fft: crate::fft::Plans,
     /// cuRAND's generators, per stream ([`crate::random`]).
     rand: crate::random::Generators,
+    /// Words the libraries write their results into ([`InfoWord`]).
+    info: info::InfoWords,
+    /// Results of library operations found failed where nobody could be
+    /// told (a task or fence dropped unwaited): reported by the next
+    /// synchronize of a task of this runtime.
+    unreported: parking_lot::Mutex<Vec<Error>>,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -448,6 +456,28 @@ impl Runtime {
         &self.inner.blas
     }
 
+    /// A word for a library's result, zeroed.
+    pub(crate) fn info_word(&self) -> Result<InfoWord> {
+        self.inner.info.take(&*self.inner.core.driver)
+    }
+
+    /// Keeps `e` for the next synchronize of a task of this runtime.
+    pub(crate) fn keep_unreported(&self, e: Error) {
+        self.inner.unreported.lock().push(e);
+    }
+
+    /// The first result kept by [`Runtime::keep_unreported`], if any (the
+    /// rest are dropped with it: one failure is reported).
+    pub(crate) fn take_unreported(&self) -> Option<Error> {
+        let mut u = self.inner.unreported.lock();
+        if u.is_empty() {
+            return None;
+        }
+        let e = u.remove(0);
+        u.clear();
+        Some(e)
+    }
+
     /// cuSOLVER's handles of this runtime.
     pub(crate) fn solver_handles(&self) -> &crate::solver::Handles {
         &self.inner.solver
@@ -571,6 +601,7 @@ impl Drop for RuntimeInner {
                 let _ = unsafe { c.driver.free(ptr, device_bytes(bytes), raw) };
             }
         }
+        self.info.free_all(&*c.driver);
         for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
             // SAFETY: a cached block came from `alloc_host` with `bytes` and
             // was given back with no copy through it in flight

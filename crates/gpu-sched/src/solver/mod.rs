@@ -1,11 +1,122 @@
-//! cuSOLVER on a task's stream (§14). (Being built.)
+//! Dense factorizations and solves on a task's stream (§14): cuSOLVER on
+//! the CUDA backend, `faer` on the host backend. Each is a tracked
+//! operation over the buffers it names (a foreign operation): what it
+//! factors or solves in place is a write, the factor a solve reads is a
+//! read, its workspace a tracked buffer of the task (allocated on its
+//! stream, freed in stream order). Shapes and leading dimensions are
+//! checked against the buffers before anything is queued
+//! ([`Error::Shape`]).
+//!
+//! # Results: checked at the next wait
+//!
+//! A factorization's `info` (LAPACK's: a leading minor that is not
+//! positive definite, a zero pivot) is written by the device into a word
+//! of host-visible memory and checked at the task's **next host wait**,
+//! not by a wait of its own: [`TaskContext::synchronize`] and everything
+//! built on it (`to_vec`, `copy_to_host`, `host_sync_ptr`) return
+//! [`Error::NotPositiveDefinite`] or [`Error::Singular`] once the work is
+//! done (as a kernel fault surfaces at the next wait). A task of `gpu`'s
+//! scopes that ends with a result unchecked hands it to the task that joins
+//! it (with its final fence), and a top-level scope whose tasks left
+//! results unchecked waits for them at its end, so a failure is never
+//! lost. A task dropped with results unchecked waits for them at its drop
+//! and keeps a failure for the runtime's next synchronize.
+//!
+//! ```
+//! # fn main() -> gpu_sched::Result<()> {
+//! use gpu_sched::solver::{Potrf, Potrs};
+//! let rt = gpu_sched::Runtime::new(Default::default())?;
+//! let t = rt.begin_task()?;
+//! // A = [[4, 2], [2, 3]] (column-major), b = [2, 1].
+//! let mut a = t.from_host(&[4.0f64, 2.0, 2.0, 3.0])?;
+//! let mut b = t.from_host(&[2.0f64, 1.0])?;
+//! Potrf::new(2).run(&t, &mut a)?; // L in the lower triangle
+//! Potrs::new(2, 1).run(&t, &a, &mut b)?;
+//! let x = t.to_vec(&b)?; // the wait that checks potrf's info
+//! assert!((x[0] - 0.5).abs() < 1e-12 && x[1].abs() < 1e-12);
+//! let mut bad = t.from_host(&[1.0f64, 2.0, 2.0, 1.0])?; // indefinite
+//! Potrf::new(2).run(&t, &mut bad)?; // queued: no wait, no error yet
+//! let e = t.synchronize().unwrap_err();
+//! assert!(matches!(e, gpu_sched::Error::NotPositiveDefinite { minor: 2, .. }));
+//! # Ok(()) }
+//! ```
 
-/// A runtime's cuSOLVER objects, per stream slot.
-#[derive(Debug, Default)]
-pub(crate) struct Handles {}
+mod cuda;
+mod host;
+mod ops;
 
-impl Handles {
-    /// Destroys every idle object: the runtime's streams are idle (its
-    /// drop synchronized them) and its context current.
-    pub(crate) fn clear(&self) {}
+pub use crate::blas::{Op, Uplo};
+pub use ops::{Geqrf, Getrf, Getrs, Potrf, Potrs};
+
+pub(crate) use cuda::Handles;
+
+use crate::blas::Scalar as BlasScalar;
+use crate::context::Check;
+use crate::error::{Error, Result};
+use crate::TaskContext;
+
+/// The element types of the solver operations: `f32` and `f64`. Sealed.
+pub trait Scalar:
+    BlasScalar + cuda::Sealed + faer::traits::RealField + std::ops::Div<Output = Self>
+{
+}
+impl Scalar for f32 {}
+impl Scalar for f64 {}
+
+/// The library's name in errors.
+const LIBRARY: &str = "cuSOLVER";
+
+/// A negative `info`: argument `-value` was invalid (the wrappers check
+/// every argument first, so this is the library's complaint).
+fn bad_argument(op: &'static str, value: i32) -> Error {
+    Error::Library {
+        library: LIBRARY,
+        call: op,
+        code: value,
+        name: format!("argument {} is invalid", -value),
+    }
+}
+
+/// potrf's `info`: a positive one is the order of the leading minor that
+/// is not positive definite.
+fn judge_potrf(op: &'static str, value: i32) -> Error {
+    if value > 0 {
+        Error::NotPositiveDefinite {
+            op,
+            minor: value as usize,
+        }
+    } else {
+        bad_argument(op, value)
+    }
+}
+
+/// getrf's `info`: a positive one is the (1-based) index of a zero pivot.
+fn judge_getrf(op: &'static str, value: i32) -> Error {
+    if value > 0 {
+        Error::Singular {
+            op,
+            pivot: value as usize,
+        }
+    } else {
+        bad_argument(op, value)
+    }
+}
+
+/// On the CUDA backend, cuSOLVER loaded and checked (before anything is
+/// queued); nothing on the host backend.
+fn ready(t: &TaskContext) -> Result<()> {
+    match t.runtime().backend() {
+        crate::BackendKind::Cuda => cuda::library(),
+        crate::BackendKind::Host => Ok(()),
+    }
+}
+
+/// Registers the check of `op`'s result word after it was queued.
+fn check_later(
+    t: &TaskContext,
+    word: crate::runtime::InfoWord,
+    op: &'static str,
+    judge: crate::context::Judge,
+) {
+    t.check_later(Check { word, op, judge });
 }

@@ -71,7 +71,9 @@ pub(crate) fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
         }
         return;
     }
-    match ctx.fence() {
+    // The final fence carries the task's unchecked library results (a
+    // factorization's info) to its joiner.
+    match ctx.final_fence() {
         Ok(fin) => state.push_final(fin),
         Err(e) => {
             // Without a final fence the joiner cannot order after this
@@ -383,7 +385,11 @@ where
     let ctx = rt.begin_task()?;
     let r = run_scope(&ctx, op, Join::IfSubmitted);
     rt.trace_flush();
-    r
+    let r = r?;
+    // Results of library operations nobody waited for (a factorization's
+    // info): waited for and checked here, so a failure is not lost.
+    ctx.check_results()?;
+    Ok(r)
 }
 
 /// [`scope`] on a given runtime.

@@ -219,7 +219,11 @@ impl ScopeState {
             }
         } else {
             // The fences' events go back to the pool; their records stand.
-            drop(self.finals());
+            // The library results they carry stay with `ctx`, each with its
+            // fence, for its next wait.
+            for f in self.finals() {
+                ctx.take_results_of(&f);
+            }
         }
         self.finish()
     }

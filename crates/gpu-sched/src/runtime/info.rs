@@ -1,0 +1,107 @@
+//! Words of device-visible host memory a library writes its result into
+//! (a factorization's `info`, §14), read by the host after a wait: pages
+//! of mapped page-locked memory, allocated once and reused, so a task's
+//! factorization allocates nothing (a page-locked allocation would order
+//! other streams' work, and its free waits for them).
+
+use crate::driver::Driver;
+use crate::error::Result;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Words per page: one 4 KiB page of `i32`s.
+const WORDS: usize = 1024;
+
+/// A runtime's pages of words and which are free.
+#[derive(Debug, Default)]
+pub(crate) struct InfoWords {
+    inner: Arc<Mutex<Pages>>,
+}
+
+#[derive(Debug, Default)]
+struct Pages {
+    /// (host address, device address) of each page.
+    pages: Vec<(usize, u64)>,
+    /// Free words: (page, index).
+    free: Vec<(usize, usize)>,
+}
+
+/// One word, given back to its runtime's free list when dropped. Whoever
+/// holds it sees to it that no device work that writes it is pending at the
+/// drop (a check is dropped only after the wait that covers its writer).
+#[derive(Debug)]
+pub(crate) struct InfoWord {
+    host: *mut i32,
+    dev: u64,
+    at: (usize, usize),
+    pages: Arc<Mutex<Pages>>,
+}
+
+// SAFETY: the word is plain memory; its one writer is ordered by the
+// caller's waits, and it is read only after them.
+unsafe impl Send for InfoWord {}
+// SAFETY: as for `Send`: `&InfoWord` only reads the word (`get`), after
+// the waits that order its writer.
+unsafe impl Sync for InfoWord {}
+
+impl InfoWord {
+    /// The device address the library writes.
+    pub(crate) fn device(&self) -> u64 {
+        self.dev
+    }
+
+    /// The host address (what the host backend's twin writes).
+    pub(crate) fn host(&self) -> *mut i32 {
+        self.host
+    }
+
+    /// The value. Only after a wait that covers the work writing it.
+    pub(crate) fn get(&self) -> i32 {
+        // SAFETY: a live word of a page that lives while the runtime does
+        // (this word holds the page list, and pages are freed only by the
+        // runtime's drop, after every stream finished); volatile, as the
+        // device wrote it behind the compiler's back.
+        unsafe { self.host.read_volatile() }
+    }
+}
+
+impl Drop for InfoWord {
+    fn drop(&mut self) {
+        self.pages.lock().free.push(self.at);
+    }
+}
+
+impl InfoWords {
+    /// A free word, set to zero (a new page of them if none is free).
+    pub(crate) fn take(&self, driver: &dyn Driver) -> Result<InfoWord> {
+        let mut p = self.inner.lock();
+        if p.free.is_empty() {
+            let (host, dev) = driver.alloc_host(WORDS * 4, true)?;
+            let page = p.pages.len();
+            p.pages.push((host as usize, dev));
+            p.free.extend((0..WORDS).rev().map(|i| (page, i)));
+        }
+        let (page, i) = p.free.pop().expect("a page of free words was just added");
+        let (host, dev) = p.pages[page];
+        let host = (host as *mut i32).wrapping_add(i);
+        // SAFETY: a free word of a live page: no work that writes it is
+        // pending (it was freed after its wait), and no other holder.
+        unsafe { host.write_volatile(0) };
+        Ok(InfoWord {
+            host,
+            dev: dev + 4 * i as u64,
+            at: (page, i),
+            pages: self.inner.clone(),
+        })
+    }
+
+    /// Frees every page. Only from the runtime's drop, once every stream
+    /// finished (no word is written any more).
+    pub(crate) fn free_all(&self, driver: &dyn Driver) {
+        for (host, _) in std::mem::take(&mut self.inner.lock().pages) {
+            // SAFETY: a page of `alloc_host` of this size, freed once (it
+            // left the list); every stream finished, so nothing writes it.
+            let _ = unsafe { driver.free_host(host as *mut u8, WORDS * 4) };
+        }
+    }
+}

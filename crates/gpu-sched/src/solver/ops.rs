@@ -1,0 +1,467 @@
+//! The operations: [`Potrf`], [`Potrs`], [`Getrf`], [`Getrs`], [`Geqrf`],
+//! each a builder whose `run` checks its shapes, then queues one foreign
+//! operation (the library call with its workspace, or the host twin).
+
+use super::cuda::{self, fill, lwork, with_handle};
+use super::{bad_argument, check_later, host, judge_getrf, judge_potrf, ready, Op, Scalar, Uplo};
+use crate::blas::{fits, int, span};
+use crate::buffer::{DeviceSlice, DeviceSliceMut};
+use crate::error::Result;
+use crate::TaskContext;
+use std::ffi::c_int;
+
+/// Checks that a column-major `rows x cols` operand with leading dimension
+/// `ld` fits in `len` elements and that its sizes fit cuSOLVER's `int`.
+fn operand(
+    op: &'static str,
+    name: &str,
+    (rows, cols, ld): (usize, usize, usize),
+    len: usize,
+) -> Result<()> {
+    let s = span(op, name, rows, cols, ld)?;
+    fits(op, name, s, 1, s, len, false)?;
+    for v in [rows, cols, ld] {
+        int(op, name, v)?;
+    }
+    Ok(())
+}
+
+/// Checks that a vector operand has at least `need` elements.
+fn vector(op: &'static str, name: &str, need: usize, len: usize) -> Result<()> {
+    fits(op, name, need, 1, need, len, false)
+}
+
+/// A checked size as cuSOLVER's `int` (`operand` proved it fits).
+fn ci(x: usize) -> c_int {
+    x as c_int
+}
+
+/// The Cholesky factorization of a symmetric positive definite `n x n`
+/// matrix in place: `A = L L^T` with `L` in the lower triangle
+/// ([`Uplo::Lower`], the default) or `A = U^T U` with `U` in the upper one;
+/// only that triangle is read and written. A matrix that is not positive
+/// definite is [`crate::Error::NotPositiveDefinite`] at the task's next
+/// wait (see the module's docs).
+#[derive(Clone, Copy, Debug)]
+pub struct Potrf {
+    n: usize,
+    uplo: Uplo,
+    lda: Option<usize>,
+}
+
+impl Potrf {
+    /// The factorization of an `n x n` matrix, lower, packed (`lda = n`).
+    pub fn new(n: usize) -> Self {
+        Potrf {
+            n,
+            uplo: Uplo::Lower,
+            lda: None,
+        }
+    }
+    /// The triangle that holds the matrix and gets the factor.
+    pub fn uplo(mut self, uplo: Uplo) -> Self {
+        self.uplo = uplo;
+        self
+    }
+    /// The leading dimension of `A`.
+    pub fn ld(mut self, lda: usize) -> Self {
+        self.lda = Some(lda);
+        self
+    }
+
+    /// Queues the factorization of `a` on `t`'s stream.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Shape`] (nothing queued);
+    /// [`crate::Error::LibraryUnavailable`]; cuSOLVER's errors; out of
+    /// memory for the workspace. The result itself at the next wait.
+    pub fn run<T: Scalar>(
+        &self,
+        t: &TaskContext,
+        a: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        const OP: &str = "potrf";
+        let (n, uplo) = (self.n, self.uplo);
+        let lda = self.lda.unwrap_or(n.max(1));
+        operand(OP, "A", (n, n, lda), a.len())?;
+        ready(t)?;
+        let dptr = a.device_ptr() as usize as *mut T;
+        let lw = lwork(t, T::POTRF_LWORK.0, |h, w| {
+            // SAFETY: a size query: cuSOLVER reads only the arguments.
+            unsafe { (T::POTRF_LWORK.1)(h, fill(uplo), ci(n), dptr, ci(lda), w) }
+        })?;
+        let mut ws = t.alloc::<T>(lw)?;
+        let word = t.runtime().info_word()?;
+        let (info, info_host) = (word.device(), word.host() as usize);
+        let op = t.foreign(T::POTRF.0, (), (a, &mut ws)).host(
+            move |(), (a, _): (&mut [T], &mut [T])| {
+                let r = host::potrf(uplo, n, lda, a);
+                // SAFETY: the word is live (its check holds it until the
+                // wait after this operation) and written by this twin only.
+                unsafe { (info_host as *mut i32).write_volatile(r) };
+                Ok(())
+            },
+        );
+        // SAFETY: `A` within its checked span and the workspace of the
+        // queried size, on the task's stream; `info` is a live word;
+        // queued (potrf is asynchronous).
+        unsafe {
+            op.run(|_, (), (a, ws)| {
+                with_handle(t, T::POTRF.0, |h| {
+                    let s = (T::POTRF.1)(
+                        h,
+                        fill(uplo),
+                        ci(n),
+                        a.as_mut_ptr(),
+                        ci(lda),
+                        ws.as_mut_ptr(),
+                        ci(lw),
+                        info as usize as *mut c_int,
+                    );
+                    (s, ())
+                })
+            })?
+        };
+        check_later(t, word, OP, judge_potrf);
+        Ok(())
+    }
+}
+
+/// Solves `A X = B` for `B` (`n x nrhs`, overwritten by `X`) with the
+/// Cholesky factor of `A` from [`Potrf`] (the same [`Uplo`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Potrs {
+    n: usize,
+    nrhs: usize,
+    uplo: Uplo,
+    ld: [Option<usize>; 2],
+}
+
+impl Potrs {
+    /// The solve with `nrhs` right-hand sides of an `n x n` factor, lower,
+    /// packed.
+    pub fn new(n: usize, nrhs: usize) -> Self {
+        Potrs {
+            n,
+            nrhs,
+            uplo: Uplo::Lower,
+            ld: [None; 2],
+        }
+    }
+    /// The triangle that holds the factor.
+    pub fn uplo(mut self, uplo: Uplo) -> Self {
+        self.uplo = uplo;
+        self
+    }
+    /// The leading dimensions of `A` and `B`.
+    pub fn ld(mut self, lda: usize, ldb: usize) -> Self {
+        self.ld = [Some(lda), Some(ldb)];
+        self
+    }
+
+    /// Queues the solve on `t`'s stream: `a` (the factor) is read, `b`
+    /// written.
+    ///
+    /// # Errors
+    ///
+    /// As [`Potrf::run`].
+    pub fn run<T: Scalar>(
+        &self,
+        t: &TaskContext,
+        a: &(impl DeviceSlice<T> + ?Sized),
+        b: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        const OP: &str = "potrs";
+        let (n, nrhs, uplo) = (self.n, self.nrhs, self.uplo);
+        let lda = self.ld[0].unwrap_or(n.max(1));
+        let ldb = self.ld[1].unwrap_or(n.max(1));
+        operand(OP, "A", (n, n, lda), a.len())?;
+        operand(OP, "B", (n, nrhs, ldb), b.len())?;
+        ready(t)?;
+        let word = t.runtime().info_word()?;
+        let info = word.device();
+        let op = t
+            .foreign(T::POTRS.0, (a,), (b,))
+            .host(move |(a,): (&[T],), (b,): (&mut [T],)| {
+                host::potrs((uplo, n, nrhs), (a, lda), (b, ldb));
+                Ok(())
+            });
+        // SAFETY: `A` and `B` within their checked spans, on the task's
+        // stream; `info` a live word; queued.
+        unsafe {
+            op.run(|_, (a,), (b,)| {
+                with_handle(t, T::POTRS.0, |h| {
+                    let s = (T::POTRS.1)(
+                        h,
+                        fill(uplo),
+                        ci(n),
+                        ci(nrhs),
+                        a.as_ptr(),
+                        ci(lda),
+                        b.as_mut_ptr(),
+                        ci(ldb),
+                        info as usize as *mut c_int,
+                    );
+                    (s, ())
+                })
+            })?
+        };
+        check_later(t, word, OP, bad_argument);
+        Ok(())
+    }
+}
+
+/// The LU factorization with partial pivoting of an `m x n` matrix in
+/// place, `P A = L U` (`L` unit lower below the diagonal, `U` on and above
+/// it), the pivots into `ipiv` (LAPACK's: 1-based, `min(m, n)` of them). An
+/// exactly zero pivot is [`crate::Error::Singular`] at the task's next
+/// wait (the factors are still complete, as in LAPACK).
+#[derive(Clone, Copy, Debug)]
+pub struct Getrf {
+    m: usize,
+    n: usize,
+    lda: Option<usize>,
+}
+
+impl Getrf {
+    /// The factorization of an `m x n` matrix, packed.
+    pub fn new(m: usize, n: usize) -> Self {
+        Getrf { m, n, lda: None }
+    }
+    /// The leading dimension of `A`.
+    pub fn ld(mut self, lda: usize) -> Self {
+        self.lda = Some(lda);
+        self
+    }
+
+    /// Queues the factorization on `t`'s stream: `a` and `ipiv` written.
+    ///
+    /// # Errors
+    ///
+    /// As [`Potrf::run`].
+    pub fn run<T: Scalar>(
+        &self,
+        t: &TaskContext,
+        a: &mut (impl DeviceSliceMut<T> + ?Sized),
+        ipiv: &mut (impl DeviceSliceMut<i32> + ?Sized),
+    ) -> Result<()> {
+        const OP: &str = "getrf";
+        let (m, n) = (self.m, self.n);
+        let lda = self.lda.unwrap_or(m.max(1));
+        operand(OP, "A", (m, n, lda), a.len())?;
+        vector(OP, "ipiv", m.min(n), ipiv.len())?;
+        ready(t)?;
+        let dptr = a.device_ptr() as usize as *mut T;
+        let lw = lwork(t, T::GETRF_LWORK.0, |h, w| {
+            // SAFETY: a size query: cuSOLVER reads only the arguments.
+            unsafe { (T::GETRF_LWORK.1)(h, ci(m), ci(n), dptr, ci(lda), w) }
+        })?;
+        let mut ws = t.alloc::<T>(lw)?;
+        let word = t.runtime().info_word()?;
+        let (info, info_host) = (word.device(), word.host() as usize);
+        let op = t.foreign(T::GETRF.0, (), (a, ipiv, &mut ws)).host(
+            move |(), (a, ipiv, _): (&mut [T], &mut [i32], &mut [T])| {
+                let r = host::getrf((m, n, lda), a, ipiv);
+                // SAFETY: as in `Potrf::run`.
+                unsafe { (info_host as *mut i32).write_volatile(r) };
+                Ok(())
+            },
+        );
+        // SAFETY: `A`, `ipiv` and the workspace within their checked or
+        // queried sizes, on the task's stream; `info` a live word; queued.
+        unsafe {
+            op.run(|_, (), (a, ipiv, ws)| {
+                with_handle(t, T::GETRF.0, |h| {
+                    let s = (T::GETRF.1)(
+                        h,
+                        ci(m),
+                        ci(n),
+                        a.as_mut_ptr(),
+                        ci(lda),
+                        ws.as_mut_ptr(),
+                        ipiv.as_mut_ptr(),
+                        info as usize as *mut c_int,
+                    );
+                    (s, ())
+                })
+            })?
+        };
+        check_later(t, word, OP, judge_getrf);
+        Ok(())
+    }
+}
+
+/// Solves `op(A) X = B` for `B` (`n x nrhs`, overwritten by `X`) with the
+/// LU factors and pivots of `A` from [`Getrf`].
+#[derive(Clone, Copy, Debug)]
+pub struct Getrs {
+    n: usize,
+    nrhs: usize,
+    op: Op,
+    ld: [Option<usize>; 2],
+}
+
+impl Getrs {
+    /// The solve with `nrhs` right-hand sides of `n x n` factors, packed.
+    pub fn new(n: usize, nrhs: usize) -> Self {
+        Getrs {
+            n,
+            nrhs,
+            op: Op::N,
+            ld: [None; 2],
+        }
+    }
+    /// `A` as factored or transposed.
+    pub fn op(mut self, op: Op) -> Self {
+        self.op = op;
+        self
+    }
+    /// The leading dimensions of `A` and `B`.
+    pub fn ld(mut self, lda: usize, ldb: usize) -> Self {
+        self.ld = [Some(lda), Some(ldb)];
+        self
+    }
+
+    /// Queues the solve on `t`'s stream: `a` and `ipiv` read, `b` written.
+    /// The pivots must be `getrf`'s (each in `1..=n`): the host backend
+    /// checks them and a bad one is [`crate::Error::Shape`]; cuSOLVER reads
+    /// them as given (they index rows of `B`, within its checked span only
+    /// if they are `getrf`'s).
+    ///
+    /// # Errors
+    ///
+    /// As [`Potrf::run`].
+    pub fn run<T: Scalar>(
+        &self,
+        t: &TaskContext,
+        a: &(impl DeviceSlice<T> + ?Sized),
+        ipiv: &(impl DeviceSlice<i32> + ?Sized),
+        b: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        const OP: &str = "getrs";
+        let (n, nrhs, o) = (self.n, self.nrhs, self.op);
+        let lda = self.ld[0].unwrap_or(n.max(1));
+        let ldb = self.ld[1].unwrap_or(n.max(1));
+        operand(OP, "A", (n, n, lda), a.len())?;
+        operand(OP, "B", (n, nrhs, ldb), b.len())?;
+        vector(OP, "ipiv", n, ipiv.len())?;
+        ready(t)?;
+        let word = t.runtime().info_word()?;
+        let info = word.device();
+        let op = t.foreign(T::GETRS.0, (a, ipiv), (b,)).host(
+            move |(a, ipiv): (&[T], &[i32]), (b,): (&mut [T],)| {
+                if let Some(p) = ipiv[..n].iter().find(|&&p| p < 1 || p as usize > n) {
+                    return Err(crate::Error::Shape {
+                        op: OP,
+                        problem: format!("ipiv holds {p}, outside 1..={n}"),
+                    });
+                }
+                host::getrs((o, n, nrhs), (a, lda, ipiv), (b, ldb));
+                Ok(())
+            },
+        );
+        // SAFETY: `A`, `ipiv` and `B` within their checked spans, on the
+        // task's stream; `info` a live word; queued. The pivots index rows
+        // `1..=n` of `B` if they are `getrf`'s (the caller's, documented).
+        unsafe {
+            op.run(|_, (a, ipiv), (b,)| {
+                with_handle(t, T::GETRS.0, |h| {
+                    let s = (T::GETRS.1)(
+                        h,
+                        cuda::op(o),
+                        ci(n),
+                        ci(nrhs),
+                        a.as_ptr(),
+                        ci(lda),
+                        ipiv.as_ptr(),
+                        b.as_mut_ptr(),
+                        ci(ldb),
+                        info as usize as *mut c_int,
+                    );
+                    (s, ())
+                })
+            })?
+        };
+        check_later(t, word, OP, bad_argument);
+        Ok(())
+    }
+}
+
+/// The QR factorization of an `m x n` matrix in place, as LAPACK's
+/// geqrf: `R` on and above the diagonal, the Householder vectors below it
+/// (their leading ones implied), their factors into `tau` (`min(m, n)`):
+/// `Q = H_1 ... H_k`, `H_i = I - tau_i v_i v_i^T`.
+#[derive(Clone, Copy, Debug)]
+pub struct Geqrf {
+    m: usize,
+    n: usize,
+    lda: Option<usize>,
+}
+
+impl Geqrf {
+    /// The factorization of an `m x n` matrix, packed.
+    pub fn new(m: usize, n: usize) -> Self {
+        Geqrf { m, n, lda: None }
+    }
+    /// The leading dimension of `A`.
+    pub fn ld(mut self, lda: usize) -> Self {
+        self.lda = Some(lda);
+        self
+    }
+
+    /// Queues the factorization on `t`'s stream: `a` and `tau` written.
+    ///
+    /// # Errors
+    ///
+    /// As [`Potrf::run`].
+    pub fn run<T: Scalar>(
+        &self,
+        t: &TaskContext,
+        a: &mut (impl DeviceSliceMut<T> + ?Sized),
+        tau: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> Result<()> {
+        const OP: &str = "geqrf";
+        let (m, n) = (self.m, self.n);
+        let lda = self.lda.unwrap_or(m.max(1));
+        operand(OP, "A", (m, n, lda), a.len())?;
+        vector(OP, "tau", m.min(n), tau.len())?;
+        ready(t)?;
+        let dptr = a.device_ptr() as usize as *mut T;
+        let lw = lwork(t, T::GEQRF_LWORK.0, |h, w| {
+            // SAFETY: a size query: cuSOLVER reads only the arguments.
+            unsafe { (T::GEQRF_LWORK.1)(h, ci(m), ci(n), dptr, ci(lda), w) }
+        })?;
+        let mut ws = t.alloc::<T>(lw)?;
+        let word = t.runtime().info_word()?;
+        let info = word.device();
+        let op = t.foreign(T::GEQRF.0, (), (a, tau, &mut ws)).host(
+            move |(), (a, tau, _): (&mut [T], &mut [T], &mut [T])| {
+                host::geqrf(m, n, lda, a, tau);
+                Ok(())
+            },
+        );
+        // SAFETY: `A`, `tau` and the workspace within their checked or
+        // queried sizes, on the task's stream; `info` a live word; queued.
+        unsafe {
+            op.run(|_, (), (a, tau, ws)| {
+                with_handle(t, T::GEQRF.0, |h| {
+                    let s = (T::GEQRF.1)(
+                        h,
+                        ci(m),
+                        ci(n),
+                        a.as_mut_ptr(),
+                        ci(lda),
+                        tau.as_mut_ptr(),
+                        ws.as_mut_ptr(),
+                        ci(lw),
+                        info as usize as *mut c_int,
+                    );
+                    (s, ())
+                })
+            })?
+        };
+        check_later(t, word, OP, bad_argument);
+        Ok(())
+    }
+}
