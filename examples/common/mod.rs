@@ -1,7 +1,9 @@
 //! What the examples share: the heat step that `05-stencil`, `07-own-kernel`
 //! and `09-multi-gpu-heat` run ([`heat`]: a 5-point stencil in CUDA C with a
 //! host twin and a safe wrapper around its launch) and its row-slab form
-//! for several devices ([`heat_parts`]). Examples use it as `common::heat`.
+//! for several devices ([`heat_parts`]), and the tiled Cholesky of
+//! `11-cholesky` and B15 ([`cholesky`]). Examples use them as `common::heat`.
 
+pub mod cholesky;
 pub mod heat;
 pub mod heat_parts;

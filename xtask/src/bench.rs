@@ -58,6 +58,16 @@ const TORCH_SCRIPTS: &[TorchScript] = &[
         ],
     },
     TorchScript {
+        file: "torch_linalg.py",
+        groups: &["B15"],
+        rows: &[
+            "B15/torch-32768",
+            "B15/cupy-32768",
+            "B15/torch-8192",
+            "B15/cupy-8192",
+        ],
+    },
+    TorchScript {
         file: "torch_dag.py",
         groups: &["B13"],
         rows: &[
@@ -503,6 +513,26 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
     // stream, host-side cost (goal <= 1.10); 16 of them on 16 sibling
     // tasks: the speed-up over one stream (stated) and the share of one
     // strided-batched call's throughput (goal >= 0.5).
+    ratio(
+        "B15-vs-torch",
+        get(r, "B15/tiled-32768"),
+        get(r, "B15/torch-32768"),
+    );
+    ratio(
+        "B15-vs-cupy",
+        get(r, "B15/tiled-32768"),
+        get(r, "B15/cupy-32768"),
+    );
+    ratio(
+        "B15-8192-vs-torch",
+        get(r, "B15/tiled-8192"),
+        get(r, "B15/torch-8192"),
+    );
+    ratio(
+        "B15-overlap",
+        get(r, "B15/one-stream-32768"),
+        get(r, "B15/tiled-32768"),
+    );
     ratio("B17", get(r, "B17/tracked"), get(r, "B17/raw"));
     ratio(
         "B17-setstream",

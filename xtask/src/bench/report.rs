@@ -59,6 +59,8 @@ pub(super) const GOALS: &[(&str, Goal)] = &[
     ("B13-capture-vs-graph", Goal::AtMost(1.5)),
     ("B14", Goal::AtLeast(0.9)),
     ("B14-vs-torch", Goal::AtLeast(0.9)),
+    ("B15-vs-torch", Goal::AtMost(1.0)),
+    ("B15-vs-cupy", Goal::AtMost(1.0)),
     ("B17", Goal::AtMost(1.10)),
     ("B17-siblings-vs-batched", Goal::AtLeast(0.5)),
     ("B11-efficiency", Goal::AtLeast(0.95)),

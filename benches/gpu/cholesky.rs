@@ -1,0 +1,54 @@
+//! B15: the tiled fp64 Cholesky of `11-cholesky` (`common::cholesky`:
+//! POTRF, TRSM, SYRK and GEMM tasks over a tile grid, the DAG found by the
+//! ledger) at n = 32768 (tiles of 1024) and n = 8192 (tiles of 512), on
+//! 16 tasks and on one (the scheduler's speed-up); PyTorch's and CuPy's
+//! one-call cuSOLVER potrf on the same matrix are `benches/torch_linalg.py`.
+//! One iteration: the factorization from a fresh copy of the matrix (the
+//! copy untimed) until every task's stream is idle. CUDA only.
+
+use super::*;
+use common::cholesky::{factor, tasks, Tiles};
+
+/// (n, tile order) of the two sizes.
+const SIZES: [(usize, usize); 2] = [(32768, 1024), (8192, 512)];
+/// Tasks of the tiled run.
+const STREAMS: usize = 16;
+
+pub(crate) fn b15_cholesky(c: &mut Criterion) {
+    if !cuda() {
+        return;
+    }
+    let rt = rt();
+    let setup = rt.begin_task().unwrap();
+    let mut g = c.benchmark_group("B15");
+    g.sample_size(10);
+    for (n, b) in SIZES {
+        let original = Tiles::test_matrix(&setup, n / b, b).unwrap();
+        setup.synchronize().unwrap();
+        for (name, streams) in [("tiled", STREAMS), ("one-stream", 1)] {
+            let workers = tasks(rt, streams).unwrap();
+            g.bench_function(format!("{name}-{n}"), |bch| {
+                bch.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let mut a = original.copy(&setup).unwrap();
+                        setup.synchronize().unwrap();
+                        let f = setup.fence().unwrap();
+                        for w in &workers {
+                            w.after_fence(f.clone()).unwrap();
+                        }
+                        let start = Instant::now();
+                        factor(&workers, &mut a).unwrap();
+                        for w in &workers {
+                            w.synchronize().unwrap();
+                        }
+                        total += start.elapsed();
+                        black_box(&a);
+                    }
+                    total
+                })
+            });
+        }
+    }
+    g.finish();
+}
