@@ -253,7 +253,6 @@ pub mod sparse {
     //! Sparse matrices (CSR) and their products on a task's stream:
     //! cuSPARSE on the CUDA backend, loops on the host backend
     //! ([`gpu_sched::sparse`]).
-    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
     pub use gpu_sched::sparse::*;
 }
 
