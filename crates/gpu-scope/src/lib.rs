@@ -261,7 +261,6 @@ pub mod sparse {
 pub mod fft {
     //! Fast Fourier transforms on a task's stream: cuFFT on the CUDA
     //! backend, `rustfft` on the host backend ([`gpu_sched::fft`]).
-    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
     pub use gpu_sched::fft::*;
 }
 
