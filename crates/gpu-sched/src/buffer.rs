@@ -29,6 +29,11 @@ unsafe impl DeviceRepr for i32 {}
 unsafe impl DeviceRepr for u64 {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for i64 {}
+// SAFETY: `Complex<T>` is `#[repr(C)]` `{ re: T, im: T }`: two values of
+// one plain-old-data type (so no padding between or after them), every bit
+// pattern a value. `Complex<f32>` and `Complex<f64>` have the layouts of
+// cuFFT's `cufftComplex` and `cufftDoubleComplex`.
+unsafe impl<T: DeviceRepr> DeviceRepr for num_complex::Complex<T> {}
 
 /// Device memory the runtime tracks and may read: a [`Buffer`], a mutable
 /// view ([`ViewMut`]) or a read-only one ([`View`]).

@@ -259,7 +259,6 @@ pub mod sparse {
 pub mod fft {
     //! Fast Fourier transforms on a task's stream: cuFFT on the CUDA
     //! backend, `rustfft` on the host backend ([`gpu_sched::fft`]).
-    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
     pub use gpu_sched::fft::*;
 }
 
@@ -267,7 +266,6 @@ pub mod rand {
     //! Random fills of buffers on a task's stream: cuRAND on the CUDA
     //! backend, a seeded ChaCha generator on the host backend
     //! ([`gpu_sched::random`]).
-    #[allow(unused_imports, unreachable_pub)] // SKELETON: until the module has public items
     pub use gpu_sched::random::*;
 }
 

@@ -1,0 +1,238 @@
+//! cuFFT on the CUDA backend: the one-time probe of the library, the plan
+//! cache (per stream slot of a runtime and shape), and the execution with
+//! a tracked, stream-ordered workspace.
+
+use super::sealed::Sealed;
+use super::{Kind, Plan, SYMBOLS};
+use crate::buffer::Buffer;
+use crate::context::{DevicePtrMut, ForeignStream};
+use crate::error::Result;
+use crate::libs::SlotPool;
+use crate::{BackendKind, TaskContext};
+use cudarc::cufft::sys::{self, cufftHandle, cufftResult, cufftType};
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const LIBRARY: &str = "cuFFT";
+
+/// cuFFT's `CUFFT_FORWARD` and `CUFFT_INVERSE` (macros in `cufft.h`).
+const FORWARD: c_int = -1;
+const INVERSE: c_int = 1;
+
+/// At most this many idle plans are kept per runtime; a plan given back
+/// beyond it is destroyed (many shapes on many streams would otherwise keep
+/// every plan's device memory).
+const MAX_IDLE: usize = 64;
+
+crate::libs::library_probe!(
+    /// cuFFT loaded and every function the transforms call present; probed
+    /// once. Never panics (nothing calls cudarc's loader before this
+    /// succeeded).
+    pub(super) fn library = cudarc::cufft::sys, LIBRARY, "cufft", SYMBOLS
+);
+
+/// `Ok` for success, else the typed error of `status` in `call` (cuFFT has
+/// no function naming its statuses: the enum's name is used).
+fn check(status: cufftResult, call: &'static str) -> Result<()> {
+    if status == cufftResult::CUFFT_SUCCESS {
+        return Ok(());
+    }
+    Err(crate::libs::status_error(
+        LIBRARY,
+        call,
+        status as i32,
+        format!("{status:?}"),
+    ))
+}
+
+/// cuFFT's direction of a complex to complex transform.
+pub(super) fn direction(kind: Kind) -> c_int {
+    match kind {
+        Kind::Inverse | Kind::C2R => INVERSE,
+        Kind::Forward | Kind::R2C => FORWARD,
+    }
+}
+
+/// What a plan was made for: dimensions, cuFFT's type, batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    dims: [c_int; 3],
+    rank: usize,
+    ty: cufftType,
+    batch: c_int,
+}
+
+/// A cuFFT plan, made for `key`, its workspace size in bytes.
+#[derive(Debug)]
+struct CachedPlan {
+    handle: cufftHandle,
+    key: Key,
+    work: usize,
+}
+
+/// A runtime's cuFFT plans, per stream slot ([`crate::libs::SlotPool`]:
+/// a plan is used on one stream at a time). Destroyed with the runtime,
+/// after its streams finished.
+#[derive(Debug, Default)]
+pub(crate) struct Plans {
+    idle: SlotPool<CachedPlan>,
+    made: AtomicUsize,
+}
+
+impl Plans {
+    /// Destroys every idle plan. The runtime's streams are idle (its drop
+    /// synchronized them) and its context current.
+    pub(crate) fn clear(&self) {
+        for p in self.idle.drain() {
+            // SAFETY: an idle plan of this pool, made by `cufftCreate`,
+            // destroyed once (it left the pool).
+            let _ = unsafe { sys::cufftDestroy(p.handle) };
+        }
+    }
+
+    /// Plans made, plans idle.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        (self.made.load(Ordering::Relaxed), self.idle.idle_count())
+    }
+
+    /// An idle plan of `slot` for `key`, or a new one. The runtime's
+    /// context is current on this thread.
+    fn take(&self, slot: usize, key: Key) -> Result<CachedPlan> {
+        if let Some(p) = self.idle.take_where(slot, |p| p.key == key) {
+            return Ok(p);
+        }
+        let mut h: cufftHandle = 0;
+        // SAFETY: the library is probed; `h` is a valid out-pointer.
+        check(unsafe { sys::cufftCreate(&mut h) }, "cufftCreate")?;
+        let mut n = key.dims;
+        let mut work = 0usize;
+        // SAFETY: `h` is a fresh plan; `n` holds `rank` dimensions; null
+        // embeddings ask for the packed layout (strides and distances
+        // ignored); `work` is a valid out-pointer. Without automatic
+        // allocation, making the plan allocates no workspace: each call
+        // gives its own.
+        let made = check(
+            unsafe { sys::cufftSetAutoAllocation(h, 0) },
+            "cufftSetAutoAllocation",
+        )
+        .and_then(|()| {
+            check(
+                // SAFETY: as above.
+                unsafe {
+                    sys::cufftMakePlanMany(
+                        h,
+                        key.rank as c_int,
+                        n.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                        1,
+                        0,
+                        std::ptr::null_mut(),
+                        1,
+                        0,
+                        key.ty,
+                        key.batch,
+                        &mut work,
+                    )
+                },
+                "cufftMakePlanMany",
+            )
+        });
+        if let Err(e) = made {
+            // SAFETY: made above, used by nothing else.
+            let _ = unsafe { sys::cufftDestroy(h) };
+            return Err(e);
+        }
+        self.made.fetch_add(1, Ordering::Relaxed);
+        Ok(CachedPlan {
+            handle: h,
+            key,
+            work,
+        })
+    }
+
+    /// Gives `p` back to `slot`, or destroys it beyond [`MAX_IDLE`] (its
+    /// work queued on the slot's stream still runs: cuFFT's destruction
+    /// frees the plan's memory as `cudaFree` does, after the device's
+    /// work using it).
+    fn give(&self, slot: usize, p: CachedPlan) {
+        if self.idle.idle_count() >= MAX_IDLE {
+            // SAFETY: taken from or made for this pool, used by nothing
+            // else now; the context is current (the caller's).
+            let _ = unsafe { sys::cufftDestroy(p.handle) };
+        } else {
+            self.idle.give(slot, p);
+        }
+    }
+}
+
+/// Runs `f` with a workspace buffer and a plan for `plan`'s `kind` of `T`
+/// on `t`'s stream slot: on the CUDA backend, a cached plan (or a new one)
+/// and a workspace of its size allocated on `t`'s stream, which `f`
+/// declares as a write of its foreign operation; the plan goes back to the
+/// cache after. On the host backend, an empty workspace and no plan (`f`'s
+/// foreign operation runs its host twin).
+pub(super) fn with_plan<T: Sealed>(
+    t: &TaskContext,
+    plan: &Plan,
+    kind: Kind,
+    f: impl FnOnce(&mut Buffer<u8>, cufftHandle) -> Result<()>,
+) -> Result<()> {
+    let rt = t.runtime();
+    if rt.backend() == BackendKind::Host {
+        let mut ws = t.alloc::<u8>(0)?;
+        return f(&mut ws, 0);
+    }
+    let mut dims = [1 as c_int; 3];
+    for (d, &n) in dims.iter_mut().zip(plan.dims()) {
+        // Checked to fit (`Plan::check`).
+        *d = n as c_int;
+    }
+    let key = Key {
+        dims,
+        rank: plan.rank,
+        ty: T::TYPES[kind as usize],
+        batch: plan.batch as c_int,
+    };
+    // Making a plan calls the CUDA runtime: the runtime's context must be
+    // current on this thread.
+    rt.driver().bind_context()?;
+    let slot = t.sid().index();
+    let pool = rt.fft_plans();
+    let p = pool.take(slot, key)?;
+    let r = t
+        .alloc::<u8>(p.work)
+        .and_then(|mut ws| f(&mut ws, p.handle));
+    pool.give(slot, p);
+    r
+}
+
+/// One execution: `plan` bound to the foreign operation's stream and given
+/// its workspace `ws`, then `f` (cuFFT's execution call, named `call`).
+/// Called in the device closure of the foreign operation that declares
+/// `ws` (so the context is current).
+pub(super) fn exec(
+    plan: cufftHandle,
+    s: &ForeignStream<'_>,
+    ws: DevicePtrMut<u8>,
+    call: &'static str,
+    f: impl FnOnce(cufftHandle) -> cufftResult,
+) -> Result<()> {
+    // SAFETY: `plan` is a live plan, used by this thread only (taken from
+    // the pool); `s` is the operation's live stream. A plan's earlier
+    // stream was the slot's, whose work on the plan's memory is ordered
+    // before this one's (the same slot's stream, or a retired idle one).
+    check(
+        unsafe { sys::cufftSetStream(plan, s.raw() as usize as sys::cudaStream_t) },
+        "cufftSetStream",
+    )?;
+    if !ws.is_empty() {
+        // SAFETY: `ws` is a device buffer of the plan's workspace size,
+        // declared as a write of this operation (ordered for this stream,
+        // freed only after it in stream order).
+        check(
+            unsafe { sys::cufftSetWorkArea(plan, ws.as_mut_ptr().cast()) },
+            "cufftSetWorkArea",
+        )?;
+    }
+    check(f(plan), call)
+}
