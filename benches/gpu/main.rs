@@ -1,4 +1,4 @@
-//! Benchmarks B1-B8, B10, B13, B14 and B17 (DESIGN.md §7, §13), a file per group, each measured side by side with
+//! Benchmarks B1-B8, B10, B13, B14, B16 and B17 (DESIGN.md §7, §13), a file per group, each measured side by side with
 //! what it is compared to, in the same process run. `cargo xtask bench` runs them
 //! on the GPU machine and turns criterion's medians into the results table
 //! and `ratio/B*` rows. On the host backend the raw-driver rows are skipped.
@@ -23,6 +23,7 @@ fn cuda() -> bool {
 }
 
 mod blas;
+mod cg;
 mod chunks;
 mod dag;
 mod handoff;
@@ -33,6 +34,7 @@ mod record_wait;
 mod spawn;
 
 use blas::*;
+use cg::*;
 use chunks::*;
 use dag::*;
 use handoff::*;
@@ -73,6 +75,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon, b13_dag, b14_reduce, b17_blas
+    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon, b13_dag, b14_reduce, b16_cg, b17_blas
 }
 criterion_main!(benches);
