@@ -1,4 +1,4 @@
-//! Benchmarks B1-B8, B10, B13-B15 and B17 (DESIGN.md §7, §13), a file per group, each measured side by side with
+//! Benchmarks B1-B8, B10, B13-B17 (DESIGN.md §7, §13), a file per group, each measured side by side with
 //! what it is compared to, in the same process run. `cargo xtask bench` runs them
 //! on the GPU machine and turns criterion's medians into the results table
 //! and `ratio/B*` rows. On the host backend the raw-driver rows are skipped.
@@ -24,6 +24,7 @@ fn cuda() -> bool {
 
 mod blas;
 mod cholesky;
+mod cg;
 mod chunks;
 mod dag;
 mod handoff;
@@ -35,6 +36,7 @@ mod spawn;
 
 use blas::*;
 use cholesky::*;
+use cg::*;
 use chunks::*;
 use dag::*;
 use handoff::*;
@@ -75,6 +77,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon, b13_dag, b14_reduce, b15_cholesky, b17_blas
+    targets = b1_b2_record_wait, b3_launch, b4_handoff, b5_siblings, b6_par_chunks, b7_pipeline, b8_spawn, b10_rayon, b13_dag, b14_reduce, b15_cholesky, b16_cg, b17_blas
 }
 criterion_main!(benches);

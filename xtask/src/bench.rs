@@ -10,7 +10,8 @@
 //! `CRITERION_HOME`; the median of each benchmark becomes one row, and
 //! `ratio/B*` rows compare each with what DESIGN.md §7 and §12 compare it to.
 //!
-//! The PyTorch comparisons ([`TORCH_SCRIPTS`]) run after criterion, from the
+//! The PyTorch comparisons ([`TORCH_SCRIPTS`]; B16's is CuPy's, checked by
+//! its own preflight) run after criterion, from the
 //! bundle's copy of the scripts (`bundle/benches/`, beside the binary) or the
 //! repository's `benches/`. A comparison that cannot run fails the command
 //! (exit 1, after the table is written): no script, no `python3`, no
@@ -77,6 +78,13 @@ const TORCH_SCRIPTS: &[TorchScript] = &[
             "B13/torch-spin-alone",
         ],
     },
+    // B16's comparison is CuPy's (cupyx.scipy.sparse.linalg.cg), not
+    // PyTorch's: [`cupy_preflight`] checks that it imports.
+    TorchScript {
+        file: "cupy_cg.py",
+        groups: &["B16"],
+        rows: &["B16/cupy-cg-small", "B16/cupy-cg"],
+    },
 ];
 
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
@@ -138,6 +146,9 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
             .collect::<Result<Vec<_>, Error>>()?;
         if !scripts.is_empty() {
             torch_preflight()?;
+        }
+        if scripts.iter().any(|(t, _)| t.file.starts_with("cupy")) {
+            cupy_preflight()?;
         }
         scripts
     };
@@ -313,6 +324,26 @@ fn torch_preflight() -> Result<(), Error> {
         _ => Err(fail(format!(
             "python3 could not import torch ({}): the PyTorch comparisons need it; pass \
              --no-torch to run without them",
+            last_line(&out.stderr)
+        ))),
+    }
+}
+
+/// Fails unless `python3` imports CuPy and sees a CUDA device (B16's
+/// comparison, `benches/cupy_cg.py`).
+fn cupy_preflight() -> Result<(), Error> {
+    let probe = "import sys, cupy\n\
+                 sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 else 3)";
+    let out = Command::new("python3")
+        .args(["-c", probe])
+        .output()
+        .map_err(|e| fail(format!("python3 did not start ({e}); pass --no-torch")))?;
+    match out.status.code() {
+        Some(0) => Ok(()),
+        _ => Err(fail(format!(
+            "python3 could not import CuPy or sees no device ({}): B16's comparison \
+             (benches/cupy_cg.py) needs it (`pip install cupy-cuda13x`); pass --no-torch \
+             to run without the Python comparisons, or --filter to leave B16 out",
             last_line(&out.stderr)
         ))),
     }
@@ -533,6 +564,16 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         get(r, "B15/one-stream-32768"),
         get(r, "B15/tiled-32768"),
     );
+    // B16: a CG step through gpu::sparse and gpu::blas against CuPy's cg
+    // (both grids), and the memory-traffic bound (a copy of the step's
+    // bytes) over the step on the large grid.
+    ratio(
+        "B16-small-vs-cupy",
+        get(r, "B16/cg-small"),
+        get(r, "B16/cupy-cg-small"),
+    );
+    ratio("B16-vs-cupy", get(r, "B16/cg"), get(r, "B16/cupy-cg"));
+    ratio("B16-vs-bound", get(r, "B16/copy-bound"), get(r, "B16/cg"));
     ratio("B17", get(r, "B17/tracked"), get(r, "B17/raw"));
     ratio(
         "B17-setstream",

@@ -1,0 +1,295 @@
+//! # 12: conjugate gradients on a sparse matrix
+//!
+//! Solves the 2D Poisson equation (the 5-point stencil on an `n x n` grid,
+//! Dirichlet boundaries: `4` on the diagonal, `-1` for each neighbour) by
+//! conjugate gradients, the matrix a `gpu::sparse::Csr<f64>` and every
+//! step a library call: `gpu::sparse::spmv` for `q = A p`, `gpu::blas::dot`
+//! into one-element device buffers, `axpy_dev` and `scal_dev` reading their
+//! factor from such a buffer. The factors `alpha = rr / pq` and `beta =
+//! rr_new / rr` are computed on the device by a one-thread kernel of our
+//! own (CUDA C compiled at run time, with a host implementation), so the
+//! host reads the residual only every `CHECK` steps.
+//!
+//! First a small grid is checked against a direct solve on the host (a
+//! banded Cholesky factorization), then a larger one reports its steps
+//! and time and is checked by its true residual `||b - A x|| / ||b||`,
+//! computed on the host. Exits non-zero if a check fails.
+//!
+//! ```text
+//! cargo run --release -p gpu-examples --example 12-cg-sparse
+//! ```
+
+use gpu::kernel::{In, Kernel, LaunchConfig, Out};
+use gpu::sparse::{self, Csr};
+use gpu::{blas, BackendKind, Buffer, Result, TaskContext};
+use std::time::{Duration, Instant};
+
+/// Relative residual (of the recurrence) to reach.
+const TOL: f64 = 1e-10;
+/// Steps between two looks at the residual from the host.
+const CHECK: usize = 10;
+const MAX_STEPS: usize = 20_000;
+
+const SRC: &str = r#"
+// out = sign * num / den, one thread.
+extern "C" __global__ void cg_ratio(double* out, const double* num, const double* den, double sign) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = sign * num[0] / den[0];
+}
+"#;
+
+/// `out[0] = sign * num[0] / den[0]`.
+type Ratio = Kernel<(Out<f64>, In<f64>, In<f64>, f64)>;
+
+fn load(t: &TaskContext) -> Result<(Ratio, bool)> {
+    let m = t.runtime().compile_cuda(SRC, &[])?;
+    let k =
+        m.kernel("cg_ratio")?
+            .with_host(|out: &mut [f64], num: &[f64], den: &[f64], sign: f64| {
+                out[0] = sign * num[0] / den[0];
+            });
+    Ok((k, m.is_compiled()))
+}
+
+/// `out = sign * num / den` on the device, all three one-element buffers.
+fn ratio(
+    t: &TaskContext,
+    k: &Ratio,
+    out: &mut Buffer<f64>,
+    (num, den): (&Buffer<f64>, &Buffer<f64>),
+    sign: f64,
+) -> Result<()> {
+    for b in [out.len(), num.len(), den.len()] {
+        if b != 1 {
+            return Err(gpu::Error::LengthMismatch {
+                what: "a CG scalar",
+                expected: 1,
+                got: b,
+            });
+        }
+    }
+    // SAFETY: one thread reads element 0 of `num` and `den` and writes
+    // element 0 of `out`, all of one element (checked).
+    unsafe { k.launch(t, LaunchConfig::for_elements(1, 32), (out, num, den, sign)) }
+}
+
+/// The 5-point Poisson matrix of an `n x n` grid, as host CSR arrays
+/// (columns sorted in each row).
+fn poisson(n: usize) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
+    let (mut rp, mut ci, mut v) = (vec![0i32], vec![], vec![]);
+    for row in 0..n {
+        for col in 0..n {
+            let i = row * n + col;
+            let mut push = |j: usize, a: f64| {
+                ci.push(j as i32);
+                v.push(a);
+            };
+            if row > 0 {
+                push(i - n, -1.0);
+            }
+            if col > 0 {
+                push(i - 1, -1.0);
+            }
+            push(i, 4.0);
+            if col + 1 < n {
+                push(i + 1, -1.0);
+            }
+            if row + 1 < n {
+                push(i + n, -1.0);
+            }
+            rp.push(ci.len() as i32);
+        }
+    }
+    (rp, ci, v)
+}
+
+/// `A x` on the host, `A` in CSR.
+fn host_spmv((rp, ci, v): &(Vec<i32>, Vec<i32>, Vec<f64>), x: &[f64]) -> Vec<f64> {
+    (0..rp.len() - 1)
+        .map(|i| {
+            (rp[i] as usize..rp[i + 1] as usize)
+                .map(|p| v[p] * x[ci[p] as usize])
+                .sum()
+        })
+        .collect()
+}
+
+/// `A x = b` by a banded Cholesky factorization on the host (`A` is
+/// symmetric positive definite, of bandwidth `bw`), stored dense.
+fn cholesky_solve(a: &(Vec<i32>, Vec<i32>, Vec<f64>), bw: usize, b: &[f64]) -> Vec<f64> {
+    let n = b.len();
+    let mut l = vec![0.0; n * n]; // row-major, l[i * n + j] for j <= i
+    for (i, w) in a.0.windows(2).enumerate() {
+        for p in w[0] as usize..w[1] as usize {
+            let j = a.1[p] as usize;
+            if j <= i {
+                l[i * n + j] = a.2[p];
+            }
+        }
+    }
+    for j in 0..n {
+        let lo = j.saturating_sub(bw);
+        let d = l[j * n + j] - (lo..j).map(|k| l[j * n + k].powi(2)).sum::<f64>();
+        let d = d.sqrt();
+        l[j * n + j] = d;
+        for i in j + 1..(j + bw + 1).min(n) {
+            let s: f64 = (i.saturating_sub(bw).max(lo)..j)
+                .map(|k| l[i * n + k] * l[j * n + k])
+                .sum();
+            l[i * n + j] = (l[i * n + j] - s) / d;
+        }
+    }
+    // L z = b, then L^T x = z.
+    let mut z = b.to_vec();
+    for i in 0..n {
+        let s: f64 = (i.saturating_sub(bw)..i).map(|k| l[i * n + k] * z[k]).sum();
+        z[i] = (z[i] - s) / l[i * n + i];
+    }
+    for i in (0..n).rev() {
+        let s: f64 = (i + 1..(i + bw + 1).min(n))
+            .map(|k| l[k * n + i] * z[k])
+            .sum();
+        z[i] = (z[i] - s) / l[i * n + i];
+    }
+    z
+}
+
+/// What one solve gives: the solution, the steps, the recurrence's
+/// relative residual, the time, and whether NVRTC compiled the kernel.
+struct Solve {
+    x: Vec<f64>,
+    steps: usize,
+    residual: f64,
+    took: Duration,
+    compiled: bool,
+}
+
+/// CG for `A x = b` from `x = 0`, until the relative residual is below
+/// `TOL` (seen every `CHECK` steps) or `MAX_STEPS`.
+fn cg(a: &(Vec<i32>, Vec<i32>, Vec<f64>), b: &[f64]) -> Result<Solve> {
+    let n = b.len();
+    let b_norm2: f64 = b.iter().map(|v| v * v).sum();
+    gpu::scope(|s| {
+        let (k, compiled) = load(s)?;
+        let a = Csr::from_host(s, n, n, &a.0, &a.1, &a.2)?;
+        let mut x = s.zeros::<f64>(n)?;
+        let mut r = s.from_host(b)?;
+        let mut p = s.from_host(b)?;
+        let mut q = s.zeros::<f64>(n)?;
+        let sc = || s.zeros::<f64>(1);
+        let (mut rr, mut rr_new, mut pq) = (sc()?, sc()?, sc()?);
+        let (mut alpha, mut neg_alpha, mut beta) = (sc()?, sc()?, sc()?);
+        blas::dot(s, &r, &r, &mut rr)?;
+        s.to_vec(&rr)?; // the uploads done: the clock starts with the steps
+        let start = Instant::now();
+        let (mut steps, mut residual) = (0, 1.0);
+        while steps < MAX_STEPS {
+            sparse::spmv(s, 1.0, &a, &p, 0.0, &mut q)?; // q = A p
+            blas::dot(s, &p, &q, &mut pq)?;
+            ratio(s, &k, &mut alpha, (&rr, &pq), 1.0)?; // alpha = rr / pq
+            ratio(s, &k, &mut neg_alpha, (&rr, &pq), -1.0)?;
+            blas::axpy_dev(s, &alpha, &p, &mut x)?; // x += alpha p
+            blas::axpy_dev(s, &neg_alpha, &q, &mut r)?; // r -= alpha q
+            blas::dot(s, &r, &r, &mut rr_new)?;
+            ratio(s, &k, &mut beta, (&rr_new, &rr), 1.0)?; // beta = rr_new / rr
+            blas::scal_dev(s, &beta, &mut p)?; // p = r + beta p
+            blas::axpy(s, 1.0, &r, &mut p)?;
+            std::mem::swap(&mut rr, &mut rr_new);
+            steps += 1;
+            if steps % CHECK == 0 {
+                // The one host read: every CHECK steps.
+                residual = (s.to_vec(&rr)?[0] / b_norm2).sqrt();
+                if residual < TOL {
+                    break;
+                }
+            }
+        }
+        let took = start.elapsed();
+        Ok(Solve {
+            x: s.to_vec(&x)?,
+            steps,
+            residual,
+            took,
+            compiled,
+        })
+    })
+}
+
+/// `||b - A x|| / ||b||` on the host.
+fn true_residual(a: &(Vec<i32>, Vec<i32>, Vec<f64>), x: &[f64], b: &[f64]) -> f64 {
+    let ax = host_spmv(a, x);
+    let r2: f64 = ax.iter().zip(b).map(|(ax, b)| (b - ax).powi(2)).sum();
+    let b2: f64 = b.iter().map(|b| b * b).sum();
+    (r2 / b2).sqrt()
+}
+
+fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let backend = gpu::backend()?;
+    let (small, large) = match backend {
+        BackendKind::Cuda => (32, 512),
+        BackendKind::Host => (16, 48),
+    };
+    println!("12-cg-sparse: backend {backend}; 2D Poisson (5-point), CSR through gpu::sparse");
+
+    // The small grid against a direct solve.
+    let a = poisson(small);
+    let b: Vec<f64> = (0..small * small)
+        .map(|i| 1.0 + ((i % small) as f64 * 0.3).sin())
+        .collect();
+    let got = cg(&a, &b)?;
+    println!(
+        "  kernel: {}",
+        if got.compiled {
+            "CUDA C compiled by NVRTC"
+        } else {
+            "host implementation (no NVRTC)"
+        }
+    );
+    let direct = cholesky_solve(&a, small, &b);
+    let scale = direct.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let err = got
+        .x
+        .iter()
+        .zip(&direct)
+        .fold(0.0f64, |m, (x, d)| m.max((x - d).abs()))
+        / scale;
+    println!(
+        "  {small}x{small} grid ({} unknowns, {} entries): {} steps, residual {:.2e}; \
+         largest difference from the Cholesky solve {err:.2e} (relative)",
+        small * small,
+        a.2.len(),
+        got.steps,
+        got.residual
+    );
+    if got.residual >= TOL || err > 1e-7 {
+        return Err(format!(
+            "the small grid did not match the direct solve: residual {:.2e}, error {err:.2e}",
+            got.residual
+        )
+        .into());
+    }
+
+    // The large grid: steps, time, and the true residual.
+    let a = poisson(large);
+    let b = vec![1.0; large * large];
+    let got = cg(&a, &b)?;
+    let res = true_residual(&a, &got.x, &b);
+    let per = got.took / got.steps.max(1) as u32;
+    println!(
+        "  {large}x{large} grid ({} unknowns, {} entries): {} steps in {:.2?} ({per:.2?} a step); \
+         recurrence residual {:.2e}, true residual {res:.2e}",
+        large * large,
+        a.2.len(),
+        got.steps,
+        got.took,
+        got.residual
+    );
+    if got.residual >= TOL || res > 1e-8 {
+        return Err(format!(
+            "the large grid did not converge: residual {:.2e}, true residual {res:.2e}",
+            got.residual
+        )
+        .into());
+    }
+    println!("  converged, and the small grid matches the direct solve");
+    Ok(())
+}
