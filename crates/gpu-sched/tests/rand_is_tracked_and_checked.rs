@@ -160,7 +160,7 @@ fn odd_case<T: F>(rt: &Runtime) {
     for normal in [false, true] {
         for len in 1..10 {
             for start in 0..4 {
-                let mut b = t.from_host(&vec![guard; 16]).unwrap();
+                let mut b = t.from_host(&[guard; 16]).unwrap();
                 let mut rng = Rng::new(len as u64);
                 {
                     let mut v = b.slice_mut(start..start + len).unwrap();

@@ -150,10 +150,10 @@ impl Plans {
         })
     }
 
-    /// Gives `p` back to `slot`, or destroys it beyond [`MAX_IDLE`] (its
-    /// work queued on the slot's stream still runs: cuFFT's destruction
-    /// frees the plan's memory as `cudaFree` does, after the device's
-    /// work using it).
+    /// Gives `p` back to `slot`, or destroys it beyond [`MAX_IDLE`]. Its
+    /// work queued on the slot's stream still runs: cuFFT frees a plan's
+    /// memory with `cudaFree`, which waits for the device's work first (a
+    /// host wait, paid only past the cap).
     fn give(&self, slot: usize, p: CachedPlan) {
         if self.idle.idle_count() >= MAX_IDLE {
             // SAFETY: taken from or made for this pool, used by nothing
@@ -217,22 +217,23 @@ pub(super) fn exec(
     call: &'static str,
     f: impl FnOnce(cufftHandle) -> cufftResult,
 ) -> Result<()> {
-    // SAFETY: `plan` is a live plan, used by this thread only (taken from
-    // the pool); `s` is the operation's live stream. A plan's earlier
-    // stream was the slot's, whose work on the plan's memory is ordered
-    // before this one's (the same slot's stream, or a retired idle one).
     check(
+        // SAFETY: `plan` is a live plan, used by this thread only (taken
+        // from the pool); `s` is the operation's live stream. A plan's
+        // earlier stream was the slot's, whose work on the plan's memory
+        // is ordered before this one's (the same slot's stream, or a
+        // retired idle one).
         unsafe { sys::cufftSetStream(plan, s.raw() as usize as sys::cudaStream_t) },
         "cufftSetStream",
     )?;
-    if !ws.is_empty() {
-        // SAFETY: `ws` is a device buffer of the plan's workspace size,
-        // declared as a write of this operation (ordered for this stream,
-        // freed only after it in stream order).
-        check(
-            unsafe { sys::cufftSetWorkArea(plan, ws.as_mut_ptr().cast()) },
-            "cufftSetWorkArea",
-        )?;
-    }
+    check(
+        // SAFETY: `ws` is a device buffer of the plan's workspace size (at
+        // least 4 bytes: an allocation of 0 bytes is rounded up, so the
+        // pointer is valid even where cuFFT needs none), declared as a
+        // write of this operation: ordered for this stream, freed only
+        // after it in stream order.
+        unsafe { sys::cufftSetWorkArea(plan, ws.as_mut_ptr().cast()) },
+        "cufftSetWorkArea",
+    )?;
     check(f(plan), call)
 }

@@ -47,8 +47,8 @@ pub(super) fn c2c<T: Sealed>(plan: &Plan, kind: Kind, data: &mut [Complex<T>]) {
     };
     let dims = plan.dims();
     let mut planner = FftPlanner::new();
-    for axis in 0..dims.len() {
-        let fft = plan_1d(&mut planner, dims[axis], dir);
+    for (axis, &d) in dims.iter().enumerate() {
+        let fft = plan_1d(&mut planner, d, dir);
         along(data, dims, axis, &*fft);
     }
 }
@@ -75,8 +75,8 @@ pub(super) fn r2c<T: Sealed>(plan: &Plan, k: &Checked, x: &[T], y: &mut [Complex
     }
     let mut half = dims.to_vec();
     half[r - 1] = h;
-    for axis in 0..r - 1 {
-        let fft = plan_1d(&mut planner, dims[axis], FftDirection::Forward);
+    for (axis, &d) in dims.iter().enumerate().take(r - 1) {
+        let fft = plan_1d(&mut planner, d, FftDirection::Forward);
         along(y, &half, axis, &*fft);
     }
 }
@@ -93,8 +93,8 @@ pub(super) fn c2r<T: Sealed>(plan: &Plan, k: &Checked, x: &mut [Complex<T>], y: 
     let mut planner = FftPlanner::new();
     let mut half = dims.to_vec();
     half[r - 1] = h;
-    for axis in 0..r - 1 {
-        let fft = plan_1d(&mut planner, dims[axis], FftDirection::Inverse);
+    for (axis, &d) in dims.iter().enumerate().take(r - 1) {
+        let fft = plan_1d(&mut planner, d, FftDirection::Inverse);
         along(x, &half, axis, &*fft);
     }
     let fft = plan_1d(&mut planner, n, FftDirection::Inverse);

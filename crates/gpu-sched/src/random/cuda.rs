@@ -72,10 +72,10 @@ impl Generators {
             return Ok(g);
         }
         let mut g: curandGenerator_t = std::ptr::null_mut();
-        // SAFETY: the library is probed; `g` is a valid out-pointer; the
-        // runtime's context is current (a foreign operation's device
-        // closure binds it).
         check(
+            // SAFETY: the library is probed; `g` is a valid out-pointer;
+            // the runtime's context is current (a foreign operation's
+            // device closure binds it).
             unsafe {
                 sys::curandCreateGenerator(&mut g, curandRngType_t::CURAND_RNG_PSEUDO_PHILOX4_32_10)
             },

@@ -204,7 +204,7 @@ impl Rng {
                     // After the scratch pair's words when there is one.
                     let at = words + if sc.is_empty() { 0 } else { SLOT_WORDS };
                     cuda::generate(t, s, seed, at, |g| {
-                        let p = y.as_mut_ptr().add(head);
+                        let p = y.as_mut_ptr().wrapping_add(head);
                         (T::NORMAL, T::normal(g, p, body, mean, std))
                     })?;
                 }
