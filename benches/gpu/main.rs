@@ -23,8 +23,8 @@ fn cuda() -> bool {
 }
 
 mod blas;
-mod cholesky;
 mod cg;
+mod cholesky;
 mod chunks;
 mod dag;
 mod handoff;
@@ -35,8 +35,8 @@ mod record_wait;
 mod spawn;
 
 use blas::*;
-use cholesky::*;
 use cg::*;
+use cholesky::*;
 use chunks::*;
 use dag::*;
 use handoff::*;

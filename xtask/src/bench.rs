@@ -147,7 +147,11 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         if !scripts.is_empty() {
             torch_preflight()?;
         }
-        if scripts.iter().any(|(t, _)| t.file.starts_with("cupy")) {
+        // B16's script is CuPy's; B15's (torch_linalg.py) runs CuPy's potrf too.
+        if scripts
+            .iter()
+            .any(|(t, _)| t.file.starts_with("cupy") || t.file == "torch_linalg.py")
+        {
             cupy_preflight()?;
         }
         scripts
