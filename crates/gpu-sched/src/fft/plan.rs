@@ -180,9 +180,14 @@ impl Plan {
     /// (n(r-1)/2 + 1)` complex numbers per transform: the non-redundant
     /// half of the spectrum along the last dimension).
     ///
+    /// The real input must start at an even element of its buffer (cuFFT
+    /// wants it aligned as its complex type; on the H200 an odd start is
+    /// `CUFFT_INVALID_VALUE`): checked on both backends.
+    ///
     /// # Errors
     ///
-    /// As [`Plan::forward`], with those lengths.
+    /// As [`Plan::forward`], with those lengths; [`Error::Shape`] for an
+    /// input at an odd element.
     pub fn forward_real<T: Real>(
         &self,
         t: &TaskContext,
@@ -190,6 +195,7 @@ impl Plan {
         output: &mut (impl DeviceSliceMut<Complex<T>> + ?Sized),
     ) -> Result<()> {
         let k = self.check("fft r2c", Kind::R2C, input.len(), output.len())?;
+        aligned::<T>("fft r2c", "the real input", input.device_ptr())?;
         if self.batch == 0 {
             return Ok(());
         }
@@ -226,9 +232,13 @@ impl Plan {
     /// on the CUDA backend it is copied to a scratch buffer first (on the
     /// task's stream); [`Plan::inverse_real_overwriting`] spares the copy.
     ///
+    /// The real output must start at an even element of its buffer, as
+    /// [`Plan::forward_real`]'s input.
+    ///
     /// # Errors
     ///
-    /// As [`Plan::forward`], with those lengths; the copy's.
+    /// As [`Plan::forward`], with those lengths; [`Error::Shape`] for an
+    /// output at an odd element; the copy's.
     pub fn inverse_real<T: Real + Default>(
         &self,
         t: &TaskContext,
@@ -236,6 +246,7 @@ impl Plan {
         output: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
         self.check("fft c2r", Kind::C2R, input.len(), output.len())?;
+        aligned::<T>("fft c2r", "the real output", output.device_ptr())?;
         if self.batch == 0 {
             return Ok(());
         }
@@ -258,6 +269,7 @@ impl Plan {
         output: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
         let k = self.check("fft c2r", Kind::C2R, input.len(), output.len())?;
+        aligned::<T>("fft c2r", "the real output", output.device_ptr())?;
         if self.batch == 0 {
             return Ok(());
         }
@@ -346,4 +358,21 @@ impl Plan {
             }
         })
     }
+}
+
+/// Refuses a real operand that does not start on a boundary of its
+/// complex type (`2 * size_of::<T>()` bytes): cuFFT's real transforms
+/// want it (measured on the H200: `CUFFT_INVALID_VALUE`); the host backend
+/// refuses it too, so both behave alike.
+fn aligned<T>(op: &'static str, name: &str, ptr: u64) -> Result<()> {
+    let align = 2 * std::mem::size_of::<T>() as u64;
+    if ptr % align != 0 {
+        return Err(Error::Shape {
+            op,
+            problem: format!(
+                "{name} starts at an odd element ({align}-byte alignment needed, as cuFFT's complex type); use a view that starts at an even element"
+            ),
+        });
+    }
+    Ok(())
 }
