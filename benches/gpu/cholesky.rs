@@ -9,8 +9,19 @@
 use super::*;
 use common::cholesky::{factor, tasks, Tiles};
 
-/// (n, tile order) of the two sizes.
+/// (n, default tile order) of the two sizes; `B15_TILE_<n>` in the
+/// environment sets another tile order (the tuning runs of
+/// `11-cholesky n tile`).
 const SIZES: [(usize, usize); 2] = [(32768, 1024), (8192, 512)];
+
+/// The tile order for `n`: `B15_TILE_<n>` or `default`.
+fn tile(n: usize, default: usize) -> usize {
+    std::env::var(format!("B15_TILE_{n}"))
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&b: &usize| b > 0 && n % b == 0)
+        .unwrap_or(default)
+}
 /// Tasks of the tiled run.
 const STREAMS: usize = 16;
 
@@ -23,6 +34,8 @@ pub(crate) fn b15_cholesky(c: &mut Criterion) {
     let mut g = c.benchmark_group("B15");
     g.sample_size(10);
     for (n, b) in SIZES {
+        let b = tile(n, b);
+        eprintln!("B15: n = {n}, tiles of {b}");
         let original = Tiles::test_matrix(&setup, n / b, b).unwrap();
         setup.synchronize().unwrap();
         for (name, streams) in [("tiled", STREAMS), ("one-stream", 1)] {
