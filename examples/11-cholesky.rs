@@ -25,9 +25,11 @@ fn main() -> gpu::Result<()> {
     let on_gpu = rt.backend() == gpu::BackendKind::Cuda;
     // n and the tile order: 8192 and 512 on a GPU, 192 and 32 on the host,
     // or as given (n a multiple of the tile).
+    // (Arguments that are not numbers, e.g. the bundle's output folder,
+    // are ignored.)
     let args: Vec<usize> = std::env::args()
         .skip(1)
-        .map(|a| a.parse().expect("usage: 11-cholesky [n tile [streams]]"))
+        .filter_map(|a| a.parse().ok())
         .collect();
     let (n, b) = match args[..] {
         [n, b, ..] if b > 0 && n % b == 0 => (n, b),

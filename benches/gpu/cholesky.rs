@@ -1,6 +1,6 @@
 //! B15: the tiled fp64 Cholesky of `11-cholesky` (`common::cholesky`:
 //! POTRF, TRSM, SYRK and GEMM tasks over a tile grid, the DAG found by the
-//! ledger) at n = 32768 (tiles of 1024) and n = 8192 (tiles of 512), on
+//! ledger) at n = 32768 (tiles of 2048) and n = 8192 (tiles of 1024), on
 //! 16 tasks and on one (the scheduler's speed-up); PyTorch's and CuPy's
 //! one-call cuSOLVER potrf on the same matrix are `benches/torch_linalg.py`.
 //! One iteration: the factorization from a fresh copy of the matrix (the
@@ -12,7 +12,12 @@ use common::cholesky::{factor, tasks, Tiles};
 /// (n, default tile order) of the two sizes; `B15_TILE_<n>` in the
 /// environment sets another tile order (the tuning runs of
 /// `11-cholesky n tile`).
-const SIZES: [(usize, usize); 2] = [(32768, 1024), (8192, 512)];
+///
+/// Tuned on the H200 with `11-cholesky n tile` (16 streams, one run each,
+/// `benches/results/investigations/2026-12-02-b15-cholesky/`): n = 32768
+/// took 267 ms with tiles of 1024 and 245 ms with 2048; n = 8192 16.1 ms
+/// with 1024 (512: 38.9 ms, a cold first run).
+const SIZES: [(usize, usize); 2] = [(32768, 2048), (8192, 1024)];
 
 /// The tile order for `n`: `B15_TILE_<n>` or `default`.
 fn tile(n: usize, default: usize) -> usize {
