@@ -363,8 +363,8 @@ fn shape(e: Error, needle: &str) {
 /// is queued: the buffers keep their values.
 fn bad_shapes_are_refused_before_anything_is_queued(rt: &Runtime) {
     let t = rt.begin_task().unwrap();
-    let mut a = t.from_host(&vec![3.0f64; 15]).unwrap();
-    let mut b = t.from_host(&vec![3.0f64; 4]).unwrap();
+    let mut a = t.from_host(&[3.0f64; 15]).unwrap();
+    let mut b = t.from_host(&[3.0f64; 4]).unwrap();
     let mut ipiv = t.zeros::<i32>(2).unwrap();
     shape(
         Potrf::new(4).run(&t, &mut a).unwrap_err(),
