@@ -9,7 +9,7 @@ mod common;
 
 use common::{backend_tests, OPENED_BY_TEST};
 use gpu_kernels as k;
-use gpu_sched::solver::{Geqrf, Getrf, Getrs, Op, Potrf, Potrs, Uplo};
+use gpu_sched::solver::{Geqrf, Getrf, Getrs, Op, Pivots, Potrf, Potrs, Uplo};
 use gpu_sched::{Error, Runtime};
 use std::time::Duration;
 
@@ -158,10 +158,10 @@ fn lu_factors_and_solves(rt: &Runtime) {
         let a = values(ld * n, (m * 100 + n) as u64);
         let k = m.min(n);
         let mut da = t.from_host(&a).unwrap();
-        let mut ipiv = t.zeros::<i32>(k).unwrap();
+        let mut ipiv = Pivots::new(&t, k).unwrap();
         Getrf::new(m, n).ld(ld).run(&t, &mut da, &mut ipiv).unwrap();
         let f = t.to_vec(&da).unwrap();
-        let p = t.to_vec(&ipiv).unwrap();
+        let p = t.to_vec(ipiv.as_buffer()).unwrap();
         assert!(
             p.iter()
                 .enumerate()
@@ -304,7 +304,7 @@ fn info_is_reported_at_the_next_wait(rt: &Runtime) {
     t.synchronize().unwrap();
     // Column 2 is twice column 1: U(2, 2) is exactly 0.
     let mut s = t.from_host(&[1.0f64, 2.0, 2.0, 4.0]).unwrap();
-    let mut ipiv = t.zeros::<i32>(2).unwrap();
+    let mut ipiv = Pivots::new(&t, 2).unwrap();
     Getrf::new(2, 2).run(&t, &mut s, &mut ipiv).unwrap();
     match t.to_vec(&other) {
         Err(Error::Singular {
@@ -365,7 +365,7 @@ fn bad_shapes_are_refused_before_anything_is_queued(rt: &Runtime) {
     let t = rt.begin_task().unwrap();
     let mut a = t.from_host(&[3.0f64; 15]).unwrap();
     let mut b = t.from_host(&[3.0f64; 4]).unwrap();
-    let mut ipiv = t.zeros::<i32>(2).unwrap();
+    let mut ipiv = Pivots::new(&t, 2).unwrap();
     shape(
         Potrf::new(4).run(&t, &mut a).unwrap_err(),
         "A has 15 elements, 16 needed",
@@ -384,7 +384,7 @@ fn bad_shapes_are_refused_before_anything_is_queued(rt: &Runtime) {
     );
     shape(
         Getrs::new(3, 1).run(&t, &a, &ipiv, &mut b).unwrap_err(),
-        "ipiv has 2 elements, 3 needed",
+        "the pivots (2 of them",
     );
     shape(
         Geqrf::new(5, 4).run(&t, &mut a, &mut b).unwrap_err(),
@@ -432,3 +432,32 @@ fn potrf_is_ordered_between_its_writer_and_its_reader(rt: &Runtime) {
     r.synchronize().unwrap();
 }
 backend_tests!(potrf_is_ordered_between_its_writer_and_its_reader);
+
+/// Pivots that may name a row the solve does not have are refused: a tall
+/// factorization's (rows up to 5) for a 3 x 3 solve, and pivots of another
+/// count. Safe code cannot write pivots (`Pivots` has no `&mut` access), so
+/// cuSOLVER's getrs, which reads them as given, stays within `B`.
+fn foreign_pivots_are_refused(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    let mut tall = t.from_host(&values(15, 3)).unwrap();
+    let mut p = Pivots::new(&t, 3).unwrap();
+    Getrf::new(5, 3).run(&t, &mut tall, &mut p).unwrap();
+    let a = t.from_host(&values(9, 4)).unwrap();
+    let mut b = t.from_host(&[1.0f64; 3]).unwrap();
+    shape(
+        Getrs::new(3, 1).run(&t, &a, &p, &mut b).unwrap_err(),
+        "naming rows up to 5",
+    );
+    let four = Pivots::new(&t, 4).unwrap();
+    shape(
+        Getrs::new(3, 1).run(&t, &a, &four, &mut b).unwrap_err(),
+        "(4 of them",
+    );
+    assert_eq!(t.to_vec(&b).unwrap(), [1.0; 3]);
+    // The identity of the right count is accepted: B as it was (A = LU
+    // read as given; here only that nothing is refused or out of range).
+    let id = Pivots::new(&t, 3).unwrap();
+    Getrs::new(3, 1).run(&t, &a, &id, &mut b).unwrap();
+    t.synchronize().unwrap();
+}
+backend_tests!(foreign_pivots_are_refused);

@@ -46,7 +46,7 @@ mod host;
 mod ops;
 
 pub use crate::blas::{Op, Uplo};
-pub use ops::{Geqrf, Getrf, Getrs, Potrf, Potrs};
+pub use ops::{Geqrf, Getrf, Getrs, Pivots, Potrf, Potrs};
 
 pub(crate) use cuda::Handles;
 

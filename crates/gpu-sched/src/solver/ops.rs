@@ -212,9 +212,55 @@ impl Potrs {
     }
 }
 
+/// LU pivots (LAPACK's `ipiv`, 1-based row swaps) in device memory, written
+/// only by [`Getrf`] and read by [`Getrs`]: safe code cannot put a value
+/// there that would send getrs outside its right-hand sides (cuSOLVER reads
+/// the pivots as given). Made as the identity (`1..=len`); the type keeps
+/// the largest row a pivot may name, and [`Getrs`] refuses pivots that may
+/// name a row it does not have.
+#[derive(Debug)]
+pub struct Pivots {
+    buf: crate::Buffer<i32>,
+    /// Every entry is at most this (the rows of the largest matrix
+    /// factored into it, or its length for the identity).
+    bound: usize,
+}
+
+impl Pivots {
+    /// `len` pivots, the identity, on `t`'s stream.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Shape`] past cuSOLVER's `int`; out of memory.
+    pub fn new(t: &TaskContext, len: usize) -> Result<Pivots> {
+        int("pivots", "len", len)?;
+        let id: Vec<i32> = (1..=len as i32).collect();
+        Ok(Pivots {
+            buf: t.from_host(&id)?,
+            bound: len,
+        })
+    }
+
+    /// The number of pivots.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The pivots, to read (copy to the host, pass to a kernel).
+    pub fn as_buffer(&self) -> &crate::Buffer<i32> {
+        &self.buf
+    }
+}
+
 /// The LU factorization with partial pivoting of an `m x n` matrix in
 /// place, `P A = L U` (`L` unit lower below the diagonal, `U` on and above
-/// it), the pivots into `ipiv` (LAPACK's: 1-based, `min(m, n)` of them). An
+/// it), the pivots into the first `min(m, n)` of `ipiv` ([`Pivots`],
+/// LAPACK's: 1-based). An
 /// exactly zero pivot is [`crate::Error::Singular`] at the task's next
 /// wait (the factors are still complete, as in LAPACK).
 #[derive(Clone, Copy, Debug)]
@@ -244,13 +290,17 @@ impl Getrf {
         &self,
         t: &TaskContext,
         a: &mut (impl DeviceSliceMut<T> + ?Sized),
-        ipiv: &mut (impl DeviceSliceMut<i32> + ?Sized),
+        pivots: &mut Pivots,
     ) -> Result<()> {
         const OP: &str = "getrf";
         let (m, n) = (self.m, self.n);
         let lda = self.lda.unwrap_or(m.max(1));
         operand(OP, "A", (m, n, lda), a.len())?;
-        vector(OP, "ipiv", m.min(n), ipiv.len())?;
+        vector(OP, "ipiv", m.min(n), pivots.len())?;
+        // The pivots written name rows 1..=m: from here the bound covers
+        // them (a failure below leaves it wider, never too narrow).
+        pivots.bound = pivots.bound.max(m);
+        let ipiv = &mut pivots.buf;
         ready(t)?;
         let dptr = a.device_ptr() as usize as *mut T;
         let lw = lwork(t, T::GETRF_LWORK.0, |h, w| {
@@ -324,10 +374,9 @@ impl Getrs {
     }
 
     /// Queues the solve on `t`'s stream: `a` and `ipiv` read, `b` written.
-    /// The pivots must be `getrf`'s (each in `1..=n`): the host backend
-    /// checks them and a bad one is [`crate::Error::Shape`]; cuSOLVER reads
-    /// them as given (they index rows of `B`, within its checked span only
-    /// if they are `getrf`'s).
+    /// `ipiv` has exactly `n` pivots, each naming a row in `1..=n` (a
+    /// [`Pivots`] of `n`, factored by a [`Getrf`] of at most `n` rows), so
+    /// the row swaps stay within `B`.
     ///
     /// # Errors
     ///
@@ -336,7 +385,7 @@ impl Getrs {
         &self,
         t: &TaskContext,
         a: &(impl DeviceSlice<T> + ?Sized),
-        ipiv: &(impl DeviceSlice<i32> + ?Sized),
+        pivots: &Pivots,
         b: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
         const OP: &str = "getrs";
@@ -345,7 +394,17 @@ impl Getrs {
         let ldb = self.ld[1].unwrap_or(n.max(1));
         operand(OP, "A", (n, n, lda), a.len())?;
         operand(OP, "B", (n, nrhs, ldb), b.len())?;
-        vector(OP, "ipiv", n, ipiv.len())?;
+        if pivots.len() != n || pivots.bound > n {
+            return Err(crate::Error::Shape {
+                op: OP,
+                problem: format!(
+                    "the pivots ({} of them, naming rows up to {}) are not those of an n = {n} factorization",
+                    pivots.len(),
+                    pivots.bound
+                ),
+            });
+        }
+        let ipiv = &pivots.buf;
         ready(t)?;
         let word = t.runtime().info_word()?;
         let info = word.device();
@@ -362,8 +421,9 @@ impl Getrs {
             },
         );
         // SAFETY: `A`, `ipiv` and `B` within their checked spans, on the
-        // task's stream; `info` a live word; queued. The pivots index rows
-        // `1..=n` of `B` if they are `getrf`'s (the caller's, documented).
+        // task's stream; `info` a live word; queued. The pivots name rows
+        // `1..=n` of `B` only: `Pivots` are written by `Getrf` alone, whose
+        // rows its bound covers, checked `<= n` above.
         unsafe {
             op.run(|_, (a, ipiv), (b,)| {
                 with_handle(t, T::GETRS.0, |h| {
