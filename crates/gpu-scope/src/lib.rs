@@ -41,6 +41,14 @@
 //! (streams as CPU threads) otherwise; `GPU_BACKEND=host` or `=cuda` forces
 //! one, and [`backend`] says which runs.
 //!
+//! What a host run tests: the scheduling (the ledger's waits, the race
+//! detector's view of every operation) and each operation's **Rust twin**,
+//! not its CUDA C or the vendor library. A kernel's host twin, a library
+//! wrapper's twin (`faer`, `matrixmultiply`, `rustfft`, loops, a ChaCha
+//! generator whose numbers differ from cuRAND's) stands in for the device
+//! code; a kernel's CUDA C is compiled only where NVRTC is installed, and a
+//! library's calls run only on a GPU.
+//!
 //! ## Parallel iterators over chunks
 //!
 //! Rayon's `par_chunks` for device buffers (the README's third program,
