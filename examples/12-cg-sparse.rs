@@ -72,36 +72,6 @@ fn ratio(
     unsafe { k.launch(t, LaunchConfig::for_elements(1, 32), (out, num, den, sign)) }
 }
 
-/// The 5-point Poisson matrix of an `n x n` grid, as host CSR arrays
-/// (columns sorted in each row).
-fn poisson(n: usize) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
-    let (mut rp, mut ci, mut v) = (vec![0i32], vec![], vec![]);
-    for row in 0..n {
-        for col in 0..n {
-            let i = row * n + col;
-            let mut push = |j: usize, a: f64| {
-                ci.push(j as i32);
-                v.push(a);
-            };
-            if row > 0 {
-                push(i - n, -1.0);
-            }
-            if col > 0 {
-                push(i - 1, -1.0);
-            }
-            push(i, 4.0);
-            if col + 1 < n {
-                push(i + 1, -1.0);
-            }
-            if row + 1 < n {
-                push(i + n, -1.0);
-            }
-            rp.push(ci.len() as i32);
-        }
-    }
-    (rp, ci, v)
-}
-
 /// `A x` on the host, `A` in CSR.
 fn host_spmv((rp, ci, v): &(Vec<i32>, Vec<i32>, Vec<f64>), x: &[f64]) -> Vec<f64> {
     (0..rp.len() - 1)
@@ -231,7 +201,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     println!("12-cg-sparse: backend {backend}; 2D Poisson (5-point), CSR through gpu::sparse");
 
     // The small grid against a direct solve.
-    let a = poisson(small);
+    let a = common::poisson::poisson(small);
     let b: Vec<f64> = (0..small * small)
         .map(|i| 1.0 + ((i % small) as f64 * 0.3).sin())
         .collect();
@@ -269,7 +239,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     }
 
     // The large grid: steps, time, and the true residual.
-    let a = poisson(large);
+    let a = common::poisson::poisson(large);
     let b = vec![1.0; large * large];
     let got = cg(&a, &b)?;
     let res = true_residual(&a, &got.x, &b);

@@ -30,41 +30,6 @@ extern "C" __global__ void b16_ratio(double* out, const double* num, const doubl
 
 type Ratio = gpu::kernel::Kernel<(Out<f64>, In<f64>, In<f64>, f64)>;
 
-/// The 5-point Poisson matrix of an `n x n` grid as host CSR arrays.
-fn poisson(n: usize) -> (Vec<i32>, Vec<i32>, Vec<f64>) {
-    let cap = 5 * n * n;
-    let (mut rp, mut ci, mut v) = (
-        Vec::with_capacity(n * n + 1),
-        Vec::with_capacity(cap),
-        Vec::with_capacity(cap),
-    );
-    rp.push(0i32);
-    for row in 0..n {
-        for col in 0..n {
-            let i = row * n + col;
-            let mut push = |j: usize, a: f64| {
-                ci.push(j as i32);
-                v.push(a);
-            };
-            if row > 0 {
-                push(i - n, -1.0);
-            }
-            if col > 0 {
-                push(i - 1, -1.0);
-            }
-            push(i, 4.0);
-            if col + 1 < n {
-                push(i + 1, -1.0);
-            }
-            if row + 1 < n {
-                push(i + n, -1.0);
-            }
-            rp.push(ci.len() as i32);
-        }
-    }
-    (rp, ci, v)
-}
-
 /// One CG solve's state on the device.
 struct Cg {
     a: Csr<f64>,
@@ -81,7 +46,7 @@ struct Cg {
 
 impl Cg {
     fn new(t: &TaskContext, n: usize) -> Cg {
-        let (rp, ci, v) = poisson(n);
+        let (rp, ci, v) = common::poisson::poisson(n);
         let len = n * n;
         // The first step from x = 0, b = 1: alpha = (b . b) / (b . A b),
         // r = b - alpha A b (A b: the row sums).

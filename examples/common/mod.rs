@@ -2,8 +2,10 @@
 //! and `09-multi-gpu-heat` run ([`heat`]: a 5-point stencil in CUDA C with a
 //! host twin and a safe wrapper around its launch) and its row-slab form
 //! for several devices ([`heat_parts`]), and the tiled Cholesky of
-//! `11-cholesky` and B15 ([`cholesky`]). Examples use them as `common::heat`.
+//! `11-cholesky` and B15 ([`cholesky`]), and the Poisson matrix of
+//! `12-cg-sparse` and B16 ([`poisson`]). Examples use them as `common::heat`.
 
 pub mod cholesky;
 pub mod heat;
 pub mod heat_parts;
+pub mod poisson;
