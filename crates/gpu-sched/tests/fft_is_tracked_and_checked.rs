@@ -391,3 +391,20 @@ fn plans_are_cached_per_stream_and_shape(rt: &Runtime) {
     }
 }
 backend_tests!(plans_are_cached_per_stream_and_shape);
+
+/// A transform is a task's first operation, on buffers another task made:
+/// the task binds its stream for it (it once reached for a stream it did
+/// not have yet, a panic on the CUDA backend).
+fn a_transform_can_be_a_tasks_first_operation(rt: &Runtime) {
+    let maker = rt.begin_task().unwrap();
+    let x = maker.from_host(&[Complex32::new(1.0, 0.0); 4]).unwrap();
+    let mut y = maker.zeros::<Complex32>(4).unwrap();
+    drop(maker);
+    let t = rt.begin_task().unwrap();
+    assert!(!t.has_stream());
+    Plan::new(&[4]).forward(&t, &x, &mut y).unwrap();
+    let got = t.to_vec(&y).unwrap();
+    assert!((got[0] - Complex32::new(4.0, 0.0)).norm() < 1e-6, "{got:?}");
+    assert!(got[1..].iter().all(|v| v.norm() < 1e-6), "{got:?}");
+}
+backend_tests!(a_transform_can_be_a_tasks_first_operation);

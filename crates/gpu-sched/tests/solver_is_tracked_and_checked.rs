@@ -461,3 +461,30 @@ fn foreign_pivots_are_refused(rt: &Runtime) {
     t.synchronize().unwrap();
 }
 backend_tests!(foreign_pivots_are_refused);
+
+/// Results taken over from a joined task travel on with the taker's own
+/// final fence (a grandchild's failure reaches the grandparent), next to
+/// the taker's own results.
+fn taken_over_results_travel_on(rt: &Runtime) {
+    let c = rt.begin_task().unwrap();
+    let mut a = c.from_host(&[-1.0f64]).unwrap();
+    Potrf::new(1).run(&c, &mut a).unwrap();
+    let f = c.final_fence().unwrap();
+    drop(c);
+    let p = rt.begin_task().unwrap();
+    p.after_fence(f).unwrap();
+    let mut b = p.from_host(&[4.0f64]).unwrap();
+    Potrf::new(1).run(&p, &mut b).unwrap();
+    let g = p.final_fence().unwrap();
+    assert!(!p.has_unchecked_results());
+    drop(p);
+    let q = rt.begin_task().unwrap();
+    q.after_fence(g).unwrap();
+    match q.check_results() {
+        Err(Error::NotPositiveDefinite { minor: 1, .. }) => {}
+        r => panic!("expected the grandchild's failure, got {r:?}"),
+    }
+    assert!(!q.has_unchecked_results());
+    assert_eq!(q.to_vec(&b).unwrap(), [2.0]);
+}
+backend_tests!(taken_over_results_travel_on);

@@ -41,6 +41,24 @@ fn spawned_failure_reaches_the_scope() {
         Ok(())
     });
     r.unwrap();
+    // A grandchild's failure, through a task that joins it in a nested
+    // scope and submits work of its own: it reaches the top-level scope.
+    let mut bad = gpu::with_task(|t| t.from_host(&[-1.0f64])).unwrap();
+    let mut other = gpu::with_task(|t| t.from_host(&[1.0f64])).unwrap();
+    let r = gpu::scope(|s| {
+        s.spawn(|t| {
+            gpu_kernels::scale(t, &mut other, 3.0)?;
+            t.scope(|s2| {
+                s2.spawn(|u| Potrf::new(1).run(u, &mut bad));
+                Ok(())
+            })
+        });
+        Ok(())
+    });
+    match r {
+        Err(Error::NotPositiveDefinite { minor: 1, .. }) => {}
+        r => panic!("expected the grandchild's failure, got {r:?}"),
+    }
     // Clean: no error anywhere.
     let mut good = gpu::with_task(|t| t.from_host(&[9.0f64])).unwrap();
     gpu::scope(|s| {

@@ -41,19 +41,45 @@ pub(crate) struct Pending {
 }
 
 /// The first failure of `checks`, after waiting for each one's fence;
-/// every check is consumed.
-fn conclude(checks: Vec<Pending>) -> Result<()> {
+/// every check is consumed. `own_done`: whether the wait that covers the
+/// checks of the task's own stream (`after: None`) succeeded. A word whose
+/// writer may still be queued (its wait failed, also past transient
+/// errors) is never given back: it is leaked, so no later operation gets
+/// it while the device may still write it.
+fn conclude(checks: Vec<Pending>, own_done: bool) -> Result<()> {
     let mut first = None;
     for p in checks {
-        let r = match p.after {
-            Some(f) => f.synchronize().and_then(|()| p.check.verdict()),
-            None => p.check.verdict(),
+        let done = match &p.after {
+            None => own_done,
+            Some(f) => wait_for(f),
+        };
+        let r = match (done, p.after) {
+            (true, Some(f)) => f.synchronize().and_then(|()| p.check.verdict()),
+            (true, None) => p.check.verdict(),
+            (false, _) => {
+                std::mem::forget(p.check.word);
+                Err(Error::Unsupported(
+                    "a library result whose work could not be waited for (the device failed): not checked",
+                ))
+            }
         };
         if let Err(e) = r {
             first.get_or_insert(e);
         }
     }
     first.map_or(Ok(()), Err)
+}
+
+/// Waits on the host for `f`'s event, past transient errors; whether the
+/// fenced work is done (a fence of a scope capture stands for no queued
+/// work: done).
+fn wait_for(f: &Fence) -> bool {
+    let Some(ev) = f.shared.ev.as_ref() else {
+        return true;
+    };
+    let rt = &f.shared.rt;
+    rt.wait_past_errors(|| rt.driver().event_sync(ev.raw))
+        .is_ok()
 }
 
 impl TaskContext {
@@ -76,7 +102,7 @@ impl TaskContext {
     /// found failed where nobody could be told).
     pub(crate) fn conclude_checks(&self) -> Result<()> {
         let checks = std::mem::take(&mut *self.checks.borrow_mut());
-        conclude(checks)?;
+        conclude(checks, true)?;
         self.rt.take_unreported().map_or(Ok(()), Err)
     }
 
@@ -92,27 +118,16 @@ impl TaskContext {
     #[doc(hidden)]
     pub fn final_fence(&self) -> Result<Fence> {
         let f = self.fence()?;
-        let own: Vec<Check> = std::mem::take(&mut *self.checks.borrow_mut())
-            .into_iter()
-            .filter_map(|p| match p.after {
-                None => Some(p.check),
-                Some(other) => {
-                    // Another task's, with its own fence: stays pending here
-                    // with it (put back below).
-                    self.checks.borrow_mut().push(Pending {
-                        check: p.check,
-                        after: Some(other),
-                    });
-                    None
-                }
-            })
-            .collect();
-        // The other tasks' results ride along too, each with its fence.
-        let others = std::mem::take(&mut *self.checks.borrow_mut());
-        let mut carried = f.shared.checks.lock();
-        carried.extend(own.into_iter().map(|check| Pending { check, after: None }));
-        carried.extend(others);
-        drop(carried);
+        if f.shared.ev.is_none() {
+            // A fence of a scope capture stands for graph nodes, not for
+            // queued work: nobody could wait for the results with it. They
+            // stay with this task.
+            return Ok(f);
+        }
+        let all = std::mem::take(&mut *self.checks.borrow_mut());
+        // The task's own results are covered by the fence's record; the
+        // ones taken over from other tasks keep their own fences.
+        f.shared.checks.lock().extend(all);
         Ok(f)
     }
 
@@ -160,7 +175,7 @@ impl TaskContext {
             return self.synchronize();
         }
         let checks = std::mem::take(&mut *self.checks.borrow_mut());
-        conclude(checks)
+        conclude(checks, true)
     }
 
     /// At the task's drop: its results, waited for and checked; failures
@@ -170,14 +185,18 @@ impl TaskContext {
         if checks.is_empty() {
             return;
         }
+        let mut own_done = true;
         if checks.iter().any(|p| p.after.is_none()) && self.slot.get().is_some() {
-            let _ = self.rt.wait_past_errors(|| {
-                self.rt
-                    .driver()
-                    .stream_sync(self.raw(), self.rt.sync_mode())
-            });
+            own_done = self
+                .rt
+                .wait_past_errors(|| {
+                    self.rt
+                        .driver()
+                        .stream_sync(self.raw(), self.rt.sync_mode())
+                })
+                .is_ok();
         }
-        if let Err(e) = conclude(checks) {
+        if let Err(e) = conclude(checks, own_done) {
             self.rt.keep_unreported(e);
         }
     }
@@ -191,17 +210,22 @@ pub(crate) fn conclude_at_fence_drop(
     checks: Vec<Pending>,
     own: Option<crate::driver::RawEvent>,
 ) {
+    let mut own_done = true;
     if checks.iter().any(|p| p.after.is_none()) {
-        if let Some(ev) = own {
-            let _ = rt.wait_past_errors(|| rt.driver().event_sync(ev));
-        }
+        own_done = match own {
+            Some(ev) => rt.wait_past_errors(|| rt.driver().event_sync(ev)).is_ok(),
+            // Checks with no record to wait for are never carried
+            // (`final_fence`): nothing is known to be done.
+            None => false,
+        };
     }
-    if let Err(e) = conclude(checks) {
+    if let Err(e) = conclude(checks, own_done) {
         rt.keep_unreported(e);
     }
 }
 
-/// After a wait for a fence's event: the results it carries, checked.
+/// After a successful wait for a fence's event: the results it carries,
+/// checked.
 pub(crate) fn conclude_carried(checks: Vec<Pending>) -> Result<()> {
-    conclude(checks)
+    conclude(checks, true)
 }

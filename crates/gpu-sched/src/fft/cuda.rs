@@ -196,7 +196,8 @@ pub(super) fn with_plan<T: Sealed>(
     // Making a plan calls the CUDA runtime: the runtime's context must be
     // current on this thread.
     rt.driver().bind_context()?;
-    let slot = t.sid().index();
+    // The task may have no stream yet (nothing queued so far): bind one.
+    let slot = t.bound()?.0.index();
     let pool = rt.fft_plans();
     let p = pool.take(slot, key)?;
     let r = t

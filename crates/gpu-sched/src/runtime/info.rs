@@ -57,10 +57,11 @@ impl InfoWord {
 
     /// The value. Only after a wait that covers the work writing it.
     pub(crate) fn get(&self) -> i32 {
-        // SAFETY: a live word of a page that lives while the runtime does
-        // (this word holds the page list, and pages are freed only by the
-        // runtime's drop, after every stream finished); volatile, as the
-        // device wrote it behind the compiler's back.
+        // SAFETY: a live word of a page that lives while its runtime does:
+        // pages are freed only by the runtime's drop, and every word is held
+        // by a check kept in a task or a fence, each of which holds the
+        // runtime. Volatile, as the device wrote it behind the compiler's
+        // back.
         unsafe { self.host.read_volatile() }
     }
 }
@@ -84,8 +85,11 @@ impl InfoWords {
         let (page, i) = p.free.pop().expect("a page of free words was just added");
         let (host, dev) = p.pages[page];
         let host = (host as *mut i32).wrapping_add(i);
-        // SAFETY: a free word of a live page: no work that writes it is
-        // pending (it was freed after its wait), and no other holder.
+        // SAFETY: a free word of a live page, with no other holder: a word
+        // goes back to the free list only when its check is dropped after a
+        // successful wait that covers its writer (a word whose wait failed
+        // is leaked, `checks.rs`), or before any work that writes it was
+        // queued.
         unsafe { host.write_volatile(0) };
         Ok(InfoWord {
             host,

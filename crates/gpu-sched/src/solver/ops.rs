@@ -106,7 +106,7 @@ impl Potrf {
         // SAFETY: `A` within its checked span and the workspace of the
         // queried size, on the task's stream; `info` is a live word;
         // queued (potrf is asynchronous).
-        unsafe {
+        let r = unsafe {
             op.run(|_, (), (a, ws)| {
                 with_handle(t, T::POTRF.0, |h| {
                     let s = (T::POTRF.1)(
@@ -121,10 +121,12 @@ impl Potrf {
                     );
                     (s, ())
                 })
-            })?
+            })
         };
+        // Registered whatever `run` returned: a failed call may have queued
+        // the kernel that writes the word (a word never written stays 0).
         check_later(t, word, OP, judge_potrf);
-        Ok(())
+        r
     }
 }
 
@@ -189,7 +191,7 @@ impl Potrs {
             });
         // SAFETY: `A` and `B` within their checked spans, on the task's
         // stream; `info` a live word; queued.
-        unsafe {
+        let r = unsafe {
             op.run(|_, (a,), (b,)| {
                 with_handle(t, T::POTRS.0, |h| {
                     let s = (T::POTRS.1)(
@@ -205,10 +207,12 @@ impl Potrs {
                     );
                     (s, ())
                 })
-            })?
+            })
         };
+        // Registered whatever `run` returned: a failed call may have queued
+        // the kernel that writes the word (a word never written stays 0).
         check_later(t, word, OP, bad_argument);
-        Ok(())
+        r
     }
 }
 
@@ -320,7 +324,7 @@ impl Getrf {
         );
         // SAFETY: `A`, `ipiv` and the workspace within their checked or
         // queried sizes, on the task's stream; `info` a live word; queued.
-        unsafe {
+        let r = unsafe {
             op.run(|_, (), (a, ipiv, ws)| {
                 with_handle(t, T::GETRF.0, |h| {
                     let s = (T::GETRF.1)(
@@ -335,10 +339,12 @@ impl Getrf {
                     );
                     (s, ())
                 })
-            })?
+            })
         };
+        // Registered whatever `run` returned: a failed call may have queued
+        // the kernel that writes the word (a word never written stays 0).
         check_later(t, word, OP, judge_getrf);
-        Ok(())
+        r
     }
 }
 
@@ -424,7 +430,7 @@ impl Getrs {
         // task's stream; `info` a live word; queued. The pivots name rows
         // `1..=n` of `B` only: `Pivots` are written by `Getrf` alone, whose
         // rows its bound covers, checked `<= n` above.
-        unsafe {
+        let r = unsafe {
             op.run(|_, (a, ipiv), (b,)| {
                 with_handle(t, T::GETRS.0, |h| {
                     let s = (T::GETRS.1)(
@@ -441,10 +447,12 @@ impl Getrs {
                     );
                     (s, ())
                 })
-            })?
+            })
         };
+        // Registered whatever `run` returned: a failed call may have queued
+        // the kernel that writes the word (a word never written stays 0).
         check_later(t, word, OP, bad_argument);
-        Ok(())
+        r
     }
 }
 
@@ -503,7 +511,7 @@ impl Geqrf {
         );
         // SAFETY: `A`, `tau` and the workspace within their checked or
         // queried sizes, on the task's stream; `info` a live word; queued.
-        unsafe {
+        let r = unsafe {
             op.run(|_, (), (a, tau, ws)| {
                 with_handle(t, T::GEQRF.0, |h| {
                     let s = (T::GEQRF.1)(
@@ -519,9 +527,11 @@ impl Geqrf {
                     );
                     (s, ())
                 })
-            })?
+            })
         };
+        // Registered whatever `run` returned: a failed call may have queued
+        // the kernel that writes the word (a word never written stays 0).
         check_later(t, word, OP, bad_argument);
-        Ok(())
+        r
     }
 }
