@@ -1,7 +1,7 @@
 //! Every type that a public function or method of `gpu` returns can be
 //! named by its users, at the root or in one of its modules (`kernel`,
 //! `memory`, `sync`, `diag`, `iter`, `foreign`, `raw`, `nccl`, `trace`,
-//! `mpi`): a compile test. The functions below are never called; that they
+//! `mpi`, `blas`, `solver`, `sparse`, `fft`, `rand`): a compile test. The functions below are never called; that they
 //! compile is the test (each annotation is the type the call returns).
 
 #![allow(dead_code, clippy::too_many_arguments)]
@@ -48,6 +48,34 @@ fn runtime_and_task(rt: &Runtime, t: &TaskContext, b: &mut Buffer<f32>) -> Resul
     let x = t.zeros::<f32>(4)?;
     let _: Foreign<'_, '_, '_, (f32,), (), (&Buffer<f32>,), (), ()> = t.foreign("f", (&x,), ());
     let _: LoadedModule = rt.load_ptx("")?;
+    Ok(())
+}
+
+/// The numerical libraries' constructors and builders, each result named.
+fn numerical_libraries(rt: &Runtime, t: &TaskContext) -> Result<()> {
+    use gpu::blas::{Gemm, Gemv, Syrk, Trsm};
+    use gpu::fft::{Complex32, Plan};
+    use gpu::rand::Rng;
+    use gpu::solver::{Geqrf, Getrf, Getrs, Pivots, Potrf, Potrs};
+    use gpu::sparse::{Csr, Spmm};
+    let _: Gemm<f32> = Gemm::new(1, 1, 1);
+    let _: Gemv<f64> = Gemv::new(1, 1);
+    let _: Trsm<f32> = Trsm::new(1, 1);
+    let _: Syrk<f64> = Syrk::new(1, 1);
+    let _: (Potrf, Potrs, Getrf, Getrs, Geqrf) = (
+        Potrf::new(1),
+        Potrs::new(1, 1),
+        Getrf::new(1, 1),
+        Getrs::new(1, 1),
+        Geqrf::new(1, 1),
+    );
+    let _: Pivots = Pivots::new(t, 1)?;
+    let _: Csr<f64> = Csr::from_host(t, 1, 1, &[0, 1], &[0], &[1.0])?;
+    let _: Spmm<f32> = Spmm::new(1);
+    let _: Plan = Plan::new(&[4]);
+    let _: Complex32 = Complex32::new(0.0, 0.0);
+    let _: Rng = Rng::new(1).with_offset(2);
+    let _: std::sync::Arc<gpu::foreign::cudarc::driver::CudaContext> = rt.cuda_context()?;
     Ok(())
 }
 
