@@ -219,6 +219,7 @@ impl Group {
             rand: Default::default(),
             info: Default::default(),
             unreported: Default::default(),
+            has_unreported: Default::default(),
         });
         members[ordinal] = Member::Counted(Arc::downgrade(&inner));
         Ok(Runtime {

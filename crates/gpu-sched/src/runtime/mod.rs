@@ -93,7 +93,10 @@ pub(crate) struct RuntimeInner {
     /// Results of library operations found failed where nobody could be
     /// told (a task or fence dropped unwaited): reported by the next
     /// synchronize of a task of this runtime.
-    unreported: parking_lot::Mutex<Vec<Error>>,
+    unreported: parking_lot::Mutex<Option<Error>>,
+    /// Whether `unreported` holds one: read by every synchronize, which
+    /// then takes no lock when it does not.
+    has_unreported: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -463,19 +466,20 @@ impl Runtime {
 
     /// Keeps `e` for the next synchronize of a task of this runtime.
     pub(crate) fn keep_unreported(&self, e: Error) {
-        self.inner.unreported.lock().push(e);
+        // The first is kept (one failure is reported).
+        self.inner.unreported.lock().get_or_insert(e);
+        self.inner.has_unreported.store(true, Ordering::Release);
     }
 
-    /// The first result kept by [`Runtime::keep_unreported`], if any (the
-    /// rest are dropped with it: one failure is reported).
+    /// The result kept by [`Runtime::keep_unreported`], if any: one
+    /// atomic load when there is none.
     pub(crate) fn take_unreported(&self) -> Option<Error> {
-        let mut u = self.inner.unreported.lock();
-        if u.is_empty() {
+        if !self.inner.has_unreported.load(Ordering::Acquire) {
             return None;
         }
-        let e = u.remove(0);
-        u.clear();
-        Some(e)
+        let mut u = self.inner.unreported.lock();
+        self.inner.has_unreported.store(false, Ordering::Release);
+        u.take()
     }
 
     /// cuSOLVER's handles of this runtime.
