@@ -170,6 +170,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     let crit = scratch.join("criterion");
     fs::create_dir_all(&crit).map_err(|e| fail(format!("creating {}: {e}", crit.display())))?;
     let total = benches.len() + scripts.len();
+    let mut printed = BTreeMap::new();
     for (i, b) in benches.iter().enumerate() {
         eprintln!("[{}/{total}] {}", i + 1, b.display());
         let mut cmd = Command::new(b);
@@ -177,14 +178,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         if let Some(f) = &filter {
             cmd.arg(f);
         }
-        let status = cmd
-            .status()
-            .map_err(|e| fail(format!("running {}: {e}", b.display())))?;
-        if !status.success() {
-            return Err(fail(format!("{} failed: {status}", b.display())));
-        }
+        printed.extend(run_printing_rows(cmd, b)?);
     }
     let mut rows = criterion_medians(&crit);
+    rows.extend(printed);
     let mut torch_errors = Vec::new();
     for (i, (t, path)) in scripts.iter().enumerate() {
         eprintln!(
@@ -406,6 +403,36 @@ fn bench_binaries(root: &Path) -> Result<Vec<PathBuf>, Error> {
     }
     crate::bundle::run(&[])?;
     bench_files(&bin).map_err(|e| fail(format!("reading {}: {e}", bin.display())))
+}
+
+/// Runs a bench binary, its output passed on as it comes; the JSON rows
+/// it printed (`{"name": ..., "value": ...}` a line: the benches that are
+/// not criterion's, such as B5-cold's fresh processes).
+fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>, Error> {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(format!("running {}: {e}", b.display())))?;
+    let mut rows = BTreeMap::new();
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines().map_while(|l| l.ok()) {
+            println!("{line}");
+            if let (Some(k), Some(v)) = (
+                json_field(&line, "name"),
+                number_after(&line, "\"value\":"),
+            ) {
+                rows.insert(k, v);
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| fail(format!("running {}: {e}", b.display())))?;
+    if !status.success() {
+        return Err(fail(format!("{} failed: {status}", b.display())));
+    }
+    Ok(rows)
 }
 
 /// The `bench.*` files of `bin`, sorted.
@@ -693,6 +720,20 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         get(r, "B10/spawns-gpu"),
         get(r, "B10/spawns-rayon"),
     );
+    // Issue 26: 02-siblings' measurement in fresh processes, each run's
+    // speed-up over one stream, and the least of them (goal >= 7.5).
+    let cold: Vec<(String, f64)> = r
+        .iter()
+        .filter_map(|(k, v)| {
+            let run = k.strip_prefix("B5-cold/")?.strip_suffix("-one-stream")?;
+            let together = get(r, &format!("B5-cold/{run}-siblings"))?;
+            (together > 0.0).then(|| (format!("ratio/B5-cold-{run}"), v / together))
+        })
+        .collect();
+    if let Some(min) = cold.iter().map(|(_, x)| *x).reduce(f64::min) {
+        ratios.push(("ratio/B5-cold-min".to_owned(), min));
+    }
+    ratios.extend(cold);
     rows.extend(ratios);
     multi::add_ratios(rows);
 }

@@ -59,6 +59,10 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     )?);
     exes.extend(cargo_executables(
         &root,
+        &["bench", "--no-run", "-p", "gpu-benches", "--bench", "cold"],
+    )?);
+    exes.extend(cargo_executables(
+        &root,
         &["bench", "--no-run", "-p", "gpu-epoch", "--bench", "ledger"],
     )?);
     exes.extend(cargo_executables(
@@ -323,7 +327,8 @@ const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Runs the bundle on a GPU machine (no cargo needed), from the repository root:
 #   bash bundle/run.sh [tests] [examples] [bench] [stress] [soak MINUTES] [siblings RUNS]
 # (no argument: tests examples bench). siblings: which driver calls wait for
-# other streams' work, then 02-siblings RUNS times, its speed-ups counted. Logs go to $OUT (or ./bundle-out);
+# other streams' work, then B5-cold's RUNS fresh processes (lazy and eager
+# module loading), with every slow driver call. Logs go to $OUT (or ./bundle-out);
 # the summary is printed last. BENCH_ARGS go to `xtask bench` (e.g.
 # "--filter B13"; "--no-torch" where there is no PyTorch); the PyTorch
 # comparisons are bundle/benches/*.py, and bench fails if one cannot run.
@@ -393,16 +398,21 @@ while [ $i -lt ${#phases[@]} ]; do
     [ $rc -eq 0 ] || fail=1 ;;
   siblings)
     runs=${phases[$i]:-20}; i=$((i+1))
-    echo "=== siblings: driver calls behind a gate, then 02-siblings $runs times" | tee -a "$log"
+    echo "=== siblings: driver calls behind a gate, then B5-cold in $runs fresh processes" | tee -a "$log"
     "$here/bin/test.gpu_sched" --include-ignored --nocapture task_path_calls >"$out/task-path-calls.log" 2>&1
     rc=$?
     grep -E '^cu|waited|test result' "$out/task-path-calls.log" | tee -a "$log"
     summary+=("task-path-calls rc=$rc")
     [ $rc -eq 0 ] || fail=1
-    for _ in $(seq 1 "$runs"); do
-      "$here/bin/example.02-siblings" "$out" 2>&1 | grep -oE 'speed-up [0-9.]+x'
-    done | sort | uniq -c | tee "$out/siblings-runs.log" | tee -a "$log"
-    summary+=("siblings: $runs runs of 02-siblings (counts in siblings-runs.log)") ;;
+    # B5-cold's fresh processes, each sibling's start and launch times and
+    # every driver call over 2 ms; then the same with eager module loading.
+    for mode in default EAGER; do
+      if [ $mode = EAGER ]; then export CUDA_MODULE_LOADING=EAGER; fi
+      B5_COLD_RUNS="$runs" GPU_SLOW_CALLS_US=2000 "$here/bin/bench.cold" >"$out/cold-$mode.rows" 2>"$out/cold-$mode.log"
+      echo "B5-cold ($mode loading): $(grep -E 'speed-ups' "$out/cold-$mode.log")" | tee -a "$log"
+      unset CUDA_MODULE_LOADING
+    done
+    summary+=("siblings: B5-cold in $runs fresh processes (cold-*.log)") ;;
   soak)
     mins=${phases[$i]:-5}; i=$((i+1))
     echo "=== soak $mins min" | tee -a "$log"

@@ -47,6 +47,7 @@ pub(super) const GOALS: &[(&str, Goal)] = &[
     ("B2", Goal::AtMost(1.10)),
     ("B3", Goal::AtMost(1.05)),
     ("B3-user", Goal::AtMost(1.05)),
+    ("B5-cold-min", Goal::AtLeast(7.5)),
     ("B7", Goal::AtLeast(0.97)),
     ("B7-vs-torch", Goal::AtLeast(1.0)),
     ("B7-pageable", Goal::AtLeast(0.6)),

@@ -13,6 +13,7 @@ use std::ffi::{c_char, CStr, CString};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 static NEXT_DRIVER_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -195,14 +196,14 @@ impl CudaDriver {
     #[inline]
     pub(super) fn call(&self, during: &'static str, f: impl FnOnce() -> CUresult) -> Result<()> {
         self.enter()?;
-        self.check(f(), during)
+        self.check(timed(during, f), during)
     }
 
     /// [`Self::call`] for a query: `Ok(false)` when not ready yet.
     #[inline]
     pub(super) fn query(&self, during: &'static str, f: impl FnOnce() -> CUresult) -> Result<bool> {
         self.enter()?;
-        self.ready(f(), during)
+        self.ready(timed(during, f), during)
     }
 
     /// [`Self::call`] for an allocation of `requested` bytes: out of memory
@@ -215,7 +216,7 @@ impl CudaDriver {
         f: impl FnOnce() -> CUresult,
     ) -> Result<()> {
         self.enter()?;
-        self.check_alloc(f(), requested, during)
+        self.check_alloc(timed(during, f), requested, during)
     }
 
     /// Looks up one kernel of a loaded module (the caller entered).
@@ -256,4 +257,38 @@ impl Drop for CudaDriver {
             BOUND_DRIVER.set(0);
         }
     }
+}
+
+/// `GPU_SLOW_CALLS_US`, read once: report every driver call that takes at
+/// least this many microseconds (a diagnostic: which call holds a task's
+/// thread, and when; DESIGN.md §15). Unset or not a number: off.
+fn slow_calls() -> Option<(Duration, Instant)> {
+    static SLOW: OnceLock<Option<(Duration, Instant)>> = OnceLock::new();
+    *SLOW.get_or_init(|| {
+        let us: u64 = std::env::var("GPU_SLOW_CALLS_US").ok()?.parse().ok()?;
+        Some((Duration::from_micros(us), Instant::now()))
+    })
+}
+
+/// Runs `f`, a driver call named `during`; with [`slow_calls`] on, says on
+/// stderr when it took longer than the threshold: how long, on which
+/// thread, and when it began (from the first call of the process).
+#[inline]
+fn timed(during: &'static str, f: impl FnOnce() -> CUresult) -> CUresult {
+    let Some((threshold, origin)) = slow_calls() else {
+        return f();
+    };
+    let begun = Instant::now();
+    let r = f();
+    let took = begun.elapsed();
+    if took >= threshold {
+        let me = std::thread::current();
+        eprintln!(
+            "gpu: slow driver call {during}: {:.3} ms, begun at {:.3} ms, on {}",
+            took.as_secs_f64() * 1e3,
+            begun.duration_since(origin).as_secs_f64() * 1e3,
+            me.name().unwrap_or("an unnamed thread")
+        );
+    }
+    r
 }

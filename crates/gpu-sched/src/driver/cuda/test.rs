@@ -532,7 +532,41 @@ fn task_path_calls_do_not_wait_for_other_streams() {
     // `write_value` takes; memory of the pool is refused with
     // CUDA_ERROR_INVALID_VALUE), made before the gate.
     let (mark_host, mark) = d.alloc_host(4, true).expect("mapped word");
+    // Lazy loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2): a
+    // module loaded before the gate whose kernel is looked up during it,
+    // and one whose kernel was looked up before and is first launched
+    // during it ("loading kernels might require context synchronization").
+    let unlooked = d.load_ptx(TEST_PTX).expect("a module to look into");
+    let unlaunched = load_module(&d, TEST_PTX, &["add_u32"]).expect("a module to launch")[0];
     let calls: Vec<(&str, Call)> = vec![
+        (
+            "cuModuleGetFunction (a module loaded before the gate)",
+            Box::new(move |d, _| {
+                d.function(unlooked, "add_u32").expect("look up");
+            }),
+        ),
+        (
+            "cuLaunchKernel (a kernel's first launch)",
+            Box::new(move |d, s| {
+                let buf = d.alloc(4, s).expect("alloc");
+                let a = [KernelArg::Ptr(buf), KernelArg::U32(1), KernelArg::U64(1)];
+                // SAFETY: `buf` is one word of `d`, used on `s` only, in
+                // order; freed after the kernel on the same stream.
+                unsafe {
+                    d.launch(
+                        &unlaunched.into(),
+                        LaunchConfig::linear(1, 32),
+                        &a,
+                        &[],
+                        &[],
+                        s,
+                    )
+                    .expect("launch");
+                    d.free(buf, 4, s).expect("free");
+                }
+                d.stream_sync(s, SyncMode::Blocking).expect("sync");
+            }),
+        ),
         (
             "cuStreamCreate",
             Box::new(|d, _| {
