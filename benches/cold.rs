@@ -17,8 +17,11 @@
 //! (the least of them, goal >= 7.5) of them. A filter (criterion's
 //! argument) that does not name B5 skips it.
 
-use common::siblings::measure;
+use common::siblings::measure_with;
+use cudarc::driver::{result, sys};
+use gpu::raw::RawTask;
 use std::process::Command;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The kernel of each sibling.
@@ -31,7 +34,48 @@ fn row(name: &str, ns: f64) {
 /// One run, in this process: its two times as `serial together` (ns) on
 /// stdout, its siblings on stderr.
 fn one() -> Result<(), Box<dyn std::error::Error>> {
-    let m = measure(SPIN)?;
+    let cuda = gpu::backend()? == gpu::BackendKind::Cuda
+        && std::env::var_os("B5_COLD_EVENTS").is_none_or(|v| v != "0");
+    // On CUDA, a timing event after each sibling's kernel, on its stream:
+    // when each kernel ended on the device (a late one ran after another).
+    let ends: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
+    let m = measure_with(SPIN, &|t, i| {
+        if cuda {
+            let s = t.cu_stream() as usize as sys::CUstream;
+            // SAFETY: a timing event of the task's context (current on this
+            // worker: the launch just made it so), recorded on the task's
+            // stream, which lives past the event's synchronize below (the
+            // pool keeps its streams); destroyed after that.
+            let e = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .and_then(|e| unsafe { result::event::record(e, s) }.map(|()| e))
+                .map_err(|_| gpu::Error::Unsupported("a timing event"))?;
+            ends.lock()
+                .expect("ends")
+                .push((i, t.stream_id().index(), e as usize));
+        }
+        Ok(())
+    })?;
+    let ends = ends.into_inner().expect("ends");
+    let mut at: Vec<(f32, usize, usize)> = Vec::new();
+    if let Some(&(_, _, first)) = ends.first() {
+        for &(i, s, e) in &ends {
+            // SAFETY: both events were recorded above and their streams
+            // synchronized by the measurement's scope.
+            let ms = unsafe { result::event::elapsed(first as sys::CUevent, e as sys::CUevent) }
+                .unwrap_or(f32::NAN);
+            at.push((ms, i, s));
+        }
+        at.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for &(_, _, e) in &ends {
+            // SAFETY: created above, used by nothing after the elapsed times.
+            let _ = unsafe { result::event::destroy(e as sys::CUevent) };
+        }
+    }
+    let lead = at.first().map_or(0.0, |a| a.0);
+    let ended: Vec<String> = at
+        .iter()
+        .map(|(ms, i, s)| format!("{i}@S{s}:{:+.1}", ms - lead))
+        .collect();
     eprintln!(
         "  {}: one stream {:.2?}, siblings {:.2?}, speed-up {:.2}x\n{}",
         gpu::backend()?,
@@ -40,6 +84,12 @@ fn one() -> Result<(), Box<dyn std::error::Error>> {
         m.speedup(),
         m.detail()
     );
+    if !ended.is_empty() {
+        eprintln!(
+            "    kernels ended (sibling@stream: ms after the first): {}",
+            ended.join(" ")
+        );
+    }
     println!("{} {}", m.serial.as_nanos(), m.together.as_nanos());
     Ok(())
 }

@@ -73,6 +73,20 @@ impl Siblings {
 /// The runtime's errors, or a buffer that does not hold what the three
 /// rounds wrote.
 pub fn measure(spin: Duration) -> Result<Siblings, Box<dyn std::error::Error>> {
+    measure_with(spin, &|_, _| Ok(()))
+}
+
+/// [`measure`], with `after_launch(task, sibling)` called in each sibling
+/// task right after its kernel's launch (B5-cold records an event there,
+/// to see when each kernel ended on the device).
+///
+/// # Errors
+///
+/// As [`measure`]'s, and `after_launch`'s.
+pub fn measure_with(
+    spin: Duration,
+    after_launch: &(dyn Fn(&gpu::TaskContext, usize) -> gpu::Result<()> + Sync),
+) -> Result<Siblings, Box<dyn std::error::Error>> {
     let mut bufs = (0..TASKS)
         .map(|_| Buffer::<f32>::zeros(N))
         .collect::<gpu::Result<Vec<_>>>()?;
@@ -109,6 +123,7 @@ pub fn measure(spin: Duration) -> Result<Siblings, Box<dyn std::error::Error>> {
                     let started = start.elapsed();
                     spin_touch(t, b, spin)?;
                     let launched = start.elapsed();
+                    after_launch(t, index)?;
                     let me = std::thread::current();
                     let thread = me
                         .name()

@@ -418,10 +418,9 @@ fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>
     if let Some(out) = child.stdout.take() {
         for line in std::io::BufReader::new(out).lines().map_while(|l| l.ok()) {
             println!("{line}");
-            if let (Some(k), Some(v)) = (
-                json_field(&line, "name"),
-                number_after(&line, "\"value\":"),
-            ) {
+            if let (Some(k), Some(v)) =
+                (json_field(&line, "name"), number_after(&line, "\"value\":"))
+            {
                 rows.insert(k, v);
             }
         }
@@ -643,10 +642,17 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         get(r, "B5/one-kernel"),
     );
     ratio("B6", get(r, "B6/one-launch"), get(r, "B6/par-chunks"));
-    // Issue 14: `par_chunks(&x, n).map(sum).sum()` over 1 GiB against one
-    // device reduction of it all and against `torch.sum`; goals >= 0.9.
+    // Issue 14: a sum by 8 chunks over 1 GiB against one device reduction
+    // of it all and against `torch.sum`; goals >= 0.9. Issue 26: the chunks'
+    // sums combined on the device (one host read); `.map(sum).sum()`, one
+    // host read per chunk, is stated (`B14-host-combine`).
     ratio(
         "B14",
+        get(r, "B14/one-reduction"),
+        get(r, "B14/par-chunks-sum-device"),
+    );
+    ratio(
+        "B14-host-combine",
         get(r, "B14/one-reduction"),
         get(r, "B14/par-chunks-sum"),
     );
@@ -683,7 +689,7 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
     ratio(
         "B14-vs-torch",
         get(r, "B14/torch-sum"),
-        get(r, "B14/par-chunks-sum"),
+        get(r, "B14/par-chunks-sum-device"),
     );
     let par_map = min_of(r, "B7/par-map-pinned");
     ratio("B7", get(r, "B7/transfer-bound"), par_map);

@@ -105,10 +105,16 @@ fn has_submitted_tracks_every_kind_of_submission() {
 /// The pool hands out the most recently released stream it knows idle
 /// without a driver call: one its task left idle (it submitted nothing, or
 /// synchronized after its last submission), or one whose end-of-work flag
-/// the device has set. A stream still busy is passed over.
+/// the device has set (with the flags on: they are off by default). A
+/// stream still busy is passed over.
 #[test]
 fn an_idle_stream_is_reused_first() {
-    let rt = Runtime::host().unwrap();
+    let rt = Runtime::new(gpu_sched::RuntimeOptions {
+        backend: gpu_sched::BackendChoice::Host,
+        end_flags: true,
+        ..Default::default()
+    })
+    .unwrap();
     let t = rt.begin_task().unwrap();
     let first = t.stream_id();
     drop(t);

@@ -516,7 +516,12 @@ fn queries_and_waits_follow_a_gate() {
 /// that waits for the whole device serializes siblings, and deadlocks a
 /// task whose gate only the waiting thread would open. Prints each call's
 /// time and whether the kernel after it ran beside the gate; fails naming
-/// the calls that waited or held later work back.
+/// the task-path calls that waited or held later work back: a kernel's
+/// first launch, stream and event creation, the stream-ordered and
+/// page-locked allocations, an end-of-work write queued behind the gate.
+/// The calls measured to wait on the H200 (`cuMemFreeHost`,
+/// `cuModuleLoadData`, and under lazy loading `cuModuleGetFunction`) are
+/// printed, not asserted: the runtime keeps them off those paths (§15).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn task_path_calls_do_not_wait_for_other_streams() {
@@ -538,15 +543,19 @@ fn task_path_calls_do_not_wait_for_other_streams() {
     // during it ("loading kernels might require context synchronization").
     let unlooked = d.load_ptx(TEST_PTX).expect("a module to look into");
     let unlaunched = load_module(&d, TEST_PTX, &["add_u32"]).expect("a module to launch")[0];
-    let calls: Vec<(&str, Call)> = vec![
+    let gated = d.create_stream().expect("gated stream");
+    let gated_raw = gated;
+    let calls: Vec<(&str, bool, Call)> = vec![
         (
             "cuModuleGetFunction (a module loaded before the gate)",
+            false,
             Box::new(move |d, _| {
                 d.function(unlooked, "add_u32").expect("look up");
             }),
         ),
         (
             "cuLaunchKernel (a kernel's first launch)",
+            true,
             Box::new(move |d, s| {
                 let buf = d.alloc(4, s).expect("alloc");
                 let a = [KernelArg::Ptr(buf), KernelArg::U32(1), KernelArg::U64(1)];
@@ -569,6 +578,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuStreamCreate",
+            true,
             Box::new(|d, _| {
                 let s = d.create_stream().expect("create");
                 d.destroy_stream(s).expect("destroy");
@@ -576,6 +586,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuStreamDestroy (a stream made before the gate)",
+            true,
             Box::new(|d, _| {
                 d.destroy_stream(spare.replace(RawStream(0)))
                     .expect("destroy");
@@ -583,6 +594,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuEventCreate + cuEventDestroy",
+            true,
             Box::new(|d, _| {
                 let e = d.create_event(false).expect("create");
                 d.destroy_event(e).expect("destroy");
@@ -590,6 +602,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuEventRecord + cuStreamWaitEvent + cuStreamQuery",
+            true,
             Box::new(|d, s| {
                 let e = d.create_event(false).expect("create");
                 d.record(e, s).expect("record");
@@ -601,6 +614,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuMemAllocAsync + cuMemFreeAsync",
+            true,
             Box::new(|d, s| {
                 let p = d.alloc(1 << 20, s).expect("alloc");
                 // SAFETY: `p` was allocated on `s` above and nothing uses it.
@@ -610,6 +624,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuMemHostAlloc",
+            true,
             Box::new(|d, _| {
                 let (p, _) = d.alloc_host(1 << 20, false).expect("alloc_host");
                 host.set(p as usize);
@@ -617,6 +632,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuMemFreeHost",
+            false,
             Box::new(|d, _| {
                 let p = host.replace(0);
                 // SAFETY: allocated by the previous call, unused since.
@@ -625,6 +641,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuMemHostAlloc (mapped) + cuMemFreeHost",
+            false,
             Box::new(|d, _| {
                 let (p, _) = d.alloc_host(8, true).expect("alloc_host");
                 // SAFETY: allocated just above, never used.
@@ -633,12 +650,23 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         ),
         (
             "cuModuleLoadData",
+            false,
             Box::new(|d, _| {
                 d.load_ptx(TEST_PTX).expect("load");
             }),
         ),
         (
+            "cuStreamWriteValue32 behind the gate kernel",
+            true,
+            Box::new(move |d, _| {
+                // SAFETY: `mark` is a mapped page-locked word (what
+                // `write_value` takes), freed after every stream's work.
+                unsafe { d.write_value(gated_raw, mark, 9) }.expect("write_value");
+            }),
+        ),
+        (
             "cuLaunchKernel + cuStreamWriteValue32",
+            true,
             Box::new(move |d, s| {
                 let buf = d.alloc(4, s).expect("alloc");
                 let a = [KernelArg::Ptr(buf), KernelArg::U32(1), KernelArg::U64(1)];
@@ -655,7 +683,6 @@ fn task_path_calls_do_not_wait_for_other_streams() {
             }),
         ),
     ];
-    let gated = d.create_stream().expect("gated stream");
     let other = d.create_stream().expect("other stream");
     // After each call, a kernel on a stream of its own: it must run while
     // the gate is still closed (the guide's "implicit synchronization":
@@ -667,7 +694,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         .expect("sync probe");
     let mut waited = Vec::new();
     let mut serialized = Vec::new();
-    for (name, call) in &calls {
+    for (name, on_task_path, call) in &calls {
         // SAFETY: the gate's words are used by `wait_flag` on `gated`, by
         // the opener thread (the first word only) and by `close_gate` after
         // `gated` completed.
@@ -718,7 +745,10 @@ fn task_path_calls_do_not_wait_for_other_streams() {
                 "NO"
             }
         );
-        if held {
+        if !on_task_path {
+            // Kept off the paths that run while other streams are busy
+            // (DESIGN.md §15): printed, not asserted.
+        } else if held {
             waited.push(*name);
         } else if !ran {
             serialized.push(*name);
