@@ -34,6 +34,9 @@ pub(crate) struct StreamPool {
     issued: Box<[AtomicU32]>,
     /// Set if the driver refused a flag write: no more are asked for.
     flags_off: AtomicBool,
+    /// By ledger index: an event of the stream's own, recorded just before
+    /// each flag write (0: none yet). See [`StreamPool::end_of_work`].
+    end_events: Box<[AtomicU64]>,
     /// By ledger index: how many live tasks hold the stream (more than one
     /// only when the pool ran out and streams are shared, §9), with [`OWN`]
     /// set while its one holder has it to itself
@@ -111,6 +114,7 @@ impl StreamPool {
             flags: OnceLock::new(),
             issued: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
             flags_off: AtomicBool::new(false),
+            end_events: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
             holders: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
             reserved: AtomicUsize::new(usize::MAX),
             share_next: AtomicUsize::new(0),
@@ -244,12 +248,43 @@ impl StreamPool {
         // are freed only when the runtime drops, after every stream was
         // synchronized, and the host only loads them atomically
         // (`value_written`).
+        // An event recorded first, so that the write (with its memory
+        // barrier) only follows the stream's work: written straight behind
+        // a running kernel, it sometimes held kernels launched just after
+        // it on other streams back until that kernel ended (8 siblings of a
+        // 40 ms kernel ran in two rounds in 20 of 112 fresh processes on an
+        // H200; DESIGN.md §15). Without an event (none could be made, or
+        // the record failed) the write goes alone: still correct.
+        if let Some(e) = self.end_event(driver, i) {
+            let _ = driver.record(e, self.raw(id));
+        }
         match unsafe { driver.write_value(self.raw(id), f.dev + 4 * i as u64, v) } {
             Ok(()) => Tail::Written(v),
             Err(_) => {
                 self.flags_off.store(true, Relaxed);
                 Tail::Unknown
             }
+        }
+    }
+
+    /// The end event of the stream at index `i`, made at its first use.
+    /// Only the task that holds the stream (by itself) calls this.
+    fn end_event(&self, driver: &dyn Driver, i: usize) -> Option<RawEvent> {
+        match self.end_events[i].load(Acquire) {
+            0 => {
+                let e = driver.create_event(false).ok()?;
+                self.end_events[i].store(e.0, Release);
+                Some(e)
+            }
+            e => Some(RawEvent(e)),
+        }
+    }
+
+    /// The end event of `id`, taken out (the stream goes, or the pool).
+    pub(crate) fn take_end_event(&self, id: StreamId) -> Option<RawEvent> {
+        match self.end_events[id.index()].swap(0, AcqRel) {
+            0 => None,
+            e => Some(RawEvent(e)),
         }
     }
 
@@ -586,6 +621,10 @@ impl StreamPool {
             };
             ledger.retire(id);
             self.created.fetch_sub(1, AcqRel);
+            if let Some(e) = self.take_end_event(id) {
+                // Recorded only on this stream, which is idle (queried above).
+                let _ = driver.destroy_event(e);
+            }
             let _ = driver.destroy_stream(raw);
         }
         drop(t);

@@ -119,3 +119,41 @@ fn a_flag_without_its_value_is_a_usage_error() {
         );
     }
 }
+
+#[test]
+fn b5_cold_gives_each_run_and_the_least_speed_up() {
+    let mut rows = BTreeMap::from([
+        ("B5-cold/run-01-one-stream".to_string(), 320.0),
+        ("B5-cold/run-01-siblings".to_string(), 40.0),
+        ("B5-cold/run-02-one-stream".to_string(), 320.0),
+        ("B5-cold/run-02-siblings".to_string(), 80.0),
+        // A run without its siblings row gives no ratio.
+        ("B5-cold/run-03-one-stream".to_string(), 320.0),
+        ("B14/one-reduction".to_string(), 90.0),
+        ("B14/par-chunks-sum".to_string(), 180.0),
+        ("B14/par-chunks-sum-device".to_string(), 100.0),
+    ]);
+    add_ratios(&mut rows);
+    assert_eq!(rows["ratio/B5-cold-run-01"], 8.0);
+    assert_eq!(rows["ratio/B5-cold-run-02"], 4.0);
+    assert!(!rows.contains_key("ratio/B5-cold-run-03"));
+    assert_eq!(rows["ratio/B5-cold-min"], 4.0);
+    // B14 is the device-combined sum; the host-combined one is stated.
+    assert_eq!(rows["ratio/B14"], 0.9);
+    assert_eq!(rows["ratio/B14-host-combine"], 0.5);
+}
+
+#[test]
+fn a_bench_binary_s_json_rows_are_read() {
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        "echo 'criterion says hello'; echo '{\"name\": \"B5-cold/run-01-siblings\", \"value\": 41.5, \"unit\": \"ns\"}'",
+    ]);
+    let rows = run_printing_rows(cmd, Path::new("sh")).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows["B5-cold/run-01-siblings"], 41.5);
+    let mut failing = Command::new("sh");
+    failing.args(["-c", "exit 3"]);
+    assert!(run_printing_rows(failing, Path::new("sh")).is_err());
+}

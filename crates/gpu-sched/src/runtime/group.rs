@@ -272,7 +272,11 @@ impl Drop for DeviceCore {
             // nothing reads them once the core drops.
             let _ = unsafe { self.driver.free_host(p, bytes) };
         }
-        for s in self.streams.all_raw() {
+        for (id, s) in self.streams.all_with_ids() {
+            if let Some(e) = self.streams.take_end_event(id) {
+                // Recorded only on this stream, synchronized above.
+                let _ = self.driver.destroy_event(e);
+            }
             let _ = self.driver.destroy_stream(s);
         }
     }

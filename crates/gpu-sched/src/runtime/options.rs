@@ -30,14 +30,11 @@ pub struct RuntimeOptions {
     /// a stream idle with a load. Off, or where the device refuses, the pool
     /// asks the driver (`cuStreamQuery`, about 1.4 us on an H200).
     ///
-    /// Default: **off** (on if the environment sets `GPU_END_FLAGS=1`). On
-    /// an H200 the write, queued behind a running kernel, sometimes held
-    /// kernels launched just after it on other streams back until that
-    /// kernel ended: 8 sibling tasks of a 40 ms kernel ran in two rounds in
-    /// 20 of 112 fresh processes with the flags, in none of 36 without them
-    /// or with the write's memory barrier left out (DESIGN.md §15). The
-    /// barrier is what makes the flag a proof that the task's writes are
-    /// visible, so the flags are off rather than unfenced.
+    /// Default: on (off if the environment sets `GPU_END_FLAGS=0`). Each
+    /// write follows an event recorded on the stream: written straight
+    /// behind a running kernel, it sometimes held kernels launched just
+    /// after it on other streams back until that kernel ended (DESIGN.md
+    /// §15).
     pub end_flags: bool,
     /// Host backend: how many devices it simulates (one driver, one race
     /// detector, so that ordering across devices is checked). CUDA counts
@@ -60,7 +57,7 @@ impl Default for RuntimeOptions {
             sync_mode: SyncMode::SpinThenYield,
             host_memory_limit: 8 << 30,
             host_stream_limit: usize::MAX,
-            end_flags: std::env::var_os("GPU_END_FLAGS").is_some_and(|v| v == "1"),
+            end_flags: std::env::var_os("GPU_END_FLAGS").is_none_or(|v| v != "0"),
             host_devices: 1,
             fault_injection: None,
         }
