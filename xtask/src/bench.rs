@@ -737,7 +737,8 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         })
         .collect();
     if let Some(min) = cold.iter().map(|(_, x)| *x).reduce(f64::min) {
-        ratios.push(("ratio/B5-cold-min".to_owned(), min));
+        let name = "B5-cold-min";
+        ratios.push((format!("ratio/{name}"), min));
     }
     ratios.extend(cold);
     rows.extend(ratios);

@@ -243,11 +243,6 @@ impl StreamPool {
         // Only the task that holds the stream writes its entry.
         let v = self.issued[i].load(Relaxed).wrapping_add(1).max(1);
         self.issued[i].store(v, Relaxed);
-        // SAFETY: the flags are `issued.len()` 4-aligned words of mapped
-        // pinned memory of `driver` (`init_flags`) and `i` indexes one; they
-        // are freed only when the runtime drops, after every stream was
-        // synchronized, and the host only loads them atomically
-        // (`value_written`).
         // An event recorded first, so that the write (with its memory
         // barrier) only follows the stream's work: written straight behind
         // a running kernel, it sometimes held kernels launched just after
@@ -258,6 +253,11 @@ impl StreamPool {
         if let Some(e) = self.end_event(driver, i) {
             let _ = driver.record(e, self.raw(id));
         }
+        // SAFETY: the flags are `issued.len()` 4-aligned words of mapped
+        // pinned memory of `driver` (`init_flags`) and `i` indexes one; they
+        // are freed only when the runtime drops, after every stream was
+        // synchronized, and the host only loads them atomically
+        // (`value_written`).
         match unsafe { driver.write_value(self.raw(id), f.dev + 4 * i as u64, v) } {
             Ok(()) => Tail::Written(v),
             Err(_) => {

@@ -71,3 +71,42 @@ fn a_stream_is_recycled_before_anyone_can_share_it() {
         "a write on {first:?} by its sharer, queued after the recycle, is not covered by it: {d:?}"
     );
 }
+
+/// Issue 26: a task that leaves work in flight ends with an event of its
+/// stream's own recorded just before the end-of-work flag's write (on an
+/// H200 the write straight behind a running kernel sometimes held other
+/// streams' later kernels back). One event per stream, made at its first
+/// use and reused; the flag still tells the stream idle once written.
+#[test]
+fn each_flag_write_follows_the_stream_s_own_event() {
+    let rt = Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        warm_streams: 1,
+        end_flags: true,
+        ..RuntimeOptions::default()
+    })
+    .unwrap();
+    let pool = &rt.core().streams;
+    let mut seen = None;
+    for round in 0..2 {
+        let t = rt.begin_task().unwrap();
+        let id = t.stream_id();
+        t.zeros::<u8>(4).unwrap(); // work left in flight: no synchronize
+        drop(t);
+        let e = pool.end_events[id.index()].load(std::sync::atomic::Ordering::Acquire);
+        assert_ne!(e, 0, "round {round}: the stream's end event was made");
+        if let Some((sid, first)) = seen {
+            if sid == id {
+                assert_eq!(e, first, "the same stream's event is reused");
+            }
+        }
+        seen = Some((id, e));
+        rt.synchronize().unwrap();
+    }
+    // Idle once its flag is written: taken again first, recycled.
+    let (id, recycled) = pool.acquire(rt.driver(), rt.ledger_rw()).unwrap();
+    assert!(recycled, "{id:?} idle by its flag");
+    let e = pool.take_end_event(id).expect("its event");
+    assert!(pool.take_end_event(id).is_none(), "taken once");
+    rt.driver().destroy_event(e).unwrap();
+}
