@@ -5,7 +5,7 @@
 //! bench (`harness = false`): it prints one JSON row a line on stdout,
 //! `{"name": ..., "value": ..., "unit": "ns"}`, which `cargo xtask bench`
 //! reads, and each run's siblings (thread, stream, start and launch
-//! times) on stderr.
+//! times) on stderr; with `B5_COLD_EVENTS=1`, when each kernel ended.
 //!
 //! ```text
 //! cargo bench -p gpu-benches --bench cold -- [FILTER]
@@ -34,10 +34,13 @@ fn row(name: &str, ns: f64) {
 /// One run, in this process: its two times as `serial together` (ns) on
 /// stdout, its siblings on stderr.
 fn one() -> Result<(), Box<dyn std::error::Error>> {
+    // With `B5_COLD_EVENTS=1`, on CUDA, a timing event after each sibling's
+    // kernel, on its stream: when each kernel ended on the device (a late
+    // one ran after another). Off by default: an event recorded there
+    // comes before the task's end-of-work write, which itself changes what
+    // is measured (DESIGN.md §15).
     let cuda = gpu::backend()? == gpu::BackendKind::Cuda
-        && std::env::var_os("B5_COLD_EVENTS").is_none_or(|v| v != "0");
-    // On CUDA, a timing event after each sibling's kernel, on its stream:
-    // when each kernel ended on the device (a late one ran after another).
+        && std::env::var_os("B5_COLD_EVENTS").is_some_and(|v| v == "1");
     let ends: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
     let m = measure_with(SPIN, &|t, i| {
         if cuda {

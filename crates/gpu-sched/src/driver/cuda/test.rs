@@ -544,7 +544,6 @@ fn task_path_calls_do_not_wait_for_other_streams() {
     let unlooked = d.load_ptx(TEST_PTX).expect("a module to look into");
     let unlaunched = load_module(&d, TEST_PTX, &["add_u32"]).expect("a module to launch")[0];
     let gated = d.create_stream().expect("gated stream");
-    let gated_raw = gated;
     let calls: Vec<(&str, bool, Call)> = vec![
         (
             "cuModuleGetFunction (a module loaded before the gate)",
@@ -661,7 +660,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
             Box::new(move |d, _| {
                 // SAFETY: `mark` is a mapped page-locked word (what
                 // `write_value` takes), freed after every stream's work.
-                unsafe { d.write_value(gated_raw, mark, 9) }.expect("write_value");
+                unsafe { d.write_value(gated, mark, 9) }.expect("write_value");
             }),
         ),
         (
