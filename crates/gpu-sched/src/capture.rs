@@ -28,7 +28,7 @@
 //! stream takes them in some order anyway); the lock is the capture's own,
 //! not the ledger's (R14).
 
-use crate::driver::{Driver, MemAccess, Nodes, RawNode, RawStream};
+use crate::driver::{Driver, MemAccess, NodeOp, Nodes, RawNode, RawStream};
 use crate::error::{Error, Result};
 use gpu_epoch::{Access, StreamId, Task};
 use parking_lot::Mutex;
@@ -52,7 +52,21 @@ pub(crate) struct ScopeCapture {
     /// Set when the capture ends: a task of it that outlived it (sent
     /// away and kept) submits nothing more.
     ended: AtomicBool,
+    /// A graphed scope's (§14): operations are recorded as nodes
+    /// ([`ScopeCapture::record`]), not captured from a stream.
+    build: bool,
     state: Mutex<Deps>,
+}
+
+/// A graphed scope's operations as recorded, in the order they were
+/// submitted: each with its task's key and its index in its task (which
+/// name it from one run to the next), and the operations it follows
+/// (indices of earlier ones).
+#[derive(Default)]
+pub(crate) struct Recording {
+    pub(crate) ops: Vec<NodeOp>,
+    pub(crate) deps: Vec<smallvec::SmallVec<[u32; 4]>>,
+    pub(crate) keys: Vec<(u64, u32)>,
 }
 
 impl std::fmt::Debug for ScopeCapture {
@@ -80,6 +94,8 @@ struct Deps {
     ranges: BTreeMap<(u64, u64), RangeUses>,
     /// The longest range, to find the ranges that overlap a new one.
     longest: u64,
+    /// A graphed scope's recording.
+    rec: Recording,
 }
 
 impl Deps {
@@ -124,6 +140,16 @@ impl Deps {
 
 impl ScopeCapture {
     pub(crate) fn new(rt_id: u64, task: Task, slot: (StreamId, RawStream)) -> Self {
+        Self::with_mode(rt_id, task, slot, false)
+    }
+
+    /// A graphed scope's (§14): its operations are recorded, to be built
+    /// into a graph launched on `slot`'s stream, which is not captured.
+    pub(crate) fn new_build(rt_id: u64, task: Task, slot: (StreamId, RawStream)) -> Self {
+        Self::with_mode(rt_id, task, slot, true)
+    }
+
+    fn with_mode(rt_id: u64, task: Task, slot: (StreamId, RawStream), build: bool) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ScopeCapture {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
@@ -131,8 +157,48 @@ impl ScopeCapture {
             task,
             slot,
             ended: AtomicBool::new(false),
+            build,
             state: Mutex::new(Deps::default()),
         }
+    }
+
+    /// Whether this is a graphed scope's recording rather than a stream
+    /// capture.
+    #[inline]
+    pub(crate) fn is_build(&self) -> bool {
+        self.build
+    }
+
+    /// Records one operation of a joined task of a graphed scope: `op`,
+    /// keyed `key`, after its task's `chain` and the conflicts of `mem`
+    /// (as [`ScopeCapture::submit`] orders a captured one); `chain`
+    /// becomes its node.
+    pub(crate) fn record(
+        &self,
+        chain: &RefCell<Nodes>,
+        key: (u64, u32),
+        mem: &[MemAccess],
+        op: NodeOp,
+    ) -> Result<()> {
+        let mut st = self.state.lock();
+        self.check_open()?;
+        let deps = st.of(&chain.borrow(), mem);
+        let i = st.rec.ops.len();
+        // Node ids are indices plus one (0 is no node).
+        st.rec
+            .deps
+            .push(deps.iter().map(|n| (n.0 - 1) as u32).collect());
+        st.rec.ops.push(op);
+        st.rec.keys.push(key);
+        let node: Nodes = smallvec::smallvec![RawNode(i as u64 + 1)];
+        st.record(mem, &node);
+        *chain.borrow_mut() = node;
+        Ok(())
+    }
+
+    /// The recording so far, taken (once the capture ended).
+    pub(crate) fn take_recording(&self) -> Recording {
+        std::mem::take(&mut self.state.lock().rec)
     }
 
     /// Errs once the capture ended.
@@ -206,7 +272,7 @@ impl ScopeCapture {
 /// its tasks as it would anywhere. Not for direct use.
 #[doc(hidden)]
 #[derive(Clone, Default, Debug)]
-pub struct CaptureHandle(pub(crate) Option<Arc<ScopeCapture>>);
+pub struct CaptureHandle(pub(crate) Option<Arc<ScopeCapture>>, pub(crate) u64);
 
 #[cfg(test)]
 mod test;

@@ -5,7 +5,7 @@
 //! (context/tracked.rs), which every tracked operation and the free here
 //! go through; buffers' drops free through this file.
 
-use crate::context::wait_streams;
+use crate::context::{wait_streams, waits_for_building};
 use crate::error::Result;
 use crate::runtime::{device_bytes, Runtime};
 use gpu_epoch::{Access, Decision, StreamId, Uses};
@@ -62,6 +62,14 @@ impl Runtime {
         let s = self.reclaim_stream();
         let raw = self.raw_stream(s);
         let d = self.decide(uses, s, Access::Write, true);
+        if waits_for_building(self, &d) {
+            // The memory is in a graph not launched yet (§14): freed once
+            // it is (the graphed scope retries the deferred frees then).
+            self.deferred_frees()
+                .lock()
+                .push((ptr, bytes, uses.clone()));
+            return;
+        }
         if let Err(e) = wait_streams(self, self.reclaimer(), s, raw, d) {
             if !e.is_sticky() {
                 self.deferred_frees()

@@ -72,8 +72,8 @@ mod typed;
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use capture::CaptureHandle;
 pub use context::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, TaskContext,
-    TouchList, WriteArg, Writes,
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphCache, GraphLaunch, GraphStats, ReadArg,
+    Reads, TaskContext, TouchList, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.

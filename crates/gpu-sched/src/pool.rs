@@ -27,6 +27,12 @@ pub(crate) struct StreamPool {
     /// synchronizing) the capturing stream; the lock orders them with the
     /// capture's beginning and end.
     captures: Box<[Mutex<Option<Box<PooledEvent>>>]>,
+    /// By ledger index: set while a graphed scope records the operations
+    /// of the graph it will launch on the stream (§14). Buffers its
+    /// operations used are stamped on the stream in an epoch whose work is
+    /// not queued yet: a hand-off from it by anyone else is refused, a free
+    /// deferred, until the graph is launched.
+    building: Box<[AtomicBool]>,
     /// A word of mapped pinned memory per stream, which the device sets
     /// when a task's work is done (see [`Tail::Written`]).
     flags: OnceLock<Flags>,
@@ -111,6 +117,7 @@ impl StreamPool {
             created: AtomicUsize::new(0),
             free: Mutex::new(VecDeque::new()),
             captures: (0..capacity).map(|_| Mutex::new(None)).collect(),
+            building: (0..capacity).map(|_| AtomicBool::new(false)).collect(),
             flags: OnceLock::new(),
             issued: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
             flags_off: AtomicBool::new(false),
@@ -303,6 +310,18 @@ impl StreamPool {
     #[inline]
     pub(crate) fn capture_slot(&self, id: StreamId) -> &Mutex<Option<Box<PooledEvent>>> {
         &self.captures[id.index()]
+    }
+
+    /// Marks `id` (held by a graphed scope's task) as recording for a
+    /// graph, or no longer (see the field).
+    pub(crate) fn set_building(&self, id: StreamId, building: bool) {
+        self.building[id.index()].store(building, Release);
+    }
+
+    /// Whether a graphed scope records for `id` (see the field).
+    #[inline]
+    pub(crate) fn is_building(&self, id: StreamId) -> bool {
+        self.building[id.index()].load(Acquire)
     }
 
     /// Creates `n` streams up front.

@@ -3,6 +3,7 @@
 
 use super::{TaskContext, Touch};
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
+use crate::driver::NodeOp;
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 
@@ -259,15 +260,26 @@ impl TaskContext {
         // drivers of the runtimes named (held by the caller), and their
         // buffers' drops free them only after a hand-off from this stream
         // (X4).
-        self.tracked(
+        let submit = |_: &[_], raw| unsafe {
+            match peers {
+                None => drv.copy_dtod(d, s, bytes, raw),
+                Some((from, to)) => drv.copy_peer(d, to.driver(), s, from.driver(), bytes, raw),
+            }
+        };
+        let touches = &mut [Touch::read(src), Touch::write(dst)];
+        if peers.is_some() {
+            return self.tracked(name, touches, submit);
+        }
+        // A graphed scope records a copy within the device as a node.
+        self.tracked_node(
             name,
-            &mut [Touch::read(src), Touch::write(dst)],
-            |_, raw| unsafe {
-                match peers {
-                    None => drv.copy_dtod(d, s, bytes, raw),
-                    Some((from, to)) => drv.copy_peer(d, to.driver(), s, from.driver(), bytes, raw),
-                }
+            touches,
+            |_| NodeOp::Copy {
+                dst: d,
+                src: s,
+                bytes,
             },
+            submit,
         )
     }
 }

@@ -12,7 +12,10 @@ impl TaskContext {
     /// stream that waits on it would join the capture: that stream's later
     /// work would go into this task's graph and never run. Refused.
     fn refuse_in_capture(&self, what: &'static str) -> Result<()> {
-        if self.rt.ledger_rw().is_capturing(self.sid()) {
+        // A graphed scope's stream is not captured, but a record there
+        // would close the epoch its recorded operations are stamped in
+        // before the graph is launched (§14).
+        if self.capturing() {
             return Err(crate::Error::Capturing { what });
         }
         Ok(())

@@ -31,6 +31,13 @@ impl TaskContext {
     /// [`TaskContext::synchronize`] without the checks.
     pub(crate) fn synchronize_stream(&self) -> Result<()> {
         self.bind()?;
+        if self.in_graphed_scope() {
+            // Nothing of the scope has run yet; and the synchronize would
+            // close the epoch its operations are stamped in (§14).
+            return Err(Error::Capturing {
+                what: "synchronizing the stream",
+            });
+        }
         self.rt
             .ledger_rw()
             .stream_sync(self.task(), self.sid(), || {
@@ -60,7 +67,7 @@ impl TaskContext {
     ) -> Result<u64> {
         self.check(buf, "the buffer")?;
         self.bind()?;
-        if self.rt.ledger_rw().is_capturing(self.sid()) {
+        if self.capturing() {
             return Err(Error::Capturing {
                 what: "taking a host-sync pointer",
             });
@@ -93,7 +100,7 @@ impl TaskContext {
     ) -> Result<u64> {
         self.check(buf, "the buffer")?;
         let (sid, raw) = self.bind()?;
-        if self.rt.ledger_rw().is_capturing(sid) {
+        if self.capturing() {
             return Err(Error::Capturing {
                 what: "taking a host-sync pointer",
             });

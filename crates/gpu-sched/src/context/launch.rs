@@ -4,7 +4,7 @@
 //! launch, stamps).
 
 use super::{TaskContext, Touch};
-use crate::driver::KernelCall;
+use crate::driver::{KernelCall, KernelNode, NodeOp};
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
 use crate::runtime::Runtime;
@@ -48,8 +48,11 @@ impl TaskContext {
         // arguments match it. `tracked` handed every buffer to this stream
         // (`mem` lists them), and a buffer's drop frees it only after a
         // hand-off from this stream (X4).
-        self.tracked(name, touches, |mem, raw| unsafe {
-            rt.driver().launch(&k, cfg, args, lens, mem, raw)
-        })
+        self.tracked_node(
+            name,
+            touches,
+            |mem| NodeOp::Kernel(KernelNode::new(&k, cfg, args, lens, mem)),
+            |mem, raw| unsafe { rt.driver().launch(&k, cfg, args, lens, mem, raw) },
+        )
     }
 }

@@ -2,6 +2,7 @@
 
 use super::{TaskContext, Touch};
 use crate::buffer::{Buffer, DeviceRepr, DeviceSliceMut};
+use crate::driver::NodeOp;
 use crate::error::{Error, Result};
 use crate::runtime::device_bytes;
 use std::marker::PhantomData;
@@ -108,7 +109,7 @@ impl TaskContext {
         // `tracked` handed it to this stream for a write, it is borrowed
         // now, and its buffer's drop frees it only after a hand-off from
         // this stream (X4).
-        self.tracked("memset", &mut [Touch::write(dst)], |_, raw| {
+        let submit = |_: &[_], raw| {
             if words {
                 // SAFETY: as above, for `bytes / 4` words, 4-aligned
                 // (checked above).
@@ -120,6 +121,21 @@ impl TaskContext {
                 // above).
                 unsafe { drv.copy_htod(ptr, zeros.as_ptr(), bytes, raw) }
             }
-        })
+        };
+        let touches = &mut [Touch::write(dst)];
+        if !words {
+            return self.tracked("memset", touches, submit);
+        }
+        // A graphed scope records a fill of words as a node.
+        self.tracked_node(
+            "memset",
+            touches,
+            |_| NodeOp::Memset {
+                dst: ptr,
+                value: 0,
+                count: bytes / 4,
+            },
+            submit,
+        )
     }
 }

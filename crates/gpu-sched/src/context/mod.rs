@@ -23,6 +23,7 @@ mod event;
 mod foreign;
 mod gate;
 mod graph;
+mod graphed;
 mod host;
 mod interop;
 mod launch;
@@ -35,8 +36,9 @@ pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
 };
 pub use graph::GraphLaunch;
+pub use graphed::{GraphCache, GraphStats};
 pub use raw::RawTask;
-pub(crate) use tracked::{wait_streams, Touch, MAX_TOUCHES};
+pub(crate) use tracked::{wait_streams, waits_for_building, Touch, MAX_TOUCHES};
 
 /// A running task's handle on its stream: every tracked operation goes
 /// through one. It owns its stream (R3) for as long as it lives; dropping it
@@ -75,6 +77,15 @@ pub struct TaskContext {
     /// In a scope capture: the graph nodes of the task's last operation and
     /// of the fences it waited for since, which its next operation follows.
     pub(crate) chain: std::cell::RefCell<Nodes>,
+    /// In a scope capture: the task's name, the same from one run of the
+    /// scope to the next (its spawner's key and its place among the
+    /// spawner's children, `capture_handle`), which with `ops` names each
+    /// operation of a graphed scope (§14) whatever order the tasks ran in.
+    pub(crate) key: std::cell::Cell<u64>,
+    /// Tasks this one started in its capture (`capture_handle`).
+    pub(crate) spawned: std::cell::Cell<u32>,
+    /// Operations this task recorded in a graphed scope.
+    pub(crate) ops: std::cell::Cell<u32>,
     /// Whether the task submitted anything on its stream (or handed the
     /// stream out raw): see [`TaskContext::has_submitted`].
     pub(crate) submitted: std::cell::Cell<bool>,
@@ -121,7 +132,7 @@ impl Runtime {
     #[doc(hidden)]
     pub fn begin_task_in(&self, capture: &CaptureHandle) -> Result<TaskContext> {
         self.driver().check_sticky()?;
-        let capture = capture.0.clone();
+        let (capture, key) = (capture.0.clone(), capture.1);
         let task = std::cell::OnceCell::new();
         if let Some(cap) = &capture {
             if cap.rt_id != self.id() {
@@ -141,6 +152,9 @@ impl Runtime {
             capture_log: std::cell::RefCell::new(None),
             capture: std::cell::RefCell::new(capture),
             chain: Default::default(),
+            key: std::cell::Cell::new(key),
+            spawned: std::cell::Cell::new(0),
+            ops: std::cell::Cell::new(0),
             submitted: std::cell::Cell::new(false),
             pending: std::cell::Cell::new(false),
             raw_used: std::cell::Cell::new(false),
@@ -232,7 +246,26 @@ impl TaskContext {
     /// for `gpu`'s pool, which enters it around each job.
     #[doc(hidden)]
     pub fn capture_handle(&self) -> CaptureHandle {
-        CaptureHandle(self.capture.borrow().clone())
+        let cap = self.capture.borrow().clone();
+        if cap.is_none() {
+            return CaptureHandle::default();
+        }
+        // The child's key: this task's and its place among this task's
+        // children (a task starts them in its program order), mixed
+        // (SplitMix64's finalizer).
+        let n = self.spawned.get();
+        self.spawned.set(n + 1);
+        let mut z = self.key.get() ^ (u64::from(n) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        CaptureHandle(cap, z ^ (z >> 31))
+    }
+
+    /// This task's next operation's name in a graphed scope (§14).
+    pub(crate) fn next_op_key(&self) -> (u64, u32) {
+        let n = self.ops.get();
+        self.ops.set(n.wrapping_add(1));
+        (self.key.get(), n)
     }
 
     /// Whether this task joined (or began) a scope capture.

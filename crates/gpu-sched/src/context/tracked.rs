@@ -6,7 +6,7 @@
 
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::driver::{MemAccess, RawStream};
+use crate::driver::{MemAccess, NodeOp, RawStream};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
 use gpu_epoch::{Access, Decision, StreamId, Task, Uses};
@@ -76,13 +76,50 @@ impl TaskContext {
     }
 
     /// R1 + R9 around one submission: hands every touched buffer off to this
-    /// stream, stamps, submits, stamps again.
+    /// stream, stamps, submits, stamps again. Refused in a graphed scope
+    /// (§14), which takes only operations [`TaskContext::tracked_node`]
+    /// can record.
+    #[inline]
     pub(crate) fn tracked<R>(
         &self,
         name: &'static str,
         touches: &mut [Touch<'_>],
         submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
     ) -> Result<R> {
+        self.tracked_as(
+            name,
+            touches,
+            None::<fn(&[MemAccess]) -> (NodeOp, R)>,
+            submit,
+        )
+    }
+
+    /// [`TaskContext::tracked`] for an operation a graphed scope (§14)
+    /// records as a node: `node` gives it (from what it touches) in place
+    /// of `submit`.
+    #[inline]
+    pub(crate) fn tracked_node(
+        &self,
+        name: &'static str,
+        touches: &mut [Touch<'_>],
+        node: impl FnOnce(&[MemAccess]) -> NodeOp,
+        submit: impl FnOnce(&[MemAccess], RawStream) -> Result<()>,
+    ) -> Result<()> {
+        self.tracked_as(name, touches, Some(|m: &[MemAccess]| (node(m), ())), submit)
+    }
+
+    fn tracked_as<R>(
+        &self,
+        name: &'static str,
+        touches: &mut [Touch<'_>],
+        node: Option<impl FnOnce(&[MemAccess]) -> (NodeOp, R)>,
+        submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
+    ) -> Result<R> {
+        if node.is_none() && self.in_graphed_scope() {
+            return Err(Error::Capturing {
+                what: "an operation other than a kernel launch, a device copy or a fill (a library call, a collective, a host copy) in a graphed scope (`gpu::capture` takes capture-safe library calls)",
+            });
+        }
         let (sid, raw) = self.bind()?;
         let l = self.rt.ledger_rw();
         if touches.len() > MAX_TOUCHES {
@@ -124,6 +161,18 @@ impl TaskContext {
             }
         }
         if let Some(cap) = &*self.capture.borrow() {
+            if cap.is_build() {
+                // Recorded, to run in the graph this scope launches on this
+                // stream when its body ends (§14): the stamps above, on
+                // this stream in its current epoch, stand for that launch
+                // (nothing closes the epoch before it: records and
+                // synchronizes are refused in the scope).
+                if let Some(node) = node {
+                    let (op, r) = node(&mem);
+                    cap.record(&self.chain, self.next_op_key(), &mem, op)?;
+                    return Ok(r);
+                }
+            }
             // No trace span: its records would go into the graph, between
             // another task's dependencies and its operation.
             let r = cap.submit(self.rt.driver(), &self.chain, &mem, || submit(&mem, raw))?;
@@ -152,8 +201,15 @@ impl TaskContext {
         Ok(r)
     }
 
-    /// Whether this task's stream is capturing (either kind of capture).
-    pub(super) fn capturing(&self) -> bool {
+    /// Whether this task is in a graphed scope (§14).
+    #[inline]
+    pub(crate) fn in_graphed_scope(&self) -> bool {
+        self.capture.borrow().as_ref().is_some_and(|c| c.is_build())
+    }
+
+    /// Whether this task's stream is capturing (either kind of capture, or
+    /// a graphed scope's recording).
+    pub(crate) fn capturing(&self) -> bool {
         self.in_scope_capture()
             || self
                 .slot
@@ -212,6 +268,7 @@ pub(crate) fn wait_streams(
                     l.mark_ordered(task, s2, s, covered);
                     continue;
                 };
+                refuse_building(&core.streams, s)?;
                 // While `s`'s owner captures it, its captured work runs only
                 // when the graph is launched: wait for what was queued
                 // before the capture, never record into another task's
@@ -265,6 +322,7 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
     let Some(core) = rt.group().owner(rt.core(), s) else {
         return Ok(());
     };
+    refuse_building(&core.streams, s)?;
     let slot = core.streams.capture_slot(s).lock();
     if let Some(pre) = slot.as_ref() {
         // Synchronized under the lock: once the lock is let go, the capture
@@ -288,4 +346,34 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
     let r = recorded.and_then(|_| core.driver.event_sync(ev.raw));
     core.events.give(ev);
     r
+}
+
+/// §14: a graphed scope in progress stamped the buffers its operations use
+/// on its stream `s`, in an epoch whose work is queued only when its graph
+/// is launched: a wait for `s` now would not cover it. Only work outside
+/// the scope asks (its own tasks are on `s`), for a buffer it got hold of
+/// meanwhile (through a lock): refused rather than waited for, which could
+/// wait for itself.
+#[inline]
+fn refuse_building(pool: &crate::pool::StreamPool, s: StreamId) -> Result<()> {
+    if pool.is_building(s) {
+        return Err(Error::Capturing {
+            what: "using a buffer that a graphed scope in progress used, from outside that scope (its graph is launched when its body returns)",
+        });
+    }
+    Ok(())
+}
+
+/// Whether `d` waits for a stream a graphed scope is recording for (see
+/// `refuse_building`): a free must wait for the graph's launch.
+pub(crate) fn waits_for_building(rt: &Runtime, d: &Decision) -> bool {
+    let set = match d {
+        Decision::NoWait(_) => return false,
+        Decision::DeviceWait(set) | Decision::HostSync(set) => set,
+    };
+    set.iter().any(|s| {
+        rt.group()
+            .owner(rt.core(), s)
+            .is_some_and(|core| core.streams.is_building(s))
+    })
 }

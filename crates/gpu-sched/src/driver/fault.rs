@@ -429,6 +429,23 @@ impl Driver for FaultDriver {
         self.real.graph_destroy(g)
     }
 
+    unsafe fn graph_build(&self, spec: &super::GraphSpec<'_>) -> Result<RawGraph> {
+        self.faults.enter("graph_build", 0)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.real.graph_build(spec) }
+    }
+
+    unsafe fn graph_set_kernel(
+        &self,
+        g: RawGraph,
+        i: usize,
+        node: &super::KernelNode,
+    ) -> Result<()> {
+        self.faults.enter("graph_set_kernel", 0)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.real.graph_set_kernel(g, i, node) }
+    }
+
     fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {
         self.faults.enter("capture_set_deps", 0)?;
         self.real.capture_set_deps(s, deps)

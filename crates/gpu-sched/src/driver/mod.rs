@@ -15,10 +15,12 @@ pub(crate) mod collective;
 pub(crate) mod cuda;
 mod fault;
 pub(crate) mod host;
+mod node;
 
 pub use collective::ReduceOp;
 pub(crate) use collective::{CallKind, Collectives, DataType, RankCall};
 pub use fault::{FaultInjector, FaultKind};
+pub(crate) use node::{GraphSpec, KernelNode, Likeness, NodeOp};
 
 /// The backend `choice` names, `Auto` resolved by the environment variable
 /// `GPU_BACKEND` (`cuda` or `host`) where it is set; an `Auto` left is
@@ -373,6 +375,28 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// backend they are closures over raw addresses.
     unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()>;
     fn graph_destroy(&self, g: RawGraph) -> Result<()>;
+
+    /// Builds an executable graph of `spec`'s operations through the
+    /// explicit graph API (no stream capture), nodes added in `spec.topo`'s
+    /// order; node `i` of the graph is `spec.ops[i]` (for
+    /// [`Driver::graph_set_kernel`]).
+    ///
+    /// # Safety
+    ///
+    /// As for each operation submitted on its own (`launch`, `copy_dtod`,
+    /// `memset_u32`): the arguments match each kernel, and what the nodes
+    /// touch is live and ordered with the graph's launches.
+    unsafe fn graph_build(&self, spec: &GraphSpec<'_>) -> Result<RawGraph>;
+
+    /// Sets the arguments of kernel node `i` of `g` (from
+    /// [`Driver::graph_build`]) to `node`'s, for the launches after this
+    /// call; launches already queued run with the old ones. `node` is a
+    /// launch of the same kernel with the same configuration.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Driver::graph_build`], for the new arguments.
+    unsafe fn graph_set_kernel(&self, g: RawGraph, i: usize, node: &KernelNode) -> Result<()>;
 
     /// While `s` is capturing: the next operation captured on `s` depends
     /// on `deps` alone (none: a root of the graph). A scope capture sets

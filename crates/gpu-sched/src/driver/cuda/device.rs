@@ -44,6 +44,11 @@ pub(crate) struct CudaDriver {
     pub(super) sticky: OnceLock<(i32, String)>,
     /// Loaded `CUmodule`s, unloaded on drop.
     pub(super) modules: Mutex<Vec<u64>>,
+    /// Graphs built through the explicit API (`graph_build`), by their
+    /// executable graph: the `CUgraph` they were made from and its nodes,
+    /// kept for `cuGraphExecKernelNodeSetParams` and destroyed with the
+    /// executable graph.
+    pub(super) built: Mutex<std::collections::HashMap<u64, (u64, Vec<u64>)>>,
     /// (major, minor), for NVRTC's target.
     pub(super) compute_capability: (i32, i32),
 }
@@ -126,6 +131,7 @@ impl CudaDriver {
             total_memory,
             sticky: OnceLock::new(),
             modules: Mutex::new(Vec::new()),
+            built: Mutex::new(std::collections::HashMap::new()),
         };
         // From here on `Drop` releases the context on failure.
         driver.enter()?;

@@ -33,8 +33,8 @@
 //! the driver.
 
 use super::{
-    BackendKind, Driver, KernelCall, MemAccess, Nodes, RawEvent, RawGraph, RawNode, RawStream,
-    SyncMode,
+    BackendKind, Driver, GraphSpec, KernelCall, KernelNode, MemAccess, Nodes, RawEvent, RawGraph,
+    RawNode, RawStream, SyncMode,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -46,6 +46,7 @@ use std::time::{Duration, Instant};
 mod args;
 mod device;
 mod error;
+mod graph;
 pub(crate) mod nccl;
 mod probe;
 #[cfg(test)]
@@ -571,9 +572,22 @@ impl Driver for CudaDriver {
     fn graph_destroy(&self, g: RawGraph) -> Result<()> {
         // SAFETY: `call` made the context current; the caller passes an
         // executable graph of this driver that it no longer launches.
-        self.call("cuGraphExecDestroy", || unsafe {
+        // Launches still queued run to their end (CUDA frees it then).
+        let destroyed = self.call("cuGraphExecDestroy", || unsafe {
             sys::cuGraphExecDestroy(cu_graph_exec(g))
-        })
+        });
+        let forgotten = self.forget_built(g);
+        destroyed.and(forgotten)
+    }
+
+    unsafe fn graph_build(&self, spec: &GraphSpec<'_>) -> Result<RawGraph> {
+        // SAFETY: this function's contract, passed on.
+        unsafe { self.build_graph(spec) }
+    }
+
+    unsafe fn graph_set_kernel(&self, g: RawGraph, i: usize, node: &KernelNode) -> Result<()> {
+        // SAFETY: this function's contract, passed on.
+        unsafe { self.set_kernel(g, i, node) }
     }
 
     fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {

@@ -57,6 +57,11 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuGraphDestroy",
     "cuGraphLaunch",
     "cuGraphExecDestroy",
+    "cuGraphCreate",
+    "cuGraphAddKernelNode_v2",
+    "cuGraphAddMemcpyNode",
+    "cuGraphAddMemsetNode",
+    "cuGraphExecKernelNodeSetParams_v2",
 ];
 
 /// Result of the one-time probe of the library and the driver: the device

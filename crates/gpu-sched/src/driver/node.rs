@@ -1,0 +1,174 @@
+//! The operations a graph is built from without a stream capture (§14): a
+//! graphed scope records each of its operations as one of these, with the
+//! nodes it follows, and a backend builds an executable graph of them
+//! through its explicit graph API (`Driver::graph_build`), or sets a
+//! kernel node's arguments in place (`Driver::graph_set_kernel`).
+
+use super::{HostCall, KernelCall, MemAccess};
+use crate::kernel::{BuiltinHost, ErasedHost, KernelArg, LaunchConfig};
+use std::sync::Arc;
+
+/// One recorded operation: what a node of a built graph runs.
+#[derive(Clone)]
+pub(crate) enum NodeOp {
+    /// A kernel launch.
+    Kernel(KernelNode),
+    /// A device-to-device copy of `bytes` (both within one device).
+    Copy { dst: u64, src: u64, bytes: usize },
+    /// `count` 32-bit words at `dst` set to `value`.
+    Memset { dst: u64, value: u32, count: usize },
+}
+
+/// A recorded kernel launch.
+#[derive(Clone)]
+pub(crate) struct KernelNode {
+    /// `CUfunction` as an integer (0 on the host backend).
+    pub(crate) handle: u64,
+    /// The host implementation (the host backend runs it).
+    pub(crate) host: OwnedHost,
+    pub(crate) cfg: LaunchConfig,
+    pub(crate) args: smallvec::SmallVec<[KernelArg; 8]>,
+    /// The buffers' lengths in elements, for a host implementation.
+    pub(crate) lens: smallvec::SmallVec<[usize; 4]>,
+    /// What the launch touches (the host backend's race detector).
+    pub(crate) mem: smallvec::SmallVec<[MemAccess; 4]>,
+}
+
+/// A kernel's host implementation, owned (a recorded launch outlives the
+/// call that made it).
+#[derive(Clone)]
+pub(crate) enum OwnedHost {
+    Builtin(&'static dyn BuiltinHost),
+    User(Arc<ErasedHost>),
+    None,
+}
+
+impl OwnedHost {
+    /// The implementation's identity: two launches of one kernel have the
+    /// same.
+    fn id(&self) -> usize {
+        match self {
+            OwnedHost::Builtin(f) => *f as *const dyn BuiltinHost as *const () as usize,
+            OwnedHost::User(f) => Arc::as_ptr(f) as *const () as usize,
+            OwnedHost::None => 0,
+        }
+    }
+
+    /// The borrowed form a launch takes.
+    pub(crate) fn call(&self) -> HostCall<'_> {
+        match self {
+            OwnedHost::Builtin(f) => HostCall::Builtin(*f),
+            OwnedHost::User(f) => HostCall::User(f),
+            OwnedHost::None => HostCall::None,
+        }
+    }
+}
+
+impl KernelNode {
+    /// A launch of `k` with these arguments, owned.
+    pub(crate) fn new(
+        k: &KernelCall<'_>,
+        cfg: LaunchConfig,
+        args: &[KernelArg],
+        lens: &[usize],
+        mem: &[MemAccess],
+    ) -> Self {
+        let host = match k.host {
+            HostCall::Builtin(f) => OwnedHost::Builtin(f),
+            HostCall::User(f) => OwnedHost::User(f.clone()),
+            HostCall::None => OwnedHost::None,
+        };
+        KernelNode {
+            handle: k.handle,
+            host,
+            cfg,
+            args: args.into(),
+            lens: lens.into(),
+            mem: mem.into(),
+        }
+    }
+}
+
+/// An argument's bits and kind, compared bit for bit (a NaN scalar equals
+/// itself).
+fn arg_bits(a: &KernelArg) -> (u8, u64) {
+    match *a {
+        KernelArg::Ptr(v) => (0, v),
+        KernelArg::U64(v) => (1, v),
+        KernelArg::U32(v) => (2, u64::from(v)),
+        KernelArg::I32(v) => (3, v as u32 as u64),
+        KernelArg::F32(v) => (4, u64::from(v.to_bits())),
+        KernelArg::F64(v) => (5, v.to_bits()),
+    }
+}
+
+/// How a recorded operation compares with the one a built graph holds in
+/// its place.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Likeness {
+    /// The same operation: the node runs it as it is.
+    Same,
+    /// The same kernel and configuration, other arguments (pointers,
+    /// scalars): the node's arguments can be set in place.
+    Arguments,
+    /// Another operation: the graph must be built again.
+    Other,
+}
+
+impl NodeOp {
+    /// How `self` compares with `other`.
+    pub(crate) fn likeness(&self, other: &NodeOp) -> Likeness {
+        match (self, other) {
+            (NodeOp::Kernel(a), NodeOp::Kernel(b)) => {
+                let shape = a.handle == b.handle
+                    && a.host.id() == b.host.id()
+                    && a.cfg == b.cfg
+                    && a.lens == b.lens
+                    && a.args.len() == b.args.len()
+                    && a.args
+                        .iter()
+                        .zip(&b.args)
+                        .all(|(x, y)| arg_bits(x).0 == arg_bits(y).0);
+                if !shape {
+                    Likeness::Other
+                } else if a
+                    .args
+                    .iter()
+                    .zip(&b.args)
+                    .all(|(x, y)| arg_bits(x) == arg_bits(y))
+                    && a.mem == b.mem
+                {
+                    Likeness::Same
+                } else {
+                    Likeness::Arguments
+                }
+            }
+            (
+                NodeOp::Copy { dst, src, bytes },
+                NodeOp::Copy {
+                    dst: d2,
+                    src: s2,
+                    bytes: b2,
+                },
+            ) if (dst, src, bytes) == (d2, s2, b2) => Likeness::Same,
+            (
+                NodeOp::Memset { dst, value, count },
+                NodeOp::Memset {
+                    dst: d2,
+                    value: v2,
+                    count: c2,
+                },
+            ) if (dst, value, count) == (d2, v2, c2) => Likeness::Same,
+            _ => Likeness::Other,
+        }
+    }
+}
+
+/// A graph's recorded operations, node `i` after the nodes `deps[i]`
+/// (indices into `ops`), with `topo` an order of the indices in which
+/// every node comes after those it follows.
+pub(crate) struct GraphSpec<'a> {
+    pub(crate) ops: &'a [NodeOp],
+    pub(crate) deps: &'a [smallvec::SmallVec<[u32; 4]>],
+    pub(crate) topo: &'a [u32],
+}
