@@ -181,7 +181,7 @@ pub use iter::{par_chunks, par_chunks_mut};
 pub use join::join;
 pub use pipeline::par_map;
 pub use registry::{current_num_threads, install};
-pub use scope::{capture, capture_on, in_place_scope, scope, scope_on, Scope};
+pub use scope::{capture, capture_on, in_place_scope, scope, scope_on, Graphed, Scope};
 pub use thread_pool::{ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 
 pub use gpu_sched::nccl;
@@ -211,7 +211,7 @@ pub mod sync {
     //! Ordering by hand, where the scope's own does not reach: events,
     //! fences, gates (a stream blocked until the host opens it), graphs
     //! and their launches, and how host waits spin or yield.
-    pub use gpu_sched::{Event, Fence, Gate, Graph, GraphLaunch, SyncMode};
+    pub use gpu_sched::{Event, Fence, Gate, Graph, GraphLaunch, GraphStats, SyncMode};
 }
 
 pub mod diag {

@@ -322,6 +322,25 @@ pub fn run(bufs: &[RwLock<Buffer<f32>>], tasks: &[Task]) -> Result<()> {
     })
 }
 
+/// The same scope as [`run`] through a graphed scope (`gpu::Graphed`):
+/// its first run builds the graph, later runs launch it again (the
+/// buffers and tasks being the same). Returns once the graph is launched.
+///
+/// # Errors
+///
+/// The first error of a task; the graph's.
+pub fn run_graphed(
+    g: &mut gpu::Graphed,
+    bufs: &[RwLock<Buffer<f32>>],
+    tasks: &[Task],
+) -> Result<()> {
+    let turns: Vec<Turns> = (0..bufs.len()).map(|_| Turns::default()).collect();
+    g.scope(|s| {
+        spawn_all(s, bufs, tasks, &turns);
+        Ok(())
+    })
+}
+
 /// The same scope as [`run`], captured into one graph (`gpu::capture`):
 /// nothing runs; [`launch`] replays it.
 ///

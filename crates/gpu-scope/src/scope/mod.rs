@@ -8,10 +8,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+mod graphed;
 mod state;
 #[cfg(test)]
 mod test;
 
+pub use graphed::Graphed;
 pub(crate) use state::ScopeState;
 use state::{lock, Job, JobBody};
 

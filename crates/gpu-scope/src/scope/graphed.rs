@@ -1,0 +1,128 @@
+//! `Graphed`: a scope run many times that becomes a CUDA graph by itself
+//! (DESIGN §14; the machinery is `gpu_sched`'s `TaskContext::graphed_scope`).
+
+use super::{run_scope, Join, Scope};
+use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
+
+/// A scope that becomes a CUDA graph by itself when it runs again and
+/// again with the same shape: a solver's iteration, a time step, a task
+/// DAG replayed. No capture by hand, no buffers to list.
+///
+/// Each [`Graphed::scope`] runs its body as [`crate::scope`] would (the
+/// tasks it spawns, their spawns, joins and nested scopes), but records
+/// their GPU operations instead of submitting them one by one, then
+/// launches them as one graph on the scope's stream. The first run builds
+/// the graph through the explicit graph API, its dependencies those the
+/// tasks would have had on their own streams (each task's operations in
+/// order, after its spawner's work before the spawn and the tasks it
+/// joined, and after every earlier operation whose memory conflicts with
+/// its own). A later run whose operations have the same shape (kernels,
+/// launch configurations, dependencies) launches the same graph again,
+/// after setting in place the arguments of the kernels whose pointers or
+/// scalars changed; a run of another shape builds a new graph. Operations
+/// are named by their task (its place among its spawner's children) and
+/// their place in it, so the order in which the tasks ran does not matter.
+///
+/// ```
+/// use gpu_kernels as k;
+///
+/// # fn main() -> gpu::Result<()> {
+/// let mut u = gpu::Buffer::<f32>::zeros(1 << 16)?;
+/// let mut v = gpu::Buffer::<f32>::zeros(1 << 16)?;
+/// let mut step = gpu::Graphed::new()?;
+/// for _ in 0..10 {
+///     step.scope(|s| {
+///         s.spawn(|t| k::scale(t, &mut u, 0.5)); // two branches of one graph
+///         s.spawn(|t| k::fill(t, &mut v, 1.0));
+///         Ok(())
+///     })?; // launched: one graph, built at the first run
+/// }
+/// let st = step.stats();
+/// assert_eq!((st.builds, st.replays), (1, 9));
+/// assert_eq!(v.to_vec()?[5], 1.0);
+/// # Ok(()) }
+/// ```
+///
+/// # Guarantees
+///
+/// What [`crate::scope`] guarantees, with these differences:
+///
+/// - Host code in the body (the tasks' control flow) runs at every run;
+///   the GPU operations run when the body has returned, all of them or,
+///   if the body or a task failed or panicked, none (the error or panic
+///   reaches the caller; nothing was queued).
+/// - The graph takes kernel launches (built-in and your own), device
+///   copies within the device and `memset_zero` of whole words. Everything
+///   [`crate::capture`] refuses is refused here too (host memory,
+///   allocation, records, synchronizes, gates, raw pointers), and so are
+///   library calls (cuBLAS, cuSOLVER, ...), collectives and peer copies:
+///   each is `Error::Capturing` before anything is queued.
+/// - Like a scope, it returns once the graph is launched, not run; later
+///   work on its buffers is ordered after it.
+/// - Work outside the scope that gets hold of a buffer the scope used
+///   (through a lock, while the body still runs) gets `Error::Capturing`
+///   for it: the graph that uses the buffer is not launched yet. A buffer
+///   dropped in the body is freed after the graph.
+pub struct Graphed {
+    rt: Runtime,
+    cache: GraphCache,
+}
+
+impl std::fmt::Debug for Graphed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graphed")
+            .field("stats", &self.cache.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Graphed {
+    /// A graphed scope on the global runtime (nothing is built until its
+    /// first run).
+    ///
+    /// # Errors
+    ///
+    /// The global runtime's (no device, and the host backend refused).
+    pub fn new() -> Result<Self> {
+        Ok(Self::on(Runtime::global()?))
+    }
+
+    /// A graphed scope on `rt`.
+    pub fn on(rt: &Runtime) -> Self {
+        Graphed {
+            rt: rt.clone(),
+            cache: GraphCache::default(),
+        }
+    }
+
+    /// Runs `op` as a scope whose GPU operations are launched as one graph
+    /// when it returns (see the type).
+    ///
+    /// # Errors
+    ///
+    /// The first error of the body or of a task (nothing is launched);
+    /// `Error::Capturing` for what a graph cannot take, or inside a capture
+    /// or another graphed scope; driver errors from building, updating or
+    /// launching the graph.
+    ///
+    /// # Panics
+    ///
+    /// Re-raises a task's panic, as [`crate::scope`] does (nothing is
+    /// launched).
+    pub fn scope<'scope, OP>(&mut self, op: OP) -> Result<()>
+    where
+        OP: FnOnce(&Scope<'_, 'scope>) -> Result<()> + Send,
+    {
+        let ctx = self.rt.begin_task()?;
+        let r = ctx.graphed_scope(&mut self.cache, || run_scope(&ctx, op, Join::IfSubmitted));
+        drop(ctx);
+        self.rt.trace_flush();
+        r
+    }
+
+    /// What the runs did so far: graphs built, replays, kernel nodes set
+    /// in place.
+    pub fn stats(&self) -> GraphStats {
+        self.cache.stats()
+    }
+}
