@@ -181,6 +181,19 @@ def main():
             capture.wait_event(ev)
     timed("cuda-graph", graph.replay, iters=10)
 
+    # B13-iter's counterpart: 100 replays back to back (values overflow to
+    # inf after a few passes; the time does not depend on them), the median
+    # of three.
+    times = []
+    for _ in range(3):
+        reset()
+        t0 = time.perf_counter()
+        for _ in range(100):
+            graph.replay()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    row("B13/cuda-graph-100", statistics.median(times))
+
     # One spin, back to back on one stream: what each task's spin takes.
     n = 1000
     with torch.cuda.stream(one):

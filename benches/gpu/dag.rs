@@ -84,6 +84,7 @@ pub(crate) fn b13_dag(c: &mut Criterion) {
         })
     });
     check(&bufs, "the last timed replay");
+    b13_graphed(&mut g, &t, &pristine, &mut bufs, &tasks, &check);
     let one = rt.begin_task().unwrap();
     g.bench_function("spin-alone", |bch| {
         bch.iter_custom(|iters| {
@@ -144,4 +145,90 @@ fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
     ] {
         g.bench_function(name, |bch| bch.iter(|| run(threads)));
     }
+}
+
+/// B13 through a graphed scope (`gpu::Graphed`, issue 26), checked first:
+/// a fresh one's first run (a build) and a second run (a replay), each
+/// from the starting values and equal to the host model. Then timed:
+/// `gpu-graphed-100`, 100 runs of a fresh one (the build included) to the
+/// end of their GPU work, against 100 replays of PyTorch's graph
+/// (`B13-iter`); `gpu-graphed-build`, a fresh one's first run until it
+/// returns (its graph built and launched; waited for outside the timing),
+/// against one plain run of the scope (`B13-capture`); `gpu-graphed-replay`,
+/// one more run of a built one, to the end of its work.
+fn b13_graphed(
+    g: &mut Group<'_>,
+    t: &gpu::TaskContext,
+    pristine: &[Buffer<f32>],
+    bufs: &mut [std::sync::RwLock<Buffer<f32>>],
+    tasks: &[b13::Task],
+    check: &dyn Fn(&[std::sync::RwLock<Buffer<f32>>], &str),
+) {
+    let rt = rt();
+    let reset = |bufs: &mut [std::sync::RwLock<Buffer<f32>>]| {
+        b13::reset(t, pristine, bufs).unwrap();
+        t.synchronize().unwrap();
+    };
+    let mut graphed = gpu::Graphed::on(rt);
+    for (run, what) in ["the graphed scope's build", "the graphed scope's replay"]
+        .into_iter()
+        .enumerate()
+    {
+        reset(bufs);
+        b13::run_graphed(&mut graphed, bufs, tasks).unwrap();
+        gpu::synchronize().unwrap();
+        check(bufs, what);
+        let st = graphed.stats();
+        assert_eq!(
+            (st.builds, st.replays),
+            (1, run as u64),
+            "B13: {what}: {st:?}"
+        );
+    }
+    let iterations = if cuda() { 100 } else { 5 };
+    g.bench_function(format!("gpu-graphed-{iterations}"), |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                reset(bufs);
+                let t0 = Instant::now();
+                let mut fresh = gpu::Graphed::on(rt);
+                for _ in 0..iterations {
+                    b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
+                }
+                gpu::synchronize().unwrap();
+                total += t0.elapsed();
+                assert_eq!(fresh.stats().builds, 1, "B13: one build");
+            }
+            total
+        })
+    });
+    g.bench_function("gpu-graphed-build", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                reset(bufs);
+                let t0 = Instant::now();
+                let mut fresh = gpu::Graphed::on(rt);
+                b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
+                total += t0.elapsed();
+                gpu::synchronize().unwrap();
+            }
+            total
+        })
+    });
+    g.bench_function("gpu-graphed-replay", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                reset(bufs);
+                let t0 = Instant::now();
+                b13::run_graphed(&mut graphed, bufs, tasks).unwrap();
+                gpu::synchronize().unwrap();
+                total += t0.elapsed();
+            }
+            total
+        })
+    });
+    check(bufs, "the graphed scope's last timed replay");
 }

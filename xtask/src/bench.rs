@@ -75,6 +75,7 @@ const TORCH_SCRIPTS: &[TorchScript] = &[
             "B13/torch-serial",
             "B13/torch-8-streams",
             "B13/cuda-graph",
+            "B13/cuda-graph-100",
             "B13/torch-spin-alone",
         ],
     },
@@ -677,6 +678,20 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         "B13-capture-vs-graph",
         get(r, "B13/gpu-capture-replay"),
         get(r, "B13/cuda-graph"),
+    );
+    // Issue 26: 100 iterations of the graph through a graphed scope
+    // (`gpu::Graphed`, the first build included) against 100 replays of
+    // PyTorch's graph (goal <= 1.10); building the graph (the first run's
+    // time to its launch) against one plain run of the scope (goal <= 2.0).
+    ratio(
+        "B13-iter",
+        get(r, "B13/gpu-graphed-100"),
+        get(r, "B13/cuda-graph-100"),
+    );
+    ratio(
+        "B13-capture",
+        get(r, "B13/gpu-graphed-build"),
+        get(r, "B13/gpu-scope"),
     );
     ratio(
         "B13-raw-floor-vs-graph",

@@ -58,6 +58,8 @@ pub(super) const GOALS: &[(&str, Goal)] = &[
     ("B13-vs-torch", Goal::AtMost(0.25)),
     ("B13-vs-graph", Goal::AtMost(1.5)),
     ("B13-capture-vs-graph", Goal::AtMost(1.5)),
+    ("B13-iter", Goal::AtMost(1.10)),
+    ("B13-capture", Goal::AtMost(2.0)),
     ("B14", Goal::AtLeast(0.9)),
     ("B14-vs-torch", Goal::AtLeast(0.9)),
     ("B15-vs-torch", Goal::AtMost(1.0)),
