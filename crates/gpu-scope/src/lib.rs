@@ -151,6 +151,30 @@
 //! }
 //! ```
 //!
+//! ## Repeated scopes become graphs
+//!
+//! A scope run again and again, with no capture by hand (see [`Graphed`]):
+//!
+//! ```
+//! use gpu_kernels as k;
+//!
+//! fn main() -> gpu::Result<()> {
+//!     let mut u = gpu::Buffer::<f32>::zeros(1 << 20)?;
+//!     let mut v = gpu::Buffer::<f32>::zeros(1 << 20)?;
+//!     let mut step = gpu::Graphed::new()?;
+//!     for _ in 0..100 {
+//!         step.scope(|s| {
+//!             s.spawn(|t| k::scale(t, &mut u, 0.5)); // two branches of one graph
+//!             s.spawn(|t| k::fill(t, &mut v, 1.0));
+//!             Ok(())
+//!         })?; // launched as one graph, built at the first run
+//!     }
+//!     assert_eq!(step.stats().builds, 1);
+//!     assert!(v.to_vec()?.iter().all(|&x| x == 1.0));
+//!     Ok(())
+//! }
+//! ```
+//!
 //! ## Guarantees
 //!
 //! Each entry point states what it guarantees in a `# Guarantees` section of
