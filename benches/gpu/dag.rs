@@ -179,6 +179,10 @@ fn b13_graphed(
         gpu::synchronize().unwrap();
         check(bufs, what);
         let st = graphed.stats();
+        eprintln!(
+            "B13: {what}: body {:?}, graph {:?} ({} nodes)",
+            st.last_body, st.last_graph, st.nodes
+        );
         assert_eq!(
             (st.builds, st.replays),
             (1, run as u64),

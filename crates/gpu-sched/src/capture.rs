@@ -56,6 +56,8 @@ pub(crate) struct ScopeCapture {
     /// ([`ScopeCapture::record`]), not captured from a stream.
     build: bool,
     state: Mutex<Deps>,
+    /// A graphed scope's recorded operations.
+    shards: Shards,
 }
 
 /// A graphed scope's operations as recorded, in the order they were
@@ -94,14 +96,46 @@ struct Deps {
     ranges: BTreeMap<(u64, u64), RangeUses>,
     /// The longest range, to find the ranges that overlap a new one.
     longest: u64,
-    /// A graphed scope's recording.
-    rec: Recording,
+    /// A graphed scope's operations recorded so far (the next one's
+    /// index).
+    recorded: u32,
+}
+
+/// One recorded operation of a graphed scope, with its index in the
+/// recording.
+struct Recorded {
+    i: u32,
+    key: (u64, u32),
+    op: NodeOp,
+    deps: smallvec::SmallVec<[u32; 4]>,
+}
+
+/// Where a graphed scope's recorded operations are kept: shards, each
+/// thread pushing to one of its own (mostly), so that the capture's lock is
+/// held only to order the operation (R14: short).
+struct Shards(Box<[Mutex<Vec<Recorded>>]>);
+
+impl Shards {
+    const COUNT: usize = 32;
+
+    fn new() -> Self {
+        Shards((0..Self::COUNT).map(|_| Mutex::new(Vec::new())).collect())
+    }
+
+    /// The calling thread's shard.
+    fn mine(&self) -> &Mutex<Vec<Recorded>> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        thread_local! {
+            static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+        }
+        &self.0[SHARD.with(|s| *s) % Self::COUNT]
+    }
 }
 
 impl Deps {
     /// The nodes an operation touching `mem` must follow, besides `chain`.
-    fn of(&self, chain: &[RawNode], mem: &[MemAccess]) -> Vec<RawNode> {
-        let mut d: Vec<RawNode> = chain.to_vec();
+    fn of(&self, chain: &[RawNode], mem: &[MemAccess]) -> smallvec::SmallVec<[RawNode; 8]> {
+        let mut d: smallvec::SmallVec<[RawNode; 8]> = chain.iter().copied().collect();
         for m in mem.iter().filter(|m| m.bytes > 0) {
             let (lo, hi) = (m.ptr, m.ptr + m.bytes as u64);
             let from = (lo.saturating_sub(self.longest), 0);
@@ -159,6 +193,7 @@ impl ScopeCapture {
             ended: AtomicBool::new(false),
             build,
             state: Mutex::new(Deps::default()),
+            shards: Shards::new(),
         }
     }
 
@@ -180,25 +215,56 @@ impl ScopeCapture {
         mem: &[MemAccess],
         op: NodeOp,
     ) -> Result<()> {
-        let mut st = self.state.lock();
-        self.check_open()?;
-        let deps = st.of(&chain.borrow(), mem);
-        let i = st.rec.ops.len();
-        // Node ids are indices plus one (0 is no node).
-        st.rec
-            .deps
-            .push(deps.iter().map(|n| (n.0 - 1) as u32).collect());
-        st.rec.ops.push(op);
-        st.rec.keys.push(key);
-        let node: Nodes = smallvec::smallvec![RawNode(i as u64 + 1)];
-        st.record(mem, &node);
-        *chain.borrow_mut() = node;
+        // Under the lock only what orders the operation: its index and
+        // the nodes it follows.
+        let (i, deps) = {
+            let mut st = self.state.lock();
+            self.check_open()?;
+            let deps = st.of(&chain.borrow(), mem);
+            let i = st.recorded;
+            st.recorded += 1;
+            // Node ids are indices plus one (0 is no node).
+            st.record(mem, &smallvec::smallvec![RawNode(u64::from(i) + 1)]);
+            (i, deps)
+        };
+        *chain.borrow_mut() = smallvec::smallvec![RawNode(u64::from(i) + 1)];
+        let deps = deps.iter().map(|n| (n.0 - 1) as u32).collect();
+        self.shards
+            .mine()
+            .lock()
+            .push(Recorded { i, key, op, deps });
         Ok(())
     }
 
     /// The recording so far, taken (once the capture ended).
-    pub(crate) fn take_recording(&self) -> Recording {
-        std::mem::take(&mut self.state.lock().rec)
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CaptureEnded`] if an operation is missing: a task of the
+    /// scope kept past it (sent away) was recording one as the scope
+    /// ended; nothing of the recording may run then.
+    pub(crate) fn take_recording(&self) -> Result<Recording> {
+        let n = self.state.lock().recorded as usize;
+        let mut slots: Vec<Option<Recorded>> = Vec::with_capacity(n);
+        slots.resize_with(n, || None);
+        for shard in self.shards.0.iter() {
+            for r in shard.lock().drain(..) {
+                let i = r.i as usize;
+                slots[i] = Some(r);
+            }
+        }
+        let mut rec = Recording {
+            ops: Vec::with_capacity(n),
+            deps: Vec::with_capacity(n),
+            keys: Vec::with_capacity(n),
+        };
+        for r in slots {
+            let r = r.ok_or(Error::CaptureEnded)?;
+            rec.ops.push(r.op);
+            rec.deps.push(r.deps);
+            rec.keys.push(r.key);
+        }
+        Ok(rec)
     }
 
     /// Errs once the capture ended.

@@ -320,3 +320,27 @@ fn outside_work_on_a_buffer_of_a_scope_in_progress_is_refused() {
     assert!(all(&x.lock().unwrap(), 2.0));
     assert_no_races(&rt);
 }
+
+/// Where a graphed run of B13's full graph spends its host time (a probe,
+/// run by hand: `cargo test --release --test graphed_scope -- --ignored
+/// --nocapture b13_host_time`).
+#[test]
+#[ignore = "a probe: prints times"]
+fn b13_host_time() {
+    let rt = Runtime::global().unwrap();
+    let tasks = b13::dag(b13::SEED, b13::TASKS, b13::BUFFERS);
+    let bufs = b13::buffers().unwrap();
+    let mut g = Graphed::on(rt);
+    for round in 0..4 {
+        let t0 = std::time::Instant::now();
+        b13::run_graphed(&mut g, &bufs, &tasks).unwrap();
+        let st = g.stats();
+        eprintln!(
+            "round {round}: {:?} (body {:?}, graph {:?}), {st:?}",
+            t0.elapsed(),
+            st.last_body,
+            st.last_graph
+        );
+        rt.synchronize().unwrap();
+    }
+}

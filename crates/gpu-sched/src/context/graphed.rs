@@ -41,6 +41,11 @@ pub struct GraphStats {
     pub nodes_updated: u64,
     /// Nodes in the graph last launched.
     pub nodes: usize,
+    /// The last run's body (its host code and the recording), to its end.
+    pub last_body: std::time::Duration,
+    /// The last run's graph: building and instantiating it, or comparing
+    /// and updating the cached one, and the launch.
+    pub last_graph: std::time::Duration,
 }
 
 /// An executable graph and the operations it was built from, in their
@@ -170,11 +175,17 @@ impl TaskContext {
             sid,
             open: true,
         };
+        let t0 = std::time::Instant::now();
         let r = body();
         // No task of the scope records anything more (one kept past it
         // gets `CaptureEnded`).
         cap.end();
-        let launched = r.and_then(|()| self.launch_recording(cache, cap.take_recording(), raw));
+        let t1 = std::time::Instant::now();
+        let launched = r
+            .and_then(|()| cap.take_recording())
+            .and_then(|rec| self.launch_recording(cache, rec, raw));
+        cache.stats.last_body = t1 - t0;
+        cache.stats.last_graph = t1.elapsed();
         // After the launch: the stamps now name queued work.
         guard.end();
         launched

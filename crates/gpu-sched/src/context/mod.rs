@@ -421,7 +421,12 @@ impl TaskContext {
         if self.submitted.get() {
             Ok(smallvec::smallvec![self.fence()?])
         } else {
-            Ok(self.after.borrow().iter().cloned().collect())
+            let after = self.after.borrow();
+            if after.is_empty() {
+                // The common case of a task with no GPU work (B10).
+                return Ok(smallvec::SmallVec::new());
+            }
+            Ok(after.iter().cloned().collect())
         }
     }
 }

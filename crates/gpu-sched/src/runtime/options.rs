@@ -30,11 +30,12 @@ pub struct RuntimeOptions {
     /// a stream idle with a load. Off, or where the device refuses, the pool
     /// asks the driver (`cuStreamQuery`, about 1.4 us on an H200).
     ///
-    /// Default: on (off if the environment sets `GPU_END_FLAGS=0`). Each
-    /// write follows an event recorded on the stream: written straight
+    /// Default: off (on if the environment sets `GPU_END_FLAGS=1`). Each
+    /// write follows an event recorded on the stream; written straight
     /// behind a running kernel, it sometimes held kernels launched just
-    /// after it on other streams back until that kernel ended (DESIGN.md
-    /// §15).
+    /// after it on other streams back until that kernel ended, and with the
+    /// event before it, still in 1 of 20 fresh processes on an H100
+    /// (DESIGN.md §15): sibling overlap on a cold start comes first.
     pub end_flags: bool,
     /// Host backend: how many devices it simulates (one driver, one race
     /// detector, so that ordering across devices is checked). CUDA counts
@@ -57,7 +58,7 @@ impl Default for RuntimeOptions {
             sync_mode: SyncMode::SpinThenYield,
             host_memory_limit: 8 << 30,
             host_stream_limit: usize::MAX,
-            end_flags: std::env::var_os("GPU_END_FLAGS").is_none_or(|v| v != "0"),
+            end_flags: std::env::var_os("GPU_END_FLAGS").is_some_and(|v| v == "1"),
             host_devices: 1,
             fault_injection: None,
         }

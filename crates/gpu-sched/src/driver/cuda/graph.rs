@@ -115,16 +115,36 @@ impl CudaDriver {
                     })?;
                 }
                 &NodeOp::Copy { dst, src, bytes } => {
-                    // SAFETY: all-zero is a valid `CUDA_MEMCPY3D` (integers
-                    // and null pointers); the fields that matter are set.
-                    let mut c: sys::CUDA_MEMCPY3D = unsafe { std::mem::zeroed() };
-                    c.srcMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                    c.srcDevice = src;
-                    c.dstMemoryType = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
-                    c.dstDevice = dst;
-                    c.WidthInBytes = bytes;
-                    c.Height = 1;
-                    c.Depth = 1;
+                    // Every field set (all-zero is not a valid value of
+                    // its memory-type enums).
+                    let device = sys::CUmemorytype::CU_MEMORYTYPE_DEVICE;
+                    let c = sys::CUDA_MEMCPY3D {
+                        srcXInBytes: 0,
+                        srcY: 0,
+                        srcZ: 0,
+                        srcLOD: 0,
+                        srcMemoryType: device,
+                        srcHost: ptr::null(),
+                        srcDevice: src,
+                        srcArray: ptr::null_mut(),
+                        reserved0: ptr::null_mut(),
+                        srcPitch: 0,
+                        srcHeight: 0,
+                        dstXInBytes: 0,
+                        dstY: 0,
+                        dstZ: 0,
+                        dstLOD: 0,
+                        dstMemoryType: device,
+                        dstHost: ptr::null_mut(),
+                        dstDevice: dst,
+                        dstArray: ptr::null_mut(),
+                        reserved1: ptr::null_mut(),
+                        dstPitch: 0,
+                        dstHeight: 0,
+                        WidthInBytes: bytes,
+                        Height: 1,
+                        Depth: 1,
+                    };
                     // SAFETY: `c` describes a copy between two live device
                     // ranges of this context (the caller's contract).
                     self.call("cuGraphAddMemcpyNode", || unsafe {
