@@ -7,6 +7,7 @@
 //! `02-siblings` and B5-cold ([`siblings`]). Examples use them as `common::heat`.
 
 pub mod cholesky;
+pub mod cholesky_devices;
 pub mod heat;
 pub mod heat_parts;
 pub mod poisson;
