@@ -147,6 +147,9 @@ fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
     }
 }
 
+/// B13's check of the buffers against the host model, after `what`.
+type Check<'a> = dyn Fn(&[std::sync::RwLock<Buffer<f32>>], &str) + 'a;
+
 /// B13 through a graphed scope (`gpu::Graphed`, issue 26), checked first:
 /// a fresh one's first run (a build) and a second run (a replay), each
 /// from the starting values and equal to the host model. Then timed:
@@ -162,7 +165,7 @@ fn b13_graphed(
     pristine: &[Buffer<f32>],
     bufs: &mut [std::sync::RwLock<Buffer<f32>>],
     tasks: &[b13::Task],
-    check: &dyn Fn(&[std::sync::RwLock<Buffer<f32>>], &str),
+    check: &Check<'_>,
 ) {
     let rt = rt();
     let reset = |bufs: &mut [std::sync::RwLock<Buffer<f32>>]| {

@@ -9,6 +9,9 @@ use crate::kernel::{BuiltinHost, ErasedHost, KernelArg, LaunchConfig};
 use std::sync::Arc;
 
 /// One recorded operation: what a node of a built graph runs.
+// Most recorded operations are launches: boxing them would add an
+// allocation to each and save no memory.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub(crate) enum NodeOp {
     /// A kernel launch.
