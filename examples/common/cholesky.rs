@@ -40,19 +40,7 @@ impl Tiles {
     /// definite. Made tile by tile on `task` (one tile of host memory at a
     /// time).
     pub fn test_matrix(task: &TaskContext, t: usize, b: usize) -> Result<Tiles> {
-        let n = t * b;
-        let mut tiles = Vec::with_capacity(t * (t + 1) / 2);
-        let mut host = vec![0.0f64; b * b];
-        for ti in 0..t {
-            for tj in 0..=ti {
-                for c in 0..b {
-                    for r in 0..b {
-                        host[r + c * b] = entry(n, ti * b + r, tj * b + c);
-                    }
-                }
-                tiles.push(task.from_host(&host)?);
-            }
-        }
+        let tiles = test_tiles(t, b, |_, _, host| task.from_host(host))?;
         Ok(Tiles { t, b, tiles })
     }
 
@@ -72,6 +60,29 @@ impl Tiles {
     }
 }
 
+/// The lower tiles of [`Tiles::test_matrix`]'s matrix, tile `(i, j)` made
+/// by `make(i, j, its values)` (column-major), in [`Tiles::at`]'s order.
+pub(crate) fn test_tiles(
+    t: usize,
+    b: usize,
+    mut make: impl FnMut(usize, usize, &[f64]) -> Result<Buffer<f64>>,
+) -> Result<Vec<Buffer<f64>>> {
+    let n = t * b;
+    let mut tiles = Vec::with_capacity(t * (t + 1) / 2);
+    let mut host = vec![0.0f64; b * b];
+    for ti in 0..t {
+        for tj in 0..=ti {
+            for c in 0..b {
+                for r in 0..b {
+                    host[r + c * b] = entry(n, ti * b + r, tj * b + c);
+                }
+            }
+            tiles.push(make(ti, tj, &host)?);
+        }
+    }
+    Ok(tiles)
+}
+
 /// Entry `(i, j)` of [`Tiles::test_matrix`]'s matrix of order `n`.
 pub fn entry(n: usize, i: usize, j: usize) -> f64 {
     if i == j {
@@ -82,7 +93,7 @@ pub fn entry(n: usize, i: usize, j: usize) -> f64 {
 }
 
 /// `v`'s element `w` mutably and a reader of the others.
-fn split<'a>(
+pub(crate) fn split<'a>(
     v: &'a mut [Buffer<f64>],
     w: usize,
 ) -> (&'a mut Buffer<f64>, impl Fn(usize) -> &'a Buffer<f64>) {

@@ -13,7 +13,7 @@
 //! two alternating sets of buffers (step `k` into set `k % 2`), so a
 //! step's copies need not wait for the previous step's readers.
 
-use crate::cholesky::{entry, Tiles};
+use crate::cholesky::{split, test_tiles, Tiles};
 use gpu::blas::{Gemm, Op, Side, Syrk, Trsm};
 use gpu::solver::Potrf;
 use gpu::{Buffer, Result, Runtime, TaskContext};
@@ -53,19 +53,7 @@ impl DeviceTiles {
     /// device by `setup[device]` (a task of that device).
     pub fn test_matrix(setup: &[TaskContext], t: usize, b: usize) -> Result<DeviceTiles> {
         let grid = grid(setup.len());
-        let n = t * b;
-        let mut tiles = Vec::with_capacity(t * (t + 1) / 2);
-        let mut host = vec![0.0f64; b * b];
-        for ti in 0..t {
-            for tj in 0..=ti {
-                for c in 0..b {
-                    for r in 0..b {
-                        host[r + c * b] = entry(n, ti * b + r, tj * b + c);
-                    }
-                }
-                tiles.push(setup[owner(grid, ti, tj)].from_host(&host)?);
-            }
-        }
+        let tiles = test_tiles(t, b, |i, j, host| setup[owner(grid, i, j)].from_host(host))?;
         Ok(DeviceTiles { t, b, grid, tiles })
     }
 
@@ -94,26 +82,6 @@ struct Column {
 
 /// Two alternating [`Column`]s a device (step `k` uses `k % 2`).
 type Columns = [Column; 2];
-
-/// `v`'s element `w` mutably and a reader of the others (as
-/// `crate::cholesky`'s).
-fn split<'a>(
-    v: &'a mut [Buffer<f64>],
-    w: usize,
-) -> (&'a mut Buffer<f64>, impl Fn(usize) -> &'a Buffer<f64>) {
-    let (before, rest) = v.split_at_mut(w);
-    let (mine, after) = rest.split_first_mut().expect("a tile index in range");
-    let (before, after) = (&*before, &*after);
-    let read = move |x: usize| {
-        assert_ne!(x, w, "a tile read and written by one operation");
-        if x < w {
-            &before[x]
-        } else {
-            &after[x - w - 1]
-        }
-    };
-    (mine, read)
-}
 
 /// Factors `a` in place over the devices (`A = L L^T`, `L` in the lower
 /// tiles), submitting every operation in program order: tile `(i, j)`'s on
