@@ -165,7 +165,9 @@ impl StreamPool {
             }
             let id = StreamId::from_index(i);
             let slot = self.captures[i].lock();
-            if slot.is_some() || ledger.is_capturing(id) {
+            // Nor one a graphed scope records for (§14): this task's work
+            // would go on it before the graph its stamps wait for.
+            if slot.is_some() || ledger.is_capturing(id) || self.building[i].load(Acquire) {
                 continue;
             }
             // Only a held stream (one with no holder is in the free list, or
@@ -313,9 +315,22 @@ impl StreamPool {
     }
 
     /// Marks `id` (held by a graphed scope's task) as recording for a
-    /// graph, or no longer (see the field).
-    pub(crate) fn set_building(&self, id: StreamId, building: bool) {
-        self.building[id.index()].store(building, Release);
+    /// graph (see the field), unless another live task holds it too (§9):
+    /// `false` then. Under the capture slot's lock, which [`StreamPool::share`]
+    /// takes too: a stream is either shared first (and refused here) or
+    /// marked first (and never shared while marked).
+    pub(crate) fn begin_building(&self, id: StreamId) -> bool {
+        let _slot = self.captures[id.index()].lock();
+        if self.holders(id) > 1 {
+            return false;
+        }
+        self.building[id.index()].store(true, Release);
+        true
+    }
+
+    /// The end of [`StreamPool::begin_building`]'s mark.
+    pub(crate) fn end_building(&self, id: StreamId) {
+        self.building[id.index()].store(false, Release);
     }
 
     /// Whether a graphed scope records for `id` (see the field).

@@ -80,6 +80,37 @@ fn a_task_gets_a_stream_while_the_only_other_one_is_captured() {
     });
 }
 
+/// The same with a graphed scope (review of issue 26's graphed scopes):
+/// the one task stream records for a graph, so a task started inside the
+/// body finds nothing free and no room; it must not share the building
+/// stream (its work would go on it before the graph it follows), so it
+/// shares the reclaim stream. Before the fix the pool shared the building
+/// stream, and the task's add ran before the graph's fill.
+#[test]
+fn a_task_gets_a_stream_while_the_only_other_one_builds_a_graph() {
+    watched("a task beside a graphed scope on a two-stream pool", || {
+        let rt = small_pool(1, 2);
+        let x = std::sync::Mutex::new(rt.begin_task().unwrap().zeros::<f32>(64).unwrap());
+        let mut g = gpu::Graphed::on(&rt);
+        let rt2 = rt.clone();
+        let x = &x;
+        g.scope(move |s| {
+            gpu_kernels::fill(s, &mut *x.lock().unwrap(), 1.0)?;
+            let sa = s.stream_id();
+            assert_eq!(rt2.ledger().stream_count(), 2, "the ledger is full");
+            let b = rt2.begin_task()?;
+            let mut y = b.from_host(&[2.0f32; 16])?;
+            assert_ne!(b.stream_id(), sa, "shared the building stream");
+            gpu_kernels::add_scalar(&b, &mut y, 1.0)?;
+            assert_eq!(b.to_vec(&y)?, vec![3.0; 16]);
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("a task beside the graphed scope failed: {e}"));
+        assert_eq!(x.lock().unwrap().to_vec().unwrap(), vec![1.0; 64]);
+        assert_no_races(&rt);
+    });
+}
+
 /// Two devices, one ledger of three streams: device 0's reclaim stream and
 /// a stream its live task holds, then device 1's reclaim stream. A task on
 /// device 1 has nothing of its device to share but the reclaim stream (a

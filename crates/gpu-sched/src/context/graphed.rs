@@ -109,7 +109,7 @@ impl EndBuild<'_> {
         *self.ctx.capture.borrow_mut() = None;
         self.ctx.chain.borrow_mut().clear();
         let rt = &self.ctx.rt;
-        rt.core().streams.set_building(self.sid, false);
+        rt.core().streams.end_building(self.sid);
         rt.retry_deferred_frees();
     }
 }
@@ -135,8 +135,9 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// What `body` returned; [`Error::Capturing`] in a capture or another
-    /// graphed scope, or for an operation the graph cannot take;
+    /// What `body` returned; [`Error::Capturing`] on a task that is in a
+    /// capture or a graphed scope, or for an operation the graph cannot
+    /// take;
     /// [`Error::Unsupported`] on a stream shared with another live task;
     /// driver errors (building, updating or launching the graph).
     pub fn graphed_scope(
@@ -151,10 +152,11 @@ impl TaskContext {
         }
         let (sid, raw) = self.bind()?;
         let rt = &self.rt;
-        if rt.core().streams.holders(sid) > 1 {
+        if !rt.core().streams.begin_building(sid) {
             // §9: another live task submits to this stream (the pool ran
-            // out): its records would close the epoch the recorded
-            // operations are stamped in.
+            // out): its work would go on it before the graph, and its
+            // records would close the epoch the recorded operations are
+            // stamped in. (Once marked, the stream is not shared.)
             return Err(Error::Unsupported(
                 "a graphed scope on a stream shared with another live task (more live tasks submit GPU work than the runtime has streams)",
             ));
@@ -164,7 +166,6 @@ impl TaskContext {
             self.task().clone(),
             (sid, raw),
         ));
-        rt.core().streams.set_building(sid, true);
         self.chain.borrow_mut().clear();
         self.ops.set(0);
         self.spawned.set(0);
@@ -256,16 +257,21 @@ impl TaskContext {
                         // this run's recorded launch's, whose buffers it
                         // handed to this stream and stamped (`tracked`),
                         // where the graph is launched next.
-                        unsafe { drv.graph_set_kernel(b.raw, j, k) }?;
+                        if let Err(e) = unsafe { drv.graph_set_kernel(b.raw, j, k) } {
+                            // Some nodes may hold this run's arguments and
+                            // the cache would not say so: a later run with
+                            // the old ones would launch them unset. Built
+                            // anew next time.
+                            cache.built = None;
+                            return Err(e);
+                        }
+                        b.ops[j] = ops[j].clone();
                     }
                 }
                 cache.stats.replays += 1;
                 if !changed.is_empty() {
                     cache.stats.updates += 1;
                     cache.stats.nodes_updated += changed.len() as u64;
-                }
-                for j in changed {
-                    b.ops[j] = ops[j].clone();
                 }
                 b.raw
             }

@@ -169,7 +169,9 @@ impl TaskContext {
                 // synchronizes are refused in the scope).
                 if let Some(node) = node {
                     let (op, r) = node(&mem);
-                    cap.record(&self.chain, self.next_op_key(), &mem, op)?;
+                    if !op.is_empty() {
+                        cap.record(&self.chain, self.next_op_key(), &mem, op)?;
+                    }
                     return Ok(r);
                 }
             }

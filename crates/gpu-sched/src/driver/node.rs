@@ -119,6 +119,16 @@ pub(crate) enum Likeness {
 }
 
 impl NodeOp {
+    /// A copy or fill of nothing: submitted on a stream it does nothing
+    /// (the drivers skip it), and CUDA refuses it as a graph node.
+    pub(crate) fn is_empty(&self) -> bool {
+        match *self {
+            NodeOp::Kernel(_) => false,
+            NodeOp::Copy { bytes, .. } => bytes == 0,
+            NodeOp::Memset { count, .. } => count == 0,
+        }
+    }
+
     /// How `self` compares with `other`.
     pub(crate) fn likeness(&self, other: &NodeOp) -> Likeness {
         match (self, other) {

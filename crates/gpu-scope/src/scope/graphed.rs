@@ -63,6 +63,10 @@ use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 ///   (through a lock, while the body still runs) gets `Error::Capturing`
 ///   for it: the graph that uses the buffer is not launched yet. A buffer
 ///   dropped in the body is freed after the graph.
+/// - As with [`crate::capture`], only what goes through a [`Scope`] handle
+///   joins the graph: a top-level [`crate::scope`], or another `Graphed`,
+///   started inside a task of the body runs on its own, at once (and is
+///   refused the buffers the body used, as outside work is).
 pub struct Graphed {
     rt: Runtime,
     cache: GraphCache,
@@ -101,9 +105,9 @@ impl Graphed {
     /// # Errors
     ///
     /// The first error of the body or of a task (nothing is launched);
-    /// `Error::Capturing` for what a graph cannot take, or inside a capture
-    /// or another graphed scope; driver errors from building, updating or
-    /// launching the graph.
+    /// `Error::Capturing` for what a graph cannot take; driver errors from
+    /// building, updating or launching the graph (after a failed update the
+    /// next run builds anew).
     ///
     /// # Panics
     ///
