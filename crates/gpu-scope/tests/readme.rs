@@ -33,7 +33,6 @@ fn the_readme_programs_are_the_crate_doctests() {
         "## Parallel iterators over chunks",
         "## Bring your own kernel",
         "## Capturing a scope into a graph",
-        "## Repeated scopes become graphs",
     ] {
         assert_eq!(
             block_after(&readme, heading, "```rust\n"),

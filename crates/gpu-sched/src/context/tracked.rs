@@ -115,11 +115,6 @@ impl TaskContext {
         node: Option<impl FnOnce(&[MemAccess]) -> (NodeOp, R)>,
         submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
     ) -> Result<R> {
-        if node.is_none() && self.in_graphed_scope() {
-            return Err(Error::Capturing {
-                what: "an operation other than a kernel launch, a device copy or a fill (a library call, a collective, a host copy) in a graphed scope (`gpu::capture` takes capture-safe library calls)",
-            });
-        }
         let (sid, raw) = self.bind()?;
         let l = self.rt.ledger_rw();
         if touches.len() > MAX_TOUCHES {
@@ -167,13 +162,18 @@ impl TaskContext {
                 // this stream in its current epoch, stand for that launch
                 // (nothing closes the epoch before it: records and
                 // synchronizes are refused in the scope).
-                if let Some(node) = node {
-                    let (op, r) = node(&mem);
-                    if !op.is_empty() {
-                        cap.record(&self.chain, self.next_op_key(), &mem, op)?;
-                    }
-                    return Ok(r);
+                // Checked here, off the plain path: nothing was queued
+                // yet (the stamps taken above only cost a later wait).
+                let Some(node) = node else {
+                    return Err(Error::Capturing {
+                        what: "an operation other than a kernel launch, a device copy or a fill (a library call, a collective, a host copy) in a graphed scope (`gpu::capture` takes capture-safe library calls)",
+                    });
+                };
+                let (op, r) = node(&mem);
+                if !op.is_empty() {
+                    cap.record(&self.chain, self.next_op_key(), &mem, op)?;
                 }
+                return Ok(r);
             }
             // No trace span: its records would go into the graph, between
             // another task's dependencies and its operation.

@@ -1,9 +1,17 @@
 //! The host backend's captures and graphs: the operations a capture
 //! records, with their dependencies, and the orders a graph's launch
-//! replays them in.
+//! replays them in; graphs built from recorded operations (§14) and the
+//! host bodies of a launch, a device copy and a fill, which streams and
+//! graphs share.
 
-use super::stream::Op;
-use std::sync::atomic::AtomicU64;
+use super::stream::{Body, Op, OpKind};
+use super::Shared;
+use crate::driver::{GraphSpec, HostCall, KernelNode, MemAccess, NodeOp, RawGraph};
+use crate::error::{Error, Result};
+use crate::kernel::KernelArg;
+use gpu_epoch::Access;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// A capture in progress on a host stream: the operations, each with the
 /// operations it depends on (by index). As on CUDA, an operation depends on
@@ -83,5 +91,179 @@ impl HostGraph {
             "a captured operation depends on a later one"
         );
         order
+    }
+}
+
+/// `Driver::graph_build` on the host backend: a graph of the operations'
+/// host bodies, replayed as captured ones are.
+///
+/// # Safety
+///
+/// As `Driver::graph_build`.
+pub(super) unsafe fn build_graph(shared: &Shared, spec: &GraphSpec<'_>) -> Result<RawGraph> {
+    let clock = shared.host_clock.lock().clone();
+    let mut ops = Vec::with_capacity(spec.ops.len());
+    for op in spec.ops {
+        // SAFETY: this function's contract: each operation's memory is
+        // live and ordered with the graph's launches.
+        let (body, accesses) = unsafe { node_body(op) }?;
+        ops.push(Op {
+            kind: OpKind::Run(body),
+            accesses,
+            host_clock: clock.clone(),
+        });
+    }
+    let graph = HostGraph {
+        ops,
+        deps: spec
+            .deps
+            .iter()
+            .map(|d| d.iter().map(|&i| i as usize).collect())
+            .collect(),
+        launches: AtomicU64::new(0),
+    };
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    shared.graphs.lock().insert(id, Arc::new(graph));
+    Ok(RawGraph(id))
+}
+
+/// `Driver::graph_set_kernel` on the host backend: later launches take a
+/// graph with node `i` replaced.
+///
+/// # Safety
+///
+/// As `Driver::graph_set_kernel`.
+pub(super) unsafe fn set_kernel(
+    shared: &Shared,
+    g: RawGraph,
+    i: usize,
+    node: &KernelNode,
+) -> Result<()> {
+    let mut graphs = shared.graphs.lock();
+    let old = graphs
+        .get(&g.0)
+        .filter(|gr| i < gr.ops.len())
+        .ok_or(Error::Driver {
+            code: 400,
+            name: "CUDA_ERROR_INVALID_HANDLE".into(),
+            during: "setting a node of an unknown graph",
+        })?;
+    // SAFETY: this function's contract, passed on.
+    let body = unsafe { kernel_body(&node.host.call(), &node.args, &node.lens) }?;
+    // Launches already queued keep the old graph (their operations were
+    // submitted); later ones take this one, as on CUDA.
+    let mut ops: Vec<Op> = old
+        .ops
+        .iter()
+        .map(|op| Op {
+            kind: op.kind.clone(),
+            accesses: op.accesses.clone(),
+            host_clock: op.host_clock.clone(),
+        })
+        .collect();
+    ops[i].kind = OpKind::Run(body);
+    ops[i].accesses = node.mem.to_vec();
+    let new = HostGraph {
+        ops,
+        deps: old.deps.clone(),
+        launches: AtomicU64::new(old.launches.load(Ordering::Relaxed)),
+    };
+    graphs.insert(g.0, Arc::new(new));
+    Ok(())
+}
+
+/// A kernel launch's host implementation over its arguments.
+///
+/// # Safety
+///
+/// As `Driver::launch`, when the body runs: the arguments match the
+/// kernel's signature, with `lens` its buffers' lengths, and it touches
+/// only live, ordered memory.
+pub(super) unsafe fn kernel_body(
+    host: &HostCall<'_>,
+    args: &[KernelArg],
+    lens: &[usize],
+) -> Result<Body> {
+    let args: Arc<[KernelArg]> = args.into();
+    let lens: Arc<[usize]> = lens.into();
+    Ok(match *host {
+        HostCall::Builtin(f) => Arc::new(move || {
+            // SAFETY: this function's contract.
+            unsafe { f.call(&args, &lens) }
+        }),
+        HostCall::User(f) => {
+            let f = f.clone();
+            Arc::new(move || f(&args, &lens))
+        }
+        HostCall::None => {
+            return Err(Error::Unsupported(
+                "a kernel without a host implementation on the host backend",
+            ))
+        }
+    })
+}
+
+/// A device copy's body and accesses.
+///
+/// # Safety
+///
+/// As `Driver::copy_dtod`, when the body runs.
+pub(super) unsafe fn copy_body(dst: u64, src: u64, bytes: usize) -> (Body, Vec<MemAccess>) {
+    let body: Body = Arc::new(move || {
+        // SAFETY: this function's contract: both are live and ordered for
+        // `bytes`; `copy` tolerates overlap.
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) }
+    });
+    let acc = vec![
+        MemAccess {
+            ptr: src,
+            bytes,
+            access: Access::Read,
+        },
+        MemAccess {
+            ptr: dst,
+            bytes,
+            access: Access::Write,
+        },
+    ];
+    (body, acc)
+}
+
+/// A word fill's body and accesses.
+///
+/// # Safety
+///
+/// As `Driver::memset_u32`, when the body runs.
+pub(super) unsafe fn memset_body(dst: u64, value: u32, count: usize) -> (Body, Vec<MemAccess>) {
+    let body: Body = Arc::new(move || {
+        // SAFETY: this function's contract: `dst` is 4-aligned, live and
+        // ordered for `count` words.
+        let words = unsafe { std::slice::from_raw_parts_mut(dst as *mut u32, count) };
+        words.fill(value);
+    });
+    let acc = vec![MemAccess {
+        ptr: dst,
+        bytes: count * 4,
+        access: Access::Write,
+    }];
+    (body, acc)
+}
+
+/// A recorded operation's body and accesses.
+///
+/// # Safety
+///
+/// As `Driver::graph_build`, when the body runs.
+unsafe fn node_body(op: &NodeOp) -> Result<(Body, Vec<MemAccess>)> {
+    // SAFETY: this function's contract, passed on to each.
+    unsafe {
+        Ok(match *op {
+            NodeOp::Kernel(ref k) => (
+                kernel_body(&k.host.call(), &k.args, &k.lens)?,
+                k.mem.to_vec(),
+            ),
+            NodeOp::Copy { dst, src, bytes } => copy_body(dst, src, bytes),
+            NodeOp::Memset { dst, value, count } => memset_body(dst, value, count),
+        })
     }
 }

@@ -6,8 +6,8 @@
 //! unordered accesses to one byte range where one writes.
 
 use super::{
-    BackendKind, Driver, GraphSpec, HostCall, KernelCall, KernelNode, MemAccess, NodeOp, Nodes,
-    RawEvent, RawGraph, RawNode, RawStream, SyncMode,
+    BackendKind, Driver, GraphSpec, KernelCall, KernelNode, MemAccess, Nodes, RawEvent, RawGraph,
+    RawNode, RawStream, SyncMode,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -642,64 +642,13 @@ impl Driver for HostDriver {
     }
 
     unsafe fn graph_build(&self, spec: &GraphSpec<'_>) -> Result<RawGraph> {
-        let clock = self.shared.host_clock.lock().clone();
-        let mut ops = Vec::with_capacity(spec.ops.len());
-        for op in spec.ops {
-            // SAFETY: this function's contract: each operation's memory is
-            // live and ordered with the graph's launches.
-            let (body, accesses) = unsafe { node_body(op) }?;
-            ops.push(Op {
-                kind: OpKind::Run(body),
-                accesses,
-                host_clock: clock.clone(),
-            });
-        }
-        let graph = HostGraph {
-            ops,
-            deps: spec
-                .deps
-                .iter()
-                .map(|d| d.iter().map(|&i| i as usize).collect())
-                .collect(),
-            launches: AtomicU64::new(0),
-        };
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        self.shared.graphs.lock().insert(id, Arc::new(graph));
-        Ok(RawGraph(id))
+        // SAFETY: this function's contract, passed on.
+        unsafe { build_graph(&self.shared, spec) }
     }
 
     unsafe fn graph_set_kernel(&self, g: RawGraph, i: usize, node: &KernelNode) -> Result<()> {
-        let mut graphs = self.shared.graphs.lock();
-        let old = graphs
-            .get(&g.0)
-            .filter(|gr| i < gr.ops.len())
-            .ok_or(Error::Driver {
-                code: 400,
-                name: "CUDA_ERROR_INVALID_HANDLE".into(),
-                during: "setting a node of an unknown graph",
-            })?;
         // SAFETY: this function's contract, passed on.
-        let body = unsafe { kernel_body(&node.host.call(), &node.args, &node.lens) }?;
-        // Launches already queued keep the old graph (their operations were
-        // submitted); later ones take this one, as on CUDA.
-        let mut ops: Vec<Op> = old
-            .ops
-            .iter()
-            .map(|op| Op {
-                kind: op.kind.clone(),
-                accesses: op.accesses.clone(),
-                host_clock: op.host_clock.clone(),
-            })
-            .collect();
-        ops[i].kind = OpKind::Run(body);
-        ops[i].accesses = node.mem.to_vec();
-        let new = HostGraph {
-            ops,
-            deps: old.deps.clone(),
-            launches: AtomicU64::new(old.launches.load(Ordering::Relaxed)),
-        };
-        graphs.insert(g.0, Arc::new(new));
-        Ok(())
+        unsafe { set_kernel(&self.shared, g, i, node) }
     }
 
     unsafe fn host_gate(
@@ -740,97 +689,5 @@ impl Drop for HostDriver {
         for h in threads {
             let _ = h.join();
         }
-    }
-}
-
-/// A kernel launch's host implementation over its arguments.
-///
-/// # Safety
-///
-/// As `Driver::launch`, when the body runs: the arguments match the
-/// kernel's signature, with `lens` its buffers' lengths, and it touches
-/// only live, ordered memory.
-unsafe fn kernel_body(host: &HostCall<'_>, args: &[KernelArg], lens: &[usize]) -> Result<Body> {
-    let args: Arc<[KernelArg]> = args.into();
-    let lens: Arc<[usize]> = lens.into();
-    Ok(match *host {
-        HostCall::Builtin(f) => Arc::new(move || {
-            // SAFETY: this function's contract.
-            unsafe { f.call(&args, &lens) }
-        }),
-        HostCall::User(f) => {
-            let f = f.clone();
-            Arc::new(move || f(&args, &lens))
-        }
-        HostCall::None => {
-            return Err(Error::Unsupported(
-                "a kernel without a host implementation on the host backend",
-            ))
-        }
-    })
-}
-
-/// A device copy's body and accesses.
-///
-/// # Safety
-///
-/// As `Driver::copy_dtod`, when the body runs.
-unsafe fn copy_body(dst: u64, src: u64, bytes: usize) -> (Body, Vec<MemAccess>) {
-    let body: Body = Arc::new(move || {
-        // SAFETY: this function's contract: both are live and ordered for
-        // `bytes`; `copy` tolerates overlap.
-        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) }
-    });
-    let acc = vec![
-        MemAccess {
-            ptr: src,
-            bytes,
-            access: Access::Read,
-        },
-        MemAccess {
-            ptr: dst,
-            bytes,
-            access: Access::Write,
-        },
-    ];
-    (body, acc)
-}
-
-/// A word fill's body and accesses.
-///
-/// # Safety
-///
-/// As `Driver::memset_u32`, when the body runs.
-unsafe fn memset_body(dst: u64, value: u32, count: usize) -> (Body, Vec<MemAccess>) {
-    let body: Body = Arc::new(move || {
-        // SAFETY: this function's contract: `dst` is 4-aligned, live and
-        // ordered for `count` words.
-        let words = unsafe { std::slice::from_raw_parts_mut(dst as *mut u32, count) };
-        words.fill(value);
-    });
-    let acc = vec![MemAccess {
-        ptr: dst,
-        bytes: count * 4,
-        access: Access::Write,
-    }];
-    (body, acc)
-}
-
-/// A recorded operation's body and accesses.
-///
-/// # Safety
-///
-/// As `Driver::graph_build`, when the body runs.
-unsafe fn node_body(op: &NodeOp) -> Result<(Body, Vec<MemAccess>)> {
-    // SAFETY: this function's contract, passed on to each.
-    unsafe {
-        Ok(match *op {
-            NodeOp::Kernel(ref k) => (
-                kernel_body(&k.host.call(), &k.args, &k.lens)?,
-                k.mem.to_vec(),
-            ),
-            NodeOp::Copy { dst, src, bytes } => copy_body(dst, src, bytes),
-            NodeOp::Memset { dst, value, count } => memset_body(dst, value, count),
-        })
     }
 }
