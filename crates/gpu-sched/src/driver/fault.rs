@@ -414,8 +414,21 @@ impl Driver for FaultDriver {
     }
 
     fn end_capture(&self, s: RawStream) -> Result<RawGraph> {
-        self.faults.enter("end_capture", 0)?;
-        self.real.end_capture(s)
+        // CUDA ends the capture whatever `cuStreamEndCapture` returns (an
+        // invalidated capture gives no graph): a failure injected here ends
+        // it too, rather than leave the stream capturing, which no driver
+        // does (the pool would hand it on, and the next task's wait on it
+        // would fail).
+        let injected = self.faults.enter("end_capture", 0);
+        let ended = self.real.end_capture(s);
+        match (injected, ended) {
+            (Err(e), Ok(g)) => {
+                let _ = self.real.graph_destroy(g);
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+            (Ok(()), ended) => ended,
+        }
     }
 
     unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
