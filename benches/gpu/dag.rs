@@ -84,7 +84,9 @@ pub(crate) fn b13_dag(c: &mut Criterion) {
         })
     });
     check(&bufs, "the last timed replay");
-    b13_graphed(&mut g, &t, &pristine, &mut bufs, &tasks, &check);
+    for serial in [false, true] {
+        b13_graphed(&mut g, &t, &pristine, &mut bufs, &tasks, &check, serial);
+    }
     let one = rt.begin_task().unwrap();
     g.bench_function("spin-alone", |bch| {
         bch.iter_custom(|iters| {
@@ -152,13 +154,15 @@ type Check<'a> = dyn Fn(&[std::sync::RwLock<Buffer<f32>>], &str) + 'a;
 
 /// B13 through a graphed scope (`gpu::Graphed`, issue 26), checked first:
 /// a fresh one's first run (a build) and a second run (a replay), each
-/// from the starting values and equal to the host model. Then timed:
-/// `gpu-graphed-100`, 100 runs of a fresh one (the build included) to the
-/// end of their GPU work, against 100 replays of PyTorch's graph
-/// (`B13-iter`); `gpu-graphed-build`, a fresh one's first run until it
-/// returns (its graph built and launched; waited for outside the timing),
-/// against one plain run of the scope (`B13-capture`); `gpu-graphed-replay`,
-/// one more run of a built one, to the end of its work.
+/// from the starting values and equal to the host model. Then timed, with
+/// the tasks as jobs of the pool (`gpu-graphed-*`) and run at their spawn
+/// (`gpu-graphed-serial-*`, `Graphed::serial`): `-build`, a fresh one's
+/// first run until it returns (its graph built and launched; waited for
+/// outside the timing), against one plain run of the scope
+/// (`B13-capture`, serial); `-replay`, one more run of a built one, to the
+/// end of its work; serial only, `-100`, 100 runs of a fresh one (the
+/// build included) to the end of their GPU work, against 100 replays of
+/// PyTorch's graph (`B13-iter`).
 fn b13_graphed(
     g: &mut Group<'_>,
     t: &gpu::TaskContext,
@@ -166,13 +170,20 @@ fn b13_graphed(
     bufs: &mut [std::sync::RwLock<Buffer<f32>>],
     tasks: &[b13::Task],
     check: &Check<'_>,
+    serial: bool,
 ) {
     let rt = rt();
+    let name = if serial {
+        "gpu-graphed-serial"
+    } else {
+        "gpu-graphed"
+    };
+    let fresh = || gpu::Graphed::on(rt).serial(serial);
     let reset = |bufs: &mut [std::sync::RwLock<Buffer<f32>>]| {
         b13::reset(t, pristine, bufs).unwrap();
         t.synchronize().unwrap();
     };
-    let mut graphed = gpu::Graphed::on(rt);
+    let mut graphed = fresh();
     for (run, what) in ["the graphed scope's build", "the graphed scope's replay"]
         .into_iter()
         .enumerate()
@@ -183,8 +194,8 @@ fn b13_graphed(
         check(bufs, what);
         let st = graphed.stats();
         eprintln!(
-            "B13: {what}: body {:?}, graph {:?} ({} nodes)",
-            st.last_body, st.last_graph, st.nodes
+            "B13: {what} ({name}): body {:?}, graph {:?} ({} nodes, {} edges)",
+            st.last_body, st.last_graph, st.nodes, st.edges
         );
         assert_eq!(
             (st.builds, st.replays),
@@ -193,30 +204,32 @@ fn b13_graphed(
         );
     }
     let iterations = if cuda() { 100 } else { 5 };
-    g.bench_function(format!("gpu-graphed-{iterations}"), |bch| {
-        bch.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                reset(bufs);
-                let t0 = Instant::now();
-                let mut fresh = gpu::Graphed::on(rt);
-                for _ in 0..iterations {
-                    b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
+    if serial {
+        g.bench_function(format!("{name}-{iterations}"), |bch| {
+            bch.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    reset(bufs);
+                    let t0 = Instant::now();
+                    let mut fresh = fresh();
+                    for _ in 0..iterations {
+                        b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
+                    }
+                    gpu::synchronize().unwrap();
+                    total += t0.elapsed();
+                    assert_eq!(fresh.stats().builds, 1, "B13: one build");
                 }
-                gpu::synchronize().unwrap();
-                total += t0.elapsed();
-                assert_eq!(fresh.stats().builds, 1, "B13: one build");
-            }
-            total
-        })
-    });
-    g.bench_function("gpu-graphed-build", |bch| {
+                total
+            })
+        });
+    }
+    g.bench_function(format!("{name}-build"), |bch| {
         bch.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 reset(bufs);
                 let t0 = Instant::now();
-                let mut fresh = gpu::Graphed::on(rt);
+                let mut fresh = fresh();
                 b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
                 total += t0.elapsed();
                 gpu::synchronize().unwrap();
@@ -224,7 +237,7 @@ fn b13_graphed(
             total
         })
     });
-    g.bench_function("gpu-graphed-replay", |bch| {
+    g.bench_function(format!("{name}-replay"), |bch| {
         bch.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -237,5 +250,8 @@ fn b13_graphed(
             total
         })
     });
-    check(bufs, "the graphed scope's last timed replay");
+    check(
+        bufs,
+        &format!("the graphed scope's last timed replay ({name})"),
+    );
 }

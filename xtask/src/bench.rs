@@ -679,17 +679,23 @@ fn add_ratios(rows: &mut BTreeMap<String, f64>) {
         get(r, "B13/gpu-capture-replay"),
         get(r, "B13/cuda-graph"),
     );
-    // Issue 26: 100 iterations of the graph through a graphed scope
-    // (`gpu::Graphed`, the first build included) against 100 replays of
+    // Issue 26: 100 iterations of the graph through a serial graphed scope
+    // (`gpu::Graphed::serial`, the first build included) against 100 replays of
     // PyTorch's graph (goal <= 1.10); building the graph (the first run's
     // time to its launch) against one plain run of the scope (goal <= 2.0).
     ratio(
         "B13-iter",
-        get(r, "B13/gpu-graphed-100"),
+        get(r, "B13/gpu-graphed-serial-100"),
         get(r, "B13/cuda-graph-100"),
     );
     ratio(
         "B13-capture",
+        get(r, "B13/gpu-graphed-serial-build"),
+        get(r, "B13/gpu-scope"),
+    );
+    // The same with the tasks as jobs of the pool (no goal).
+    ratio(
+        "B13-capture-threaded",
         get(r, "B13/gpu-graphed-build"),
         get(r, "B13/gpu-scope"),
     );

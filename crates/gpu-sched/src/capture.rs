@@ -55,6 +55,9 @@ pub(crate) struct ScopeCapture {
     /// A graphed scope's (§14): operations are recorded as nodes
     /// ([`ScopeCapture::record`]), not captured from a stream.
     build: bool,
+    /// A serial graphed scope's: its tasks run at their spawn, on the
+    /// spawning thread (`gpu::Graphed::serial`).
+    serial: bool,
     state: Mutex<Deps>,
     /// A graphed scope's recorded operations.
     shards: Shards,
@@ -174,16 +177,28 @@ impl Deps {
 
 impl ScopeCapture {
     pub(crate) fn new(rt_id: u64, task: Task, slot: (StreamId, RawStream)) -> Self {
-        Self::with_mode(rt_id, task, slot, false)
+        Self::with_mode(rt_id, task, slot, false, false)
     }
 
     /// A graphed scope's (§14): its operations are recorded, to be built
-    /// into a graph launched on `slot`'s stream, which is not captured.
-    pub(crate) fn new_build(rt_id: u64, task: Task, slot: (StreamId, RawStream)) -> Self {
-        Self::with_mode(rt_id, task, slot, true)
+    /// into a graph launched on `slot`'s stream, which is not captured;
+    /// with `serial`, its tasks run at their spawn ([`CaptureHandle::serial`]).
+    pub(crate) fn new_build(
+        rt_id: u64,
+        task: Task,
+        slot: (StreamId, RawStream),
+        serial: bool,
+    ) -> Self {
+        Self::with_mode(rt_id, task, slot, true, serial)
     }
 
-    fn with_mode(rt_id: u64, task: Task, slot: (StreamId, RawStream), build: bool) -> Self {
+    fn with_mode(
+        rt_id: u64,
+        task: Task,
+        slot: (StreamId, RawStream),
+        build: bool,
+        serial: bool,
+    ) -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ScopeCapture {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
@@ -192,6 +207,7 @@ impl ScopeCapture {
             slot,
             ended: AtomicBool::new(false),
             build,
+            serial,
             state: Mutex::new(Deps::default()),
             shards: Shards::new(),
         }
@@ -339,6 +355,15 @@ impl ScopeCapture {
 #[doc(hidden)]
 #[derive(Clone, Default, Debug)]
 pub struct CaptureHandle(pub(crate) Option<Arc<ScopeCapture>>, pub(crate) u64);
+
+impl CaptureHandle {
+    /// Whether the tasks begun with this handle belong to a serial graphed
+    /// scope (`gpu::Graphed::serial`): `gpu`'s pool runs them at their
+    /// spawn, on the spawning thread, rather than as jobs.
+    pub fn serial(&self) -> bool {
+        self.0.as_ref().is_some_and(|c| c.serial)
+    }
+}
 
 #[cfg(test)]
 mod test;

@@ -142,21 +142,108 @@ fn the_b13_task_graph_runs_graphed_bit_for_bit() {
     let pristine = b13::pristine().unwrap();
     let mut bufs = b13::buffers().unwrap();
     let want = b13::model(&tasks);
-    let mut g = Graphed::on(rt);
     let t = rt.begin_task().unwrap();
-    for round in 0..3 {
-        b13::reset(&t, &pristine, &mut bufs).unwrap();
-        t.synchronize().unwrap();
-        b13::run_graphed(&mut g, &bufs, &tasks).unwrap();
-        let differs = b13::first_difference(&bufs, &want).unwrap();
-        assert!(
-            differs.is_none(),
-            "round {round}: buffer {differs:?} differs"
-        );
+    // The tasks as jobs, then run at their spawn: the same graph.
+    let mut shapes = Vec::new();
+    for serial in [false, true] {
+        let mut g = Graphed::on(rt).serial(serial);
+        for round in 0..3 {
+            b13::reset(&t, &pristine, &mut bufs).unwrap();
+            t.synchronize().unwrap();
+            b13::run_graphed(&mut g, &bufs, &tasks).unwrap();
+            let differs = b13::first_difference(&bufs, &want).unwrap();
+            assert!(
+                differs.is_none(),
+                "serial {serial}, round {round}: buffer {differs:?} differs"
+            );
+        }
+        let st = g.stats();
+        assert_eq!((st.builds, st.replays, st.updates), (1, 2, 0), "{st:?}");
+        shapes.push((st.nodes, st.edges));
     }
-    let st = g.stats();
-    assert_eq!((st.builds, st.replays, st.updates), (1, 2, 0), "{st:?}");
+    assert_eq!(shapes[0], shapes[1], "(nodes, edges) as jobs, then serial");
     assert_no_races(rt);
+}
+
+/// A serial graphed scope runs each task at its spawn, on the spawning
+/// thread, before the code after the spawn; tasks spawned from tasks too,
+/// up to a depth, past which they are jobs (a chain of spawns deeper than
+/// that still runs, and its graph is right).
+#[test]
+fn a_serial_graphed_scope_runs_tasks_at_their_spawn() {
+    let rt = runtime();
+    let n = 1024;
+    let [mut a, mut b] = zeroed::<2>(&rt, n);
+    let log = Mutex::new(Vec::new());
+    let me = std::thread::current().id();
+    let mut g = Graphed::on(&rt).serial(true);
+    for round in 1..=2 {
+        lock(&log).clear();
+        g.scope(|s| {
+            let log = &log;
+            lock(log).push("body");
+            s.spawn(|s| {
+                lock(log).push("first");
+                assert_eq!(std::thread::current().id(), me, "the spawner's thread");
+                s.spawn(|_| {
+                    lock(log).push("nested");
+                    Ok(())
+                });
+                lock(log).push("first, after its spawn");
+                k::fill(s, &mut a, round as f32)
+            });
+            lock(log).push("body, after the first spawn");
+            s.spawn(|s| {
+                lock(log).push("second");
+                k::fill(s, &mut b, 2.0 * round as f32)
+            });
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            *lock(&log),
+            [
+                "body",
+                "first",
+                "nested",
+                "first, after its spawn",
+                "body, after the first spawn",
+                "second"
+            ]
+        );
+        assert!(all(&a, round as f32) && all(&b, 2.0 * round as f32));
+    }
+    // A chain of 40 spawns, each from the task before: the first ones at
+    // their spawn, the deeper ones as jobs; each adds one to `a`, in order.
+    fn chain<'s>(s: &gpu::Scope<'_, 's>, a: &'s Mutex<&'s mut Buffer<f32>>, left: u32) {
+        if left == 0 {
+            return;
+        }
+        s.spawn(move |s| {
+            {
+                let mut a = lock(a);
+                k::add_scalar(s, &mut **a, 1.0)?;
+            }
+            chain(s, a, left - 1);
+            Ok(())
+        });
+    }
+    let mut c = zeroed::<1>(&rt, n).into_iter().next().unwrap();
+    {
+        let c = Mutex::new(&mut c);
+        let c = &c;
+        g.scope(|s| {
+            chain(s, c, 40);
+            Ok(())
+        })
+        .unwrap();
+    }
+    assert!(all(&c, 40.0), "{:?}", &c.to_vec().unwrap()[..4]);
+    assert_no_races(&rt);
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Copies and word fills go into the graph as nodes of their own.
@@ -330,17 +417,19 @@ fn b13_host_time() {
     let rt = Runtime::global().unwrap();
     let tasks = b13::dag(b13::SEED, b13::TASKS, b13::BUFFERS);
     let bufs = b13::buffers().unwrap();
-    let mut g = Graphed::on(rt);
-    for round in 0..4 {
-        let t0 = std::time::Instant::now();
-        b13::run_graphed(&mut g, &bufs, &tasks).unwrap();
-        let st = g.stats();
-        eprintln!(
-            "round {round}: {:?} (body {:?}, graph {:?}), {st:?}",
-            t0.elapsed(),
-            st.last_body,
-            st.last_graph
-        );
-        rt.synchronize().unwrap();
+    for serial in [false, true] {
+        let mut g = Graphed::on(rt).serial(serial);
+        for round in 0..4 {
+            let t0 = std::time::Instant::now();
+            b13::run_graphed(&mut g, &bufs, &tasks).unwrap();
+            let st = g.stats();
+            eprintln!(
+                "serial {serial} round {round}: {:?} (body {:?}, graph {:?}), {st:?}",
+                t0.elapsed(),
+                st.last_body,
+                st.last_graph
+            );
+            rt.synchronize().unwrap();
+        }
     }
 }

@@ -41,6 +41,8 @@ pub struct GraphStats {
     pub nodes_updated: u64,
     /// Nodes in the graph last launched.
     pub nodes: usize,
+    /// Dependencies (edges) in the graph last launched.
+    pub edges: usize,
     /// The last run's body (its host code and the recording), to its end.
     pub last_body: std::time::Duration,
     /// The last run's graph: building and instantiating it, or comparing
@@ -55,6 +57,8 @@ struct Built {
     raw: RawGraph,
     ops: Vec<NodeOp>,
     deps: Vec<smallvec::SmallVec<[u32; 4]>>,
+    /// The graph's edges (the dependencies and the lanes').
+    edges: usize,
 }
 
 impl Drop for Built {
@@ -71,6 +75,7 @@ impl Drop for Built {
 pub struct GraphCache {
     built: Option<Built>,
     stats: GraphStats,
+    serial: bool,
 }
 
 impl std::fmt::Debug for GraphCache {
@@ -85,6 +90,18 @@ impl GraphCache {
     /// What its runs did so far.
     pub fn stats(&self) -> GraphStats {
         self.stats
+    }
+
+    /// Whether the tasks of later runs run at their spawn, on the spawning
+    /// thread (`gpu::Graphed::serial`; [`crate::CaptureHandle::serial`]
+    /// tells the pool).
+    pub fn set_serial(&mut self, serial: bool) {
+        self.serial = serial;
+    }
+
+    /// See [`GraphCache::set_serial`].
+    pub fn serial(&self) -> bool {
+        self.serial
     }
 }
 
@@ -165,6 +182,7 @@ impl TaskContext {
             rt.id(),
             self.task().clone(),
             (sid, raw),
+            cache.serial,
         ));
         self.chain.borrow_mut().clear();
         self.ops.set(0);
@@ -276,12 +294,13 @@ impl TaskContext {
                 b.raw
             }
             None => {
-                // Nodes are added in the order the operations were
-                // submitted, which follows their dependencies.
-                let topo: Vec<u32> = rank.clone();
+                // The graph's edges: the dependencies, and the lanes'
+                // (`lanes`), with nodes added in an order that follows
+                // both.
+                let (topo, edges) = lanes(&deps, graph_lanes());
                 let spec = GraphSpec {
                     ops: &ops,
-                    deps: &deps,
+                    deps: &edges,
                     topo: &topo,
                 };
                 // The old graph goes first (launches still queued finish).
@@ -297,16 +316,178 @@ impl TaskContext {
                     raw: raw_graph,
                     ops,
                     deps,
+                    edges: edges.iter().map(|d| d.len()).sum(),
                 });
                 cache.stats.builds += 1;
                 raw_graph
             }
         };
         cache.stats.nodes = n;
+        cache.stats.edges = cache.built.as_ref().map_or(0, |b| b.edges);
         // SAFETY: the graph's operations are this run's (set above), whose
         // buffers were handed to this stream and stamped in its current
         // epoch (`tracked`); the scope's body still borrows them, and a
         // free of one meanwhile was deferred (`waits_for_building`).
         unsafe { drv.graph_launch(graph, raw) }
+    }
+}
+
+/// How many lanes a graph's nodes are spread over (`lanes`); 0 for no
+/// limit. EXPERIMENT: `GPU_GRAPH_LANES`.
+fn graph_lanes() -> usize {
+    std::env::var("GPU_GRAPH_LANES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+type Deps = Vec<smallvec::SmallVec<[u32; 4]>>;
+
+/// A topological order of the operations (`deps[i]` are the indices `i`
+/// follows) and the graph's edges: `deps`, and with `max > 0` an edge from
+/// each lane's last node to the next node put in it, so that at most
+/// `max` chains run side by side, as at most `max` streams would. Both
+/// depend on `deps` alone (ready nodes are taken lowest index first), so
+/// a recording of the same shape gets the same graph.
+fn lanes(deps: &Deps, max: usize) -> (Vec<u32>, Deps) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let n = deps.len();
+    let mut pending: Vec<u32> = deps.iter().map(|d| d.len() as u32).collect();
+    let mut next: Vec<smallvec::SmallVec<[u32; 4]>> = vec![smallvec::SmallVec::new(); n];
+    for (i, d) in deps.iter().enumerate() {
+        for &p in d {
+            next[p as usize].push(i as u32);
+        }
+    }
+    let mut ready: BinaryHeap<Reverse<u32>> = (0..n as u32)
+        .filter(|&i| pending[i as usize] == 0)
+        .map(Reverse)
+        .collect();
+    let mut topo = Vec::with_capacity(n);
+    let mut edges = deps.clone();
+    // Each lane's last node; each node's lane.
+    let mut tails: Vec<u32> = Vec::new();
+    let mut lane_of = vec![u32::MAX; n];
+    let mut rr = 0usize;
+    while let Some(Reverse(v)) = ready.pop() {
+        topo.push(v);
+        if max > 0 {
+            let vi = v as usize;
+            // A lane whose last node this one follows anyway: no edge.
+            let own = deps[vi]
+                .iter()
+                .map(|&p| lane_of[p as usize] as usize)
+                .find(|&l| deps[vi].contains(&tails[l]));
+            let l = match own {
+                Some(l) => l,
+                None if tails.len() < max => {
+                    tails.push(v);
+                    tails.len() - 1
+                }
+                None => {
+                    let l = rr % max;
+                    rr += 1;
+                    let t = tails[l];
+                    if !edges[vi].contains(&t) {
+                        edges[vi].push(t);
+                    }
+                    l
+                }
+            };
+            tails[l] = v;
+            lane_of[vi] = l as u32;
+        }
+        for &w in &next[v as usize] {
+            pending[w as usize] -= 1;
+            if pending[w as usize] == 0 {
+                ready.push(Reverse(w));
+            }
+        }
+    }
+    debug_assert_eq!(topo.len(), n, "the dependencies have no cycle");
+    (topo, edges)
+}
+
+#[cfg(test)]
+mod test {
+    use super::{lanes, Deps};
+
+    /// A random DAG of `n` nodes: each follows up to 3 earlier ones,
+    /// numbered in a shuffled order (as canonical indices are).
+    fn dag(n: usize, seed: u64) -> Deps {
+        let mut x = seed;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // `name[i]`: the index of the i-th node in a topological order.
+        let mut name: Vec<u32> = (0..n as u32).collect();
+        for i in (1..n).rev() {
+            name.swap(i, (next() % (i as u64 + 1)) as usize);
+        }
+        let mut deps: Deps = vec![smallvec::SmallVec::new(); n];
+        for i in 1..n {
+            for _ in 0..next() % 4 {
+                let p = name[(next() % i as u64) as usize];
+                if !deps[name[i] as usize].contains(&p) {
+                    deps[name[i] as usize].push(p);
+                }
+            }
+        }
+        deps
+    }
+
+    #[test]
+    fn lanes_keep_the_dependencies_and_add_no_cycle() {
+        for seed in 1..20 {
+            let deps = dag(300, seed);
+            for max in [0, 1, 3, 16, 1000] {
+                let (topo, edges) = lanes(&deps, max);
+                let mut at = vec![usize::MAX; deps.len()];
+                for (k, &v) in topo.iter().enumerate() {
+                    assert_eq!(at[v as usize], usize::MAX, "each node once");
+                    at[v as usize] = k;
+                }
+                for (v, e) in edges.iter().enumerate() {
+                    assert!(
+                        deps[v].iter().all(|p| e.contains(p)),
+                        "the dependencies kept"
+                    );
+                    assert!(
+                        e.iter().all(|&p| at[p as usize] < at[v]),
+                        "edges follow the order"
+                    );
+                }
+                if max == 0 {
+                    assert_eq!(edges, deps, "no lanes, no edges added");
+                }
+                if max == 1 {
+                    // One lane: a total order.
+                    for w in topo.windows(2) {
+                        assert!(edges[w[1] as usize].contains(&w[0]), "seed {seed}");
+                    }
+                }
+                // Deterministic.
+                assert_eq!(lanes(&deps, max), (topo, edges));
+            }
+        }
+    }
+
+    /// With `max` lanes, no more than `max` nodes can run side by side: of
+    /// any `max + 1` nodes, one is ordered after another (checked on
+    /// nodes that all have no dependencies of their own).
+    #[test]
+    fn lanes_bound_the_width() {
+        let deps: Deps = vec![smallvec::SmallVec::new(); 50];
+        let (topo, edges) = lanes(&deps, 4);
+        assert_eq!(topo, (0..50).collect::<Vec<u32>>());
+        let roots = edges.iter().filter(|e| e.is_empty()).count();
+        assert_eq!(roots, 4, "four chains");
+        for (v, e) in edges.iter().enumerate().skip(4) {
+            assert_eq!(e.as_slice(), [v as u32 - 4], "round robin over the lanes");
+        }
     }
 }

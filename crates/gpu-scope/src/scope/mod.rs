@@ -22,6 +22,37 @@ pub(crate) type Fences = smallvec::SmallVec<[Fence; 1]>;
 
 /// A spawned task's life: a stream of its own, ordered after the spawn's
 /// fence; the body; a final fence for the joiner.
+/// How many serial graphed scopes' tasks run inline on this thread, one
+/// inside another (a task spawning from a task spawned inline): past
+/// [`InlineDepth::MAX`] a spawn is a job again, so that a chain of spawns
+/// does not grow the stack without bound.
+struct InlineDepth;
+
+thread_local! {
+    static INLINE_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+impl InlineDepth {
+    const MAX: u32 = 16;
+
+    /// One level more, unless this thread is at the limit.
+    fn enter() -> Option<InlineDepth> {
+        INLINE_DEPTH.with(|d| {
+            let n = d.get();
+            (n < Self::MAX).then(|| {
+                d.set(n + 1);
+                InlineDepth
+            })
+        })
+    }
+}
+
+impl Drop for InlineDepth {
+    fn drop(&mut self) {
+        INLINE_DEPTH.with(|d| d.set(d.get() - 1));
+    }
+}
+
 fn run_child<'scope, F>(
     rt: &Runtime,
     cap: &CaptureHandle,
@@ -689,6 +720,19 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let state = self.state;
         // The child joins the spawner's scope capture, if any.
         let cap = self.ctx.capture_handle();
+        if cap.serial() {
+            if let Some(_depth) = InlineDepth::enter() {
+                // A serial graphed scope's task runs now, here (its host
+                // code only records; the graph overlaps its GPU work).
+                state.touch();
+                let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, None, fences, f));
+                if let Err(p) = catch_unwind(run) {
+                    state.panicked(p);
+                }
+                return;
+            }
+            // Nested too deep on this thread's stack: a job, as anywhere.
+        }
         if let Some(rs) = self.rayon {
             // A job of the Rayon scope, which runs it (on a worker, or on
             // the scope's thread while it waits) and waits for it.
