@@ -660,3 +660,59 @@ fn map_then_for_each_runs_in_every_chunk() {
     assert_eq!(seen, [(0, 300), (1, 300), (2, 300), (3, 100)]);
     assert_no_races(&rt);
 }
+
+/// Where B14's time goes (a probe, run by hand on a GPU:
+/// `cargo test --release --test iter -- --ignored --nocapture b14_parts`):
+/// a sum over 1 GiB of f32 (1 MiB on the host backend) as one reduction,
+/// and by 2 to 16 chunks combined on the device, as siblings and one after
+/// another on one task; the medians of 30 runs, each to its host read.
+#[test]
+#[ignore = "a probe: prints times"]
+fn b14_parts() {
+    let rt = Runtime::global().unwrap();
+    let n: usize = if rt.backend() == gpu::BackendKind::Cuda {
+        1 << 28
+    } else {
+        1 << 18
+    };
+    let x = upload(rt, &vec![1.0f32; n]);
+    let t = rt.begin_task().unwrap();
+    let median = |f: &mut dyn FnMut() -> f32| {
+        let mut times: Vec<std::time::Duration> = (0..30)
+            .map(|_| {
+                let t0 = std::time::Instant::now();
+                assert_eq!(f(), n as f32);
+                t0.elapsed()
+            })
+            .collect();
+        times.sort();
+        times[15]
+    };
+    eprintln!(
+        "one reduction: {:?}",
+        median(&mut || k::reduce::sum(&t, &x).unwrap())
+    );
+    for parts in [2, 4, 8, 16] {
+        let mut partials = Buffer::<f32>::zeros(parts).unwrap();
+        let siblings = median(&mut || {
+            gpu::scope(|s| {
+                gpu::par_chunks(&x, n / parts)
+                    .zip(gpu::par_chunks_mut(&mut partials, 1))
+                    .for_each(|t, (chunk, mut out)| k::reduce::sum_into(t, &chunk, &mut out))?;
+                k::reduce::sum(s, &partials)
+            })
+            .unwrap()
+        });
+        let serial = median(&mut || {
+            for p in 0..parts {
+                let chunk = x.slice(p * (n / parts)..(p + 1) * (n / parts)).unwrap();
+                let mut out = partials.slice_mut(p..p + 1).unwrap();
+                k::reduce::sum_into(&t, &chunk, &mut out).unwrap();
+            }
+            k::reduce::sum(&t, &partials).unwrap()
+        });
+        eprintln!(
+            "{parts} chunks: siblings {siblings:?}, one after another on one task {serial:?}"
+        );
+    }
+}
