@@ -123,6 +123,19 @@ impl Graphed {
         self
     }
 
+    /// Builds graphs with at most `lanes` chains of nodes side by side (0:
+    /// no limit; 64 by default): each node also follows the last one of
+    /// the lane it is put in, as if the work ran on `lanes` streams. A
+    /// graph of many small independent kernels launches several times
+    /// faster so (B13's 30,046 nodes on an H100: `cuGraphLaunch` 23 ms
+    /// with no limit, 8 ms with 64 lanes); the limit only matters where
+    /// more than `lanes` kernels could run at once.
+    #[must_use]
+    pub fn lanes(mut self, lanes: usize) -> Self {
+        self.cache.set_lanes(lanes);
+        self
+    }
+
     /// Runs `op` as a scope whose GPU operations are launched as one graph
     /// when it returns (see the type).
     ///
