@@ -6,7 +6,9 @@
 //! is a run. For each device, the runs at the commit of its newest run are
 //! summarized: every row's median and range over those runs, and for the
 //! ratios with a goal (DESIGN.md §7, §12, §16) the goal and whether the
-//! median meets it. An index of every run follows. `--check` regenerates
+//! median meets it; a goal those runs do not measure is taken from the
+//! newest earlier run of the device that does, named as such. An index of
+//! every run follows. `--check` regenerates
 //! the page in memory and fails if the committed one differs (CI runs it).
 
 use super::{fmt_value, json_field, parse_rows};
@@ -316,6 +318,30 @@ fn newest_sets(runs: &[Run]) -> Vec<(&str, Vec<&Run>)> {
         .collect()
 }
 
+/// The goals that `set` (the runs of `device` at its newest commit) does
+/// not measure, each from the newest earlier run of `device` that does:
+/// its id, goal, value and that run. Partial runs (one benchmark group at
+/// a newer commit) would otherwise hide what the full runs before them
+/// measured.
+fn earlier_goals<'r>(
+    runs: &'r [Run],
+    device: &str,
+    set: &[&Run],
+) -> Vec<(&'static str, Goal, f64, &'r Run)> {
+    GOALS
+        .iter()
+        .filter(|(id, _)| median_range(set, &format!("ratio/{id}")).is_none())
+        .filter_map(|&(id, g)| {
+            let name = format!("ratio/{id}");
+            let r = runs
+                .iter()
+                .rev()
+                .find(|r| r.device == device && r.rows.contains_key(&name))?;
+            Some((id, g, r.rows[&name], r))
+        })
+        .collect()
+}
+
 /// The median of row `name` over `set`, and its range when there are
 /// several values.
 fn median_range(set: &[&Run], name: &str) -> Option<(f64, Option<(f64, f64)>)> {
@@ -351,6 +377,14 @@ fn summary(runs: &[Run]) -> String {
                 "| {label} | [{id}](benches/results/README.md) | {med:.3}{range} | {} | {} |\n",
                 g.text(),
                 if g.met(med) { "yes" } else { "no" }
+            ));
+        }
+        for (id, g, v, r) in earlier_goals(runs, device, &set) {
+            s.push_str(&format!(
+                "| {device}, {} (earlier) | [{id}](benches/results/README.md) | {v:.3} | {} | {} |\n",
+                r.commit,
+                g.text(),
+                if g.met(v) { "yes" } else { "no" }
             ));
         }
     }
@@ -399,6 +433,22 @@ fn render(runs: &[Run], folders: &[(String, Vec<String>)]) -> String {
                 "| {name} | {} | {range} | {g} | {met} |\n",
                 fmt_value(name, med)
             ));
+        }
+        let earlier = earlier_goals(runs, device, &set);
+        if !earlier.is_empty() {
+            s.push_str(
+                "\nGoals these runs do not measure, from the newest earlier run of this device \
+                 that does:\n\n| ratio | value | goal | met | run |\n|---|---|---|---|---|\n",
+            );
+            for (id, g, v, r) in earlier {
+                s.push_str(&format!(
+                    "| ratio/{id} | {v:.3} | {} | {} | `{}` ({}) |\n",
+                    g.text(),
+                    if g.met(v) { "yes" } else { "no" },
+                    r.path,
+                    r.date
+                ));
+            }
         }
     }
     s.push_str(

@@ -132,3 +132,33 @@ fn every_goal_names_a_ratio_the_bench_computes() {
         assert!(named, "goal {id} has no ratio in bench.rs or multi.rs");
     }
 }
+
+#[test]
+fn a_goal_the_newest_runs_miss_comes_from_the_newest_earlier_run() {
+    let runs = [
+        run(
+            "full-1.json",
+            "aaa",
+            "2026-12-01",
+            &[("ratio/B8", 3.0), ("ratio/B1", 1.5)],
+        ),
+        run("full-2.json", "bbb", "2026-12-02", &[("ratio/B8", 2.0)]),
+        run("partial.json", "ccc", "2026-12-03", &[("ratio/B1", 1.0)]),
+    ];
+    let page = render(&runs, &[]);
+    assert!(
+        page.contains("| ratio/B1 | 1.000 | - | <= 1.1 | yes |"),
+        "{page}"
+    );
+    // B8 from bbb's run (not aaa's), marked as earlier.
+    assert!(
+        page.contains("| ratio/B8 | 2.000 | <= 1.5 | no | `full-2.json` (2026-12-02) |"),
+        "{page}"
+    );
+    assert!(!page.contains("3.000"), "{page}");
+    let readme = summary(&runs);
+    assert!(
+        readme.contains("| NVIDIA H200, bbb (earlier) | [B8]"),
+        "{readme}"
+    );
+}
