@@ -149,6 +149,25 @@ fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
     }
 }
 
+/// B13's buffers.
+type Bufs = [std::sync::RwLock<Buffer<f32>>];
+
+/// The sum of `iters` runs' times, each run from B13's starting values
+/// (`reset`, not timed) and timing itself.
+fn from_reset(
+    iters: u64,
+    bufs: &mut Bufs,
+    reset: &dyn Fn(&mut Bufs),
+    mut run: impl FnMut(&Bufs) -> Duration,
+) -> Duration {
+    (0..iters)
+        .map(|_| {
+            reset(bufs);
+            run(bufs)
+        })
+        .sum()
+}
+
 /// B13's check of the buffers against the host model, after `what`.
 type Check<'a> = dyn Fn(&[std::sync::RwLock<Buffer<f32>>], &str) + 'a;
 
@@ -207,47 +226,39 @@ fn b13_graphed(
     if serial {
         g.bench_function(format!("{name}-{iterations}"), |bch| {
             bch.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    reset(bufs);
+                from_reset(iters, bufs, &reset, |bufs| {
                     let t0 = Instant::now();
                     let mut fresh = fresh();
                     for _ in 0..iterations {
                         b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
                     }
                     gpu::synchronize().unwrap();
-                    total += t0.elapsed();
                     assert_eq!(fresh.stats().builds, 1, "B13: one build");
-                }
-                total
+                    t0.elapsed()
+                })
             })
         });
     }
     g.bench_function(format!("{name}-build"), |bch| {
         bch.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                reset(bufs);
+            from_reset(iters, bufs, &reset, |bufs| {
                 let t0 = Instant::now();
                 let mut fresh = fresh();
                 b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
-                total += t0.elapsed();
+                let took = t0.elapsed();
                 gpu::synchronize().unwrap();
-            }
-            total
+                took
+            })
         })
     });
     g.bench_function(format!("{name}-replay"), |bch| {
         bch.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                reset(bufs);
+            from_reset(iters, bufs, &reset, |bufs| {
                 let t0 = Instant::now();
                 b13::run_graphed(&mut graphed, bufs, tasks).unwrap();
                 gpu::synchronize().unwrap();
-                total += t0.elapsed();
-            }
-            total
+                t0.elapsed()
+            })
         })
     });
     check(
