@@ -152,6 +152,40 @@ fn b13_raw_floor(g: &mut Group<'_>, tasks: &[b13::Task]) {
 /// B13's buffers.
 type Bufs = [std::sync::RwLock<Buffer<f32>>];
 
+/// A row too long for criterion's ten samples and warm-up (a graph build,
+/// 100 graphed runs: seconds each): the median of `runs` runs of `run`,
+/// printed as a JSON row (`xtask bench` takes it with criterion's), every
+/// run listed on stderr. Run unless the bench's filter rules it out (see
+/// [`filter_may_select`]).
+fn printed_row(name: &str, runs: usize, mut run: impl FnMut() -> Duration) {
+    if !filter_may_select(name) {
+        return;
+    }
+    let mut times: Vec<Duration> = (0..runs).map(|_| run()).collect();
+    eprintln!("{name}: {runs} runs: {times:?}");
+    times.sort();
+    let ns = times[runs / 2].as_nanos() as f64;
+    println!("{{\"name\": \"{name}\", \"value\": {ns:.1}, \"unit\": \"ns\"}}");
+}
+
+/// Whether the bench's filter (its first argument that is not a flag, a
+/// criterion regex) may select `name`: no filter, or an alternative of it
+/// whose literal start (up to its first regex metacharacter) begins
+/// `name`. Loose on purpose: a row runs when in doubt.
+fn filter_may_select(name: &str) -> bool {
+    let Some(f) = std::env::args().skip(1).find(|a| !a.starts_with("--")) else {
+        return true;
+    };
+    f.split('|').any(|alt| {
+        let lit: String = alt
+            .trim_start_matches('^')
+            .chars()
+            .take_while(|c| !"()[]{}.*+?\\$^".contains(*c))
+            .collect();
+        name.starts_with(&lit)
+    })
+}
+
 /// The sum of `iters` runs' times, each run from B13's starting values
 /// (`reset`, not timed) and timing itself.
 fn from_reset(
@@ -178,10 +212,11 @@ type Check<'a> = dyn Fn(&[std::sync::RwLock<Buffer<f32>>], &str) + 'a;
 /// (`gpu-graphed-serial-*`, `Graphed::serial`): `-build`, a fresh one's
 /// first run until it returns (its graph built and launched; waited for
 /// outside the timing), against one plain run of the scope
-/// (`B13-capture`, serial); `-replay`, one more run of a built one, to the
-/// end of its work; serial only, `-100`, 100 runs of a fresh one (the
-/// build included) to the end of their GPU work, against 100 replays of
-/// PyTorch's graph (`B13-iter`).
+/// (`B13-capture`, serial; the median of 5, [`printed_row`]); `-replay`,
+/// one more run of a built one, to the end of its work (criterion);
+/// serial only, `-100`, 100 runs of a fresh one (the build included) to
+/// the end of their GPU work, against 100 replays of PyTorch's graph
+/// (`B13-iter`; the median of 3).
 fn b13_graphed(
     g: &mut Group<'_>,
     t: &gpu::TaskContext,
@@ -224,31 +259,27 @@ fn b13_graphed(
     }
     let iterations = if cuda() { 100 } else { 5 };
     if serial {
-        g.bench_function(format!("{name}-{iterations}"), |bch| {
-            bch.iter_custom(|iters| {
-                from_reset(iters, bufs, &reset, |bufs| {
-                    let t0 = Instant::now();
-                    let mut fresh = fresh();
-                    for _ in 0..iterations {
-                        b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
-                    }
-                    gpu::synchronize().unwrap();
-                    assert_eq!(fresh.stats().builds, 1, "B13: one build");
-                    t0.elapsed()
-                })
+        printed_row(&format!("B13/{name}-{iterations}"), 3, || {
+            from_reset(1, bufs, &reset, |bufs| {
+                let t0 = Instant::now();
+                let mut fresh = fresh();
+                for _ in 0..iterations {
+                    b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
+                }
+                gpu::synchronize().unwrap();
+                assert_eq!(fresh.stats().builds, 1, "B13: one build");
+                t0.elapsed()
             })
         });
     }
-    g.bench_function(format!("{name}-build"), |bch| {
-        bch.iter_custom(|iters| {
-            from_reset(iters, bufs, &reset, |bufs| {
-                let t0 = Instant::now();
-                let mut fresh = fresh();
-                b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
-                let took = t0.elapsed();
-                gpu::synchronize().unwrap();
-                took
-            })
+    printed_row(&format!("B13/{name}-build"), 5, || {
+        from_reset(1, bufs, &reset, |bufs| {
+            let t0 = Instant::now();
+            let mut fresh = fresh();
+            b13::run_graphed(&mut fresh, bufs, tasks).unwrap();
+            let took = t0.elapsed();
+            gpu::synchronize().unwrap();
+            took
         })
     });
     g.bench_function(format!("{name}-replay"), |bch| {
