@@ -57,7 +57,7 @@ pub(crate) struct ScopeCapture {
     build: bool,
     /// A serial graphed scope's: its tasks run at their spawn, on the
     /// spawning thread (`gpu::Graphed::serial`).
-    serial: bool,
+    pub(crate) serial: bool,
     state: Mutex<Deps>,
     /// A graphed scope's recorded operations.
     shards: Shards,

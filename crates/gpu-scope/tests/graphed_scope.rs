@@ -197,6 +197,18 @@ fn a_serial_graphed_scope_runs_tasks_at_their_spawn() {
                 lock(log).push("second");
                 k::fill(s, &mut b, 2.0 * round as f32)
             });
+            // A join: `a`, then `b`, here.
+            s.join(
+                |_| {
+                    lock(log).push("join a");
+                    Ok(())
+                },
+                |_| {
+                    assert_eq!(std::thread::current().id(), me, "the joiner's thread");
+                    lock(log).push("join b");
+                    Ok(())
+                },
+            )?;
             Ok(())
         })
         .unwrap();
@@ -208,7 +220,9 @@ fn a_serial_graphed_scope_runs_tasks_at_their_spawn() {
                 "nested",
                 "first, after its spawn",
                 "body, after the first spawn",
-                "second"
+                "second",
+                "join a",
+                "join b"
             ]
         );
         assert!(all(&a, round as f32) && all(&b, 2.0 * round as f32));

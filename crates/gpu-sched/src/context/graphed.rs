@@ -363,7 +363,10 @@ type Deps = Vec<smallvec::SmallVec<[u32; 4]>>;
 /// A topological order of the operations (`deps[i]` are the indices `i`
 /// follows) and the graph's edges: `deps`, and with `max > 0` an edge from
 /// each lane's last node to the next node put in it, so that at most
-/// `max` chains run side by side, as at most `max` streams would. Both
+/// `max` chains run side by side, as at most `max` streams would. A node
+/// goes to the lane of a dependency that is that lane's last node (no
+/// edge added), else to a new lane while there are fewer than `max`, else
+/// to the lane whose last node is shallowest. Both
 /// depend on `deps` alone (ready nodes are taken lowest index first), so
 /// a recording of the same shape gets the same graph.
 fn lanes(deps: &Deps, max: usize) -> (Vec<u32>, Deps) {
@@ -383,10 +386,11 @@ fn lanes(deps: &Deps, max: usize) -> (Vec<u32>, Deps) {
         .collect();
     let mut topo = Vec::with_capacity(n);
     let mut edges = deps.clone();
-    // Each lane's last node; each node's lane.
+    // Each lane's last node; each node's lane and depth (nodes on its
+    // longest path of edges, itself included).
     let mut tails: Vec<u32> = Vec::new();
     let mut lane_of = vec![u32::MAX; n];
-    let mut rr = 0usize;
+    let mut depth = vec![0u32; n];
     while let Some(Reverse(v)) = ready.pop() {
         topo.push(v);
         if max > 0 {
@@ -403,8 +407,11 @@ fn lanes(deps: &Deps, max: usize) -> (Vec<u32>, Deps) {
                     tails.len() - 1
                 }
                 None => {
-                    let l = rr % max;
-                    rr += 1;
+                    // The lane whose last node is shallowest: the edge
+                    // lengthens the longest path least.
+                    let l = (0..tails.len())
+                        .min_by_key(|&l| (depth[tails[l] as usize], l))
+                        .expect("max > 0 lanes");
                     let t = tails[l];
                     if !edges[vi].contains(&t) {
                         edges[vi].push(t);
@@ -414,6 +421,11 @@ fn lanes(deps: &Deps, max: usize) -> (Vec<u32>, Deps) {
             };
             tails[l] = v;
             lane_of[vi] = l as u32;
+            depth[vi] = 1 + edges[vi]
+                .iter()
+                .map(|&p| depth[p as usize])
+                .max()
+                .unwrap_or(0);
         }
         for &w in &next[v as usize] {
             pending[w as usize] -= 1;
@@ -504,7 +516,43 @@ mod test {
         let roots = edges.iter().filter(|e| e.is_empty()).count();
         assert_eq!(roots, 4, "four chains");
         for (v, e) in edges.iter().enumerate().skip(4) {
-            assert_eq!(e.as_slice(), [v as u32 - 4], "round robin over the lanes");
+            assert_eq!(e.as_slice(), [v as u32 - 4], "the shallowest lane: in turn");
+        }
+    }
+
+    /// The longest path of `edges`, in nodes.
+    fn longest(edges: &Deps, topo: &[u32]) -> u32 {
+        let mut d = vec![0u32; edges.len()];
+        for &v in topo {
+            d[v as usize] = 1 + edges[v as usize]
+                .iter()
+                .map(|&p| d[p as usize])
+                .max()
+                .unwrap_or(0);
+        }
+        d.into_iter().max().unwrap_or(0)
+    }
+
+    /// Where no more than `max` nodes can run at once, lanes put the
+    /// next node behind the shallowest lane, so the longest path does not
+    /// grow (review 3's examples, which round robin lengthened).
+    #[test]
+    fn lanes_join_the_shallowest_lane() {
+        let sv = |v: &[u32]| smallvec::SmallVec::<[u32; 4]>::from_slice(v);
+        for deps in [
+            vec![sv(&[1, 2]), sv(&[]), sv(&[]), sv(&[1])],
+            vec![
+                sv(&[]),
+                sv(&[2]),
+                sv(&[0]),
+                sv(&[0]),
+                sv(&[1, 3]),
+                sv(&[1, 2]),
+            ],
+        ] {
+            let (topo, edges) = lanes(&deps, 2);
+            let (_, plain) = lanes(&deps, 0);
+            assert_eq!(longest(&edges, &topo), longest(&plain, &topo), "{edges:?}");
         }
     }
 }

@@ -242,6 +242,15 @@ impl TaskContext {
         self.submitted.get()
     }
 
+    /// Whether this task records for a serial graphed scope
+    /// (`gpu::Graphed::serial`): `gpu` runs its spawns and joins at once,
+    /// on this thread. Unlike [`TaskContext::capture_handle`], names no
+    /// child.
+    #[doc(hidden)]
+    pub fn records_serially(&self) -> bool {
+        self.capture.borrow().as_ref().is_some_and(|c| c.serial)
+    }
+
     /// The scope capture this task's spawned jobs join (none outside one);
     /// for `gpu`'s pool, which enters it around each job.
     #[doc(hidden)]

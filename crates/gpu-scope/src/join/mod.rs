@@ -19,12 +19,41 @@ impl Scope<'_, '_> {
         B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
         RB: Send,
     {
-        if registry::on_worker() {
+        if self.task().records_serially() {
+            join_serial(self.task(), a, b, Join::Always)
+        } else if registry::on_worker() {
             join_in_worker(self.task(), a, b, Join::Always)
         } else {
             join_off_worker(self.task(), a, b, Join::Always)
         }
     }
+}
+
+/// `Scope::join` in a serial graphed scope (`gpu::Graphed::serial`): `a`,
+/// then `b` (spawned after it, so run at once on this thread), even when
+/// `a` panicked; `a`'s panic is re-raised after `b`, as Rayon does.
+fn join_serial<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
+where
+    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
+    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
+    RB: Send,
+{
+    let mut rb = None;
+    let ra = run_scope_with(
+        ctx,
+        |s| {
+            let ra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a(s)));
+            let slot = &mut rb;
+            s.spawn(move |t| {
+                *slot = Some(b(t)?);
+                Ok(())
+            });
+            ra.unwrap_or_else(|p| std::panic::resume_unwind(p))
+        },
+        join,
+        true,
+    )?;
+    Ok((ra, rb.ok_or(Error::TaskPanicked)?))
 }
 
 /// A value that `rayon_core::join` requires to be `Send` but that never

@@ -101,22 +101,30 @@ impl Graphed {
 
     /// Runs the body's tasks at their spawn, on the spawning thread, in
     /// program order, rather than as jobs of the pool (`serial` false is
-    /// the default).
+    /// the default); a [`Scope::join`] runs `a`, then `b`, on the joining
+    /// thread.
     ///
     /// In a graphed scope a task's host code only records its GPU
     /// operations: the graph overlaps them on the device whichever thread
     /// recorded them, so threads add hand-offs and no overlap. A body of
     /// many small tasks (B13's DAG of 10,000) records faster serially.
-    /// The graph is the same either way (dependencies come from the
-    /// tasks' structure and their buffers, not from the threads).
+    /// Dependencies come from the tasks' structure and their buffers, so
+    /// the graph is the one the threads would record, except where tasks
+    /// that may run in either order share a buffer through a lock: threads
+    /// may then record their two uses either way round, serially they are
+    /// in program order.
     ///
     /// What changes is the order tasks run in, as in Rayon with one
     /// thread, but the other way round: a task runs before the code after
     /// its `spawn`, so a task must not wait on the host for anything that
     /// its spawner or a later sibling does after spawning it (a channel
     /// from a later task, a lock the spawner holds, a barrier across
-    /// siblings): that deadlocks. Waiting for an earlier sibling is fine.
-    /// Tasks spawned more than 16 deep, one inside another, run as jobs.
+    /// siblings): that deadlocks. A spawn nested more than 16 spawns deep
+    /// (a task spawned from a task spawned from ...) is a job of the pool,
+    /// so that the stack stays bounded, and its own spawns run at once on
+    /// the thread that runs it: where a chain is that deep, the order past
+    /// that level is not program order, and a task must not wait for an
+    /// earlier sibling either.
     #[must_use]
     pub fn serial(mut self, serial: bool) -> Self {
         self.cache.set_serial(serial);
@@ -128,8 +136,11 @@ impl Graphed {
     /// the lane it is put in, as if the work ran on `lanes` streams. A
     /// graph of many small independent kernels launches several times
     /// faster so (B13's 30,046 nodes on an H100: `cuGraphLaunch` 23 ms
-    /// with no limit, 8 ms with 64 lanes); the limit only matters where
-    /// more than `lanes` kernels could run at once.
+    /// with no limit, 8 ms with 64 lanes). The cost: the added edges can
+    /// make a node wait for one it does not depend on, which lengthens
+    /// the graph's critical path where more than `lanes` nodes are ready
+    /// at once. Applies to graphs built from then on (a cached graph
+    /// replays as it was built until the shape changes).
     #[must_use]
     pub fn lanes(mut self, lanes: usize) -> Self {
         self.cache.set_lanes(lanes);

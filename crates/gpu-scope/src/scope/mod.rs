@@ -20,12 +20,11 @@ use state::{lock, Job, JobBody};
 /// The fences a spawned task is ordered after.
 pub(crate) type Fences = smallvec::SmallVec<[Fence; 1]>;
 
-/// A spawned task's life: a stream of its own, ordered after the spawn's
-/// fence; the body; a final fence for the joiner.
 /// How many serial graphed scopes' tasks run inline on this thread, one
 /// inside another (a task spawning from a task spawned inline): past
 /// [`InlineDepth::MAX`] a spawn is a job again, so that a chain of spawns
-/// does not grow the stack without bound.
+/// does not grow the stack without bound (that job's own spawns run inline
+/// again, on the thread that runs it).
 struct InlineDepth;
 
 thread_local! {
@@ -53,6 +52,8 @@ impl Drop for InlineDepth {
     }
 }
 
+/// A spawned task's life: a stream of its own, ordered after the spawn's
+/// fence; the body; a final fence for the joiner.
 fn run_child<'scope, F>(
     rt: &Runtime,
     cap: &CaptureHandle,
@@ -644,7 +645,9 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     /// operation and gives it back when it ends; a task that submits nothing (a
     /// CPU-only Rayon program, any nesting) holds none, and waits on the device
     /// for what it is ordered after only when it binds one. A scope's spawns
-    /// are Rayon jobs on a worker thread; after a burst of live tasks, the
+    /// are Rayon jobs on a worker thread (in a serial graphed scope,
+    /// [`crate::Graphed::serial`], they run at once on the spawning thread);
+    /// after a burst of live tasks, the
     /// streams beyond the pool's warm size are destroyed once idle, so
     /// `Runtime::live()` falls back to the warm size plus what is in use. Not
     /// guaranteed: that a task has a stream to itself when more tasks submit
