@@ -416,8 +416,22 @@ fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>
         .spawn()
         .map_err(|e| fail(format!("running {}: {e}", b.display())))?;
     let mut rows = BTreeMap::new();
+    // How long each group took (its rows' prefix, `B13` of `B13/...`), to
+    // plan device time: printed when the next group's first row comes.
+    let mut group: Option<(String, std::time::Instant)> = None;
     if let Some(out) = child.stdout.take() {
         for line in std::io::BufReader::new(out).lines().map_while(|l| l.ok()) {
+            if let Some(g) = row_group(&line) {
+                if group.as_ref().is_none_or(|(cur, _)| cur != g) {
+                    if let Some((cur, t0)) = group.take() {
+                        eprintln!(
+                            "bench: group {cur} took {:.1} s",
+                            t0.elapsed().as_secs_f64()
+                        );
+                    }
+                    group = Some((g.to_string(), std::time::Instant::now()));
+                }
+            }
             println!("{line}");
             if let (Some(k), Some(v)) =
                 (json_field(&line, "name"), number_after(&line, "\"value\":"))
@@ -429,10 +443,29 @@ fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>
     let status = child
         .wait()
         .map_err(|e| fail(format!("running {}: {e}", b.display())))?;
+    if let Some((cur, t0)) = group {
+        eprintln!(
+            "bench: group {cur} took {:.1} s (to its binary's end)",
+            t0.elapsed().as_secs_f64()
+        );
+    }
     if !status.success() {
         return Err(fail(format!("{} failed: {status}", b.display())));
     }
     Ok(rows)
+}
+
+/// The group of a criterion result line or a printed row (`B13` of
+/// `B13/gpu-scope  time: ...` or of `{"name": "B13/...", ...}`): the time
+/// from a group's first row to the next group's first row is about the
+/// group's (its setup before its first row counts to the group before).
+fn row_group(line: &str) -> Option<&str> {
+    let name = json_field(line, "name")
+        .map(|_| line.split('"').nth(3).unwrap_or(""))
+        .unwrap_or(line);
+    let (g, _) = name.split_once('/')?;
+    let ok = g.starts_with('B') && g.len() <= 12 && !g.contains(' ');
+    ok.then_some(g)
 }
 
 /// The `bench.*` files of `bin`, sorted.

@@ -157,3 +157,21 @@ fn a_bench_binary_s_json_rows_are_read() {
     failing.args(["-c", "exit 3"]);
     assert!(run_printing_rows(failing, Path::new("sh")).is_err());
 }
+
+#[test]
+fn a_rows_group_is_its_prefix() {
+    assert_eq!(
+        row_group("B13/gpu-scope           time:   [1 ms 2 ms 3 ms]"),
+        Some("B13")
+    );
+    assert_eq!(
+        row_group(r#"{"name": "B5-cold/run-01-siblings", "value": 1.0, "unit": "ns"}"#),
+        Some("B5-cold")
+    );
+    assert_eq!(row_group("Benchmarking B13/gpu-scope: Warming up"), None);
+    assert_eq!(
+        row_group("                        time:   [1 ms 2 ms 3 ms]"),
+        None
+    );
+    assert_eq!(row_group("B13: the graphed scope's build"), None);
+}
