@@ -447,3 +447,30 @@ fn b13_host_time() {
         }
     }
 }
+
+/// In a serial graphed scope, a join whose `a` panics still runs `b`, then
+/// re-raises `a`'s panic; nothing is launched.
+#[test]
+fn a_serial_join_runs_b_after_a_panicked() {
+    let rt = runtime();
+    let [mut a] = zeroed::<1>(&rt, 256);
+    let b_ran = std::sync::atomic::AtomicBool::new(false);
+    let mut g = Graphed::on(&rt).serial(true);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        g.scope(|s| {
+            s.join(
+                |_| -> gpu::Result<()> { panic!("a side") },
+                |t| {
+                    b_ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                    k::fill(t, &mut a, 1.0)
+                },
+            )?;
+            Ok(())
+        })
+    }));
+    let p = r.expect_err("a's panic reaches the caller");
+    assert_eq!(p.downcast_ref::<&str>(), Some(&"a side"));
+    assert!(b_ran.load(std::sync::atomic::Ordering::SeqCst), "b ran");
+    assert!(all(&a, 0.0), "nothing launched");
+    assert_eq!(g.stats().builds, 0);
+}

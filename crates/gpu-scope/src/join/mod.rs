@@ -19,41 +19,16 @@ impl Scope<'_, '_> {
         B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
         RB: Send,
     {
-        if self.task().records_serially() {
-            join_serial(self.task(), a, b, Join::Always)
+        let ctx = self.task();
+        if ctx.records_serially() {
+            // `b` spawned after `a`: run at once on this thread, then.
+            join_in_scope(ctx, a, b, Join::Always, false)
         } else if registry::on_worker() {
-            join_in_worker(self.task(), a, b, Join::Always)
+            join_in_worker(ctx, a, b, Join::Always)
         } else {
-            join_off_worker(self.task(), a, b, Join::Always)
+            join_in_scope(ctx, a, b, Join::Always, true)
         }
     }
-}
-
-/// `Scope::join` in a serial graphed scope (`gpu::Graphed::serial`): `a`,
-/// then `b` (spawned after it, so run at once on this thread), even when
-/// `a` panicked; `a`'s panic is re-raised after `b`, as Rayon does.
-fn join_serial<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
-where
-    A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
-    B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
-    RB: Send,
-{
-    let mut rb = None;
-    let ra = run_scope_with(
-        ctx,
-        |s| {
-            let ra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a(s)));
-            let slot = &mut rb;
-            s.spawn(move |t| {
-                *slot = Some(b(t)?);
-                Ok(())
-            });
-            ra.unwrap_or_else(|p| std::panic::resume_unwind(p))
-        },
-        join,
-        true,
-    )?;
-    Ok((ra, rb.ok_or(Error::TaskPanicked)?))
 }
 
 /// A value that `rayon_core::join` requires to be `Send` but that never
@@ -263,11 +238,21 @@ fn finish_join<RA, RB>(
     }
 }
 
-/// `Scope::join` from outside every pool (in a scope's body there): `b`
-/// a spawned task, on the global pool. A frame of its own, so a chain of
-/// joins on a worker does not carry its locals.
+/// `Scope::join` as a scope of its own: `b` a spawned task. From outside
+/// every pool (in a scope's body there), `b` is spawned first (`b_first`),
+/// a job of the global pool, and `a` runs meanwhile. In a serial graphed
+/// scope, `b` is spawned after `a` returned or panicked, so it runs then,
+/// on this thread; `a`'s panic is re-raised after it, as Rayon does. A
+/// frame of its own, so a chain of joins on a worker does not carry its
+/// locals.
 #[inline(never)]
-fn join_off_worker<A, B, RA, RB>(ctx: &TaskContext, a: A, b: B, join: Join) -> Result<(RA, RB)>
+fn join_in_scope<A, B, RA, RB>(
+    ctx: &TaskContext,
+    a: A,
+    b: B,
+    join: Join,
+    b_first: bool,
+) -> Result<(RA, RB)>
 where
     A: FnOnce(&Scope<'_, '_>) -> Result<RA>,
     B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
@@ -278,11 +263,19 @@ where
         ctx,
         |s| {
             let slot = &mut rb;
-            s.spawn(move |t| {
-                *slot = Some(b(t)?);
-                Ok(())
-            });
-            a(s)
+            let spawn_b = move || {
+                s.spawn(move |t| {
+                    *slot = Some(b(t)?);
+                    Ok(())
+                })
+            };
+            if b_first {
+                spawn_b();
+                return a(s);
+            }
+            let ra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a(s)));
+            spawn_b();
+            ra.unwrap_or_else(|p| std::panic::resume_unwind(p))
         },
         join,
         true,
