@@ -63,15 +63,52 @@ pub(crate) struct ScopeCapture {
     shards: Shards,
 }
 
-/// A graphed scope's operations as recorded, in the order they were
-/// submitted: each with its task's key and its index in its task (which
-/// name it from one run to the next), and the operations it follows
-/// (indices of earlier ones).
-#[derive(Default)]
+/// A graphed scope's operations as recorded: operation `i` (the `i`-th
+/// submitted) with its task's key and its index in its task (which name it
+/// from one run to the next), and the operations it follows (indices of
+/// earlier ones). Kept where the shards left them (an operation is a few
+/// hundred bytes, B13 records 30,046): `pos` finds each.
 pub(crate) struct Recording {
-    pub(crate) ops: Vec<NodeOp>,
-    pub(crate) deps: Vec<smallvec::SmallVec<[u32; 4]>>,
-    pub(crate) keys: Vec<(u64, u32)>,
+    items: Vec<Recorded>,
+    /// `items[pos[i]]` is operation `i`.
+    pos: Vec<u32>,
+}
+
+impl Recording {
+    /// How many operations.
+    pub(crate) fn len(&self) -> usize {
+        self.pos.len()
+    }
+
+    /// Operation `i`'s key.
+    pub(crate) fn key(&self, i: u32) -> (u64, u32) {
+        self.at(i).key
+    }
+
+    /// Operation `i`.
+    pub(crate) fn op(&self, i: u32) -> &NodeOp {
+        &self.at(i).op
+    }
+
+    /// The operations `i` follows.
+    pub(crate) fn deps(&self, i: u32) -> &[u32] {
+        &self.at(i).deps
+    }
+
+    /// Operation `i`, taken out (an empty fill is left in its place).
+    pub(crate) fn take_op(&mut self, i: u32) -> NodeOp {
+        let p = self.pos[i as usize] as usize;
+        let none = NodeOp::Memset {
+            dst: 0,
+            value: 0,
+            count: 0,
+        };
+        std::mem::replace(&mut self.items[p].op, none)
+    }
+
+    fn at(&self, i: u32) -> &Recorded {
+        &self.items[self.pos[i as usize] as usize]
+    }
 }
 
 impl std::fmt::Debug for ScopeCapture {
@@ -261,26 +298,23 @@ impl ScopeCapture {
     /// ended; nothing of the recording may run then.
     pub(crate) fn take_recording(&self) -> Result<Recording> {
         let n = self.state.lock().recorded as usize;
-        let mut slots: Vec<Option<Recorded>> = Vec::with_capacity(n);
-        slots.resize_with(n, || None);
+        let mut items = Vec::with_capacity(n);
         for shard in self.shards.0.iter() {
-            for r in shard.lock().drain(..) {
-                let i = r.i as usize;
-                slots[i] = Some(r);
+            items.append(&mut shard.lock());
+        }
+        // An operation numbered but not pushed (by a task kept past the
+        // scope, in flight when it ended) leaves a hole.
+        let mut pos = vec![u32::MAX; n];
+        for (p, r) in items.iter().enumerate() {
+            match pos.get_mut(r.i as usize) {
+                Some(slot) => *slot = p as u32,
+                None => return Err(Error::CaptureEnded),
             }
         }
-        let mut rec = Recording {
-            ops: Vec::with_capacity(n),
-            deps: Vec::with_capacity(n),
-            keys: Vec::with_capacity(n),
-        };
-        for r in slots {
-            let r = r.ok_or(Error::CaptureEnded)?;
-            rec.ops.push(r.op);
-            rec.deps.push(r.deps);
-            rec.keys.push(r.key);
+        if pos.contains(&u32::MAX) {
+            return Err(Error::CaptureEnded);
         }
-        Ok(rec)
+        Ok(Recording { items, pos })
     }
 
     /// Errs once the capture ended.

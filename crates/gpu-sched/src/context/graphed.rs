@@ -235,48 +235,42 @@ impl TaskContext {
     fn launch_recording(
         &self,
         cache: &mut GraphCache,
-        rec: Recording,
+        mut rec: Recording,
         raw: RawStream,
     ) -> Result<()> {
-        let n = rec.ops.len();
+        let n = rec.len();
         if n == 0 {
             return Ok(());
         }
         // The canonical order: by task key and index in the task, the same
         // from one run to the next whatever order the tasks ran in.
         let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_unstable_by_key(|&i| (rec.keys[i as usize], i));
+        order.sort_unstable_by_key(|&i| (rec.key(i), i));
         let mut rank = vec![0u32; n];
         for (j, &i) in order.iter().enumerate() {
             rank[i as usize] = j as u32;
         }
-        let mut slots: Vec<Option<NodeOp>> = rec.ops.into_iter().map(Some).collect();
-        let ops: Vec<NodeOp> = order
-            .iter()
-            .map(|&i| slots[i as usize].take().expect("each index once"))
-            .collect();
-        let deps: Vec<smallvec::SmallVec<[u32; 4]>> = order
-            .iter()
-            .map(|&i| {
-                let mut d: smallvec::SmallVec<[u32; 4]> = rec.deps[i as usize]
-                    .iter()
-                    .map(|&x| rank[x as usize])
-                    .collect();
-                d.sort_unstable();
-                d
-            })
-            .collect();
+        // Operation `i`'s dependencies in canonical indices, sorted.
+        let canonical_deps = |rec: &Recording, i: u32| {
+            let mut d: smallvec::SmallVec<[u32; 4]> =
+                rec.deps(i).iter().map(|&x| rank[x as usize]).collect();
+            d.sort_unstable();
+            d
+        };
         let rt = &self.rt;
         let drv = rt.driver();
         // The cached graph, if it has this shape: the kernel nodes whose
-        // arguments changed.
+        // arguments changed. Compared in place (no copy of the recording).
         let reuse = cache.built.as_ref().and_then(|b| {
-            if b.rt.id() != rt.id() || b.ops.len() != n || b.deps != deps {
+            if b.rt.id() != rt.id() || b.ops.len() != n {
                 return None;
             }
             let mut changed = Vec::new();
-            for (j, (new, old)) in ops.iter().zip(&b.ops).enumerate() {
-                match new.likeness(old) {
+            for (j, &i) in order.iter().enumerate() {
+                if canonical_deps(&rec, i) != b.deps[j] {
+                    return None;
+                }
+                match rec.op(i).likeness(&b.ops[j]) {
                     Likeness::Same => {}
                     Likeness::Arguments => changed.push(j),
                     Likeness::Other => return None,
@@ -288,7 +282,7 @@ impl TaskContext {
             Some(changed) => {
                 let b = cache.built.as_mut().expect("checked above");
                 for &j in &changed {
-                    if let NodeOp::Kernel(k) = &ops[j] {
+                    if let NodeOp::Kernel(k) = rec.op(order[j]) {
                         // SAFETY: node `j` of the graph is a launch of the
                         // same kernel with the same configuration
                         // (`Likeness::Arguments`); the new arguments are
@@ -303,7 +297,7 @@ impl TaskContext {
                             cache.built = None;
                             return Err(e);
                         }
-                        b.ops[j] = ops[j].clone();
+                        b.ops[j] = rec.op(order[j]).clone();
                     }
                 }
                 cache.stats.replays += 1;
@@ -314,6 +308,9 @@ impl TaskContext {
                 b.raw
             }
             None => {
+                let deps: Vec<smallvec::SmallVec<[u32; 4]>> =
+                    order.iter().map(|&i| canonical_deps(&rec, i)).collect();
+                let ops: Vec<NodeOp> = order.iter().map(|&i| rec.take_op(i)).collect();
                 // The graph's edges: the dependencies, and the lanes'
                 // (`lanes`), with nodes added in an order that follows
                 // both.
