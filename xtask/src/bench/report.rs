@@ -358,35 +358,43 @@ fn median_range(set: &[&Run], name: &str) -> Option<(f64, Option<(f64, f64)>)> {
     Some((med, range))
 }
 
-/// The README's table: the ratios with goals, per device.
+/// The README's block: per device, how many goals its runs meet and which
+/// they miss (the figures themselves are on the results page).
 fn summary(runs: &[Run]) -> String {
-    let mut s = String::from(
-        "| device, commit (runs) | ratio | median (range) | goal | met |\n|---|---|---|---|---|\n",
-    );
+    let mut s = String::new();
     for (device, set) in newest_sets(runs) {
-        let label = format!("{device}, {} ({})", set[0].commit, set.len());
-        for (id, g) in GOALS {
-            let name = format!("ratio/{id}");
-            let Some((med, range)) = median_range(&set, &name) else {
-                continue;
-            };
-            let range = range
-                .map(|(a, b)| format!(" ({a:.3}-{b:.3})"))
-                .unwrap_or_default();
-            s.push_str(&format!(
-                "| {label} | [{id}](benches/results/README.md) | {med:.3}{range} | {} | {} |\n",
-                g.text(),
-                if g.met(med) { "yes" } else { "no" }
-            ));
-        }
+        // Each goal's value: the newest runs' median, else an earlier run's.
+        let mut goals: Vec<(&str, Goal, f64, Option<&str>)> = GOALS
+            .iter()
+            .filter_map(|&(id, g)| {
+                let (med, _) = median_range(&set, &format!("ratio/{id}"))?;
+                Some((id, g, med, None))
+            })
+            .collect();
         for (id, g, v, r) in earlier_goals(runs, device, &set) {
-            s.push_str(&format!(
-                "| {device}, {} (earlier) | [{id}](benches/results/README.md) | {v:.3} | {} | {} |\n",
-                r.commit,
-                g.text(),
-                if g.met(v) { "yes" } else { "no" }
-            ));
+            goals.push((id, g, v, Some(r.commit.as_str())));
         }
+        let missed: Vec<String> = goals
+            .iter()
+            .filter(|(_, g, v, _)| !g.met(*v))
+            .map(|(id, g, v, earlier)| {
+                let at = earlier.map(|c| format!(", at {c}")).unwrap_or_default();
+                format!("{id} {v:.3} ({}{at})", g.text())
+            })
+            .collect();
+        let runs_text = if set.len() == 1 { "run" } else { "runs" };
+        s.push_str(&format!(
+            "- {device}, commit {} ({} {runs_text}): {} of {} goals met; missed: {}.\n",
+            set[0].commit,
+            set.len(),
+            goals.len() - missed.len(),
+            goals.len(),
+            if missed.is_empty() {
+                "none".to_string()
+            } else {
+                missed.join(", ")
+            }
+        ));
     }
     s
 }

@@ -105,10 +105,14 @@ fn the_readme_block_is_replaced_and_nothing_else() {
     ];
     let readme = format!("top\n{BEGIN}\nold table\n{END}\nbottom\n");
     let out = with_summary(&readme, &summary(&runs)).unwrap();
-    assert!(out.starts_with(&format!("top\n{BEGIN}\n| device")), "{out}");
+    assert!(
+        out.starts_with(&format!("top\n{BEGIN}\n- NVIDIA H200")),
+        "{out}"
+    );
     assert!(out.ends_with(&format!("{END}\nbottom\n")), "{out}");
     assert!(!out.contains("old table"));
-    let row = "| NVIDIA H200, c (2) | [B8](benches/results/README.md) | 1.500 (1.000-2.000) | <= 1.5 | yes |";
+    // B8's median over both runs, 1.5, meets its goal of <= 1.5.
+    let row = "- NVIDIA H200, commit c (2 runs): 1 of 1 goals met; missed: none.";
     assert!(out.contains(row), "{out}");
     // Rows without a goal stay on the results page only.
     assert!(!out.contains("raw-launch"));
@@ -158,7 +162,7 @@ fn a_goal_the_newest_runs_miss_comes_from_the_newest_earlier_run() {
     assert!(!page.contains("3.000"), "{page}");
     let readme = summary(&runs);
     assert!(
-        readme.contains("| NVIDIA H200, bbb (earlier) | [B8]"),
+        readme.contains("1 of 2 goals met; missed: B8 2.000 (<= 1.5, at bbb)."),
         "{readme}"
     );
 }
