@@ -46,17 +46,27 @@ impl Tiles {
 
     /// A copy of every tile, on `task`.
     pub fn copy(&self, task: &TaskContext) -> Result<Tiles> {
-        let mut tiles = Vec::with_capacity(self.tiles.len());
-        for s in &self.tiles {
-            let mut d = task.alloc::<f64>(s.len())?;
-            task.copy(s, &mut d)?;
-            tiles.push(d);
-        }
-        Ok(Tiles {
-            t: self.t,
-            b: self.b,
-            tiles,
-        })
+        Self::copied(self.t, self.b, &self.tiles, task, |s, d| task.copy(s, d))
+    }
+
+    /// `t` x `t` tiles of order `b`, each a buffer of `task`'s device that
+    /// `copy` fills from one of `srcs`.
+    pub(crate) fn copied(
+        t: usize,
+        b: usize,
+        srcs: &[Buffer<f64>],
+        task: &TaskContext,
+        copy: impl Fn(&Buffer<f64>, &mut Buffer<f64>) -> Result<()>,
+    ) -> Result<Tiles> {
+        let tiles = srcs
+            .iter()
+            .map(|s| {
+                let mut d = task.alloc::<f64>(s.len())?;
+                copy(s, &mut d)?;
+                Ok(d)
+            })
+            .collect::<Result<_>>()?;
+        Ok(Tiles { t, b, tiles })
     }
 }
 

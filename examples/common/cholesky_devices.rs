@@ -60,16 +60,8 @@ impl DeviceTiles {
     /// The factor as one device's tiles, copied by `task` (of that device):
     /// for [`crate::cholesky::dense_factor`].
     pub fn gather(&self, task: &TaskContext) -> Result<Tiles> {
-        let mut tiles = Vec::with_capacity(self.tiles.len());
-        for s in &self.tiles {
-            let mut d = task.alloc::<f64>(s.len())?;
-            task.copy_peer(s, &mut d)?;
-            tiles.push(d);
-        }
-        Ok(Tiles {
-            t: self.t,
-            b: self.b,
-            tiles,
+        Tiles::copied(self.t, self.b, &self.tiles, task, |s, d| {
+            task.copy_peer(s, d)
         })
     }
 }
@@ -124,17 +116,9 @@ pub fn factor_devices(tasks: &[Vec<TaskContext>], a: &mut DeviceTiles) -> Result
         Potrf::new(b).run(on(k, k), &mut a.tiles[Tiles::at(k, k)])?;
         // Its copy on each other device that solves a tile of column k.
         let dk = owner(grid, k, k);
-        for d in (0..devices).filter(|&d| d != dk) {
-            if (k + 1..t).any(|i| owner(grid, i, k) == d) {
-                bring(
-                    &tasks[d][0],
-                    &mut cols[d][k % 2],
-                    k,
-                    &a.tiles[Tiles::at(k, k)],
-                    b,
-                )?;
-            }
-        }
+        bring(tasks, &mut cols, a, k, k, |d| {
+            (k + 1..t).any(|i| owner(grid, i, k) == d)
+        })?;
         // The column: A(i,k) = A(i,k) L(k,k)^-T, on the tile's device.
         for i in k + 1..t {
             let d = owner(grid, i, k);
@@ -152,20 +136,9 @@ pub fn factor_devices(tasks: &[Vec<TaskContext>], a: &mut DeviceTiles) -> Result
         // Each solved tile L(x,k) to each other device that updates a tile
         // of row x or column x of the trailing matrix.
         for x in k + 1..t {
-            let dx = owner(grid, x, k);
-            for d in (0..devices).filter(|&d| d != dx) {
-                let reads = (k + 1..t)
-                    .any(|j| (j..t).any(|i| owner(grid, i, j) == d && (i == x || j == x)));
-                if reads {
-                    bring(
-                        &tasks[d][0],
-                        &mut cols[d][k % 2],
-                        x,
-                        &a.tiles[Tiles::at(x, k)],
-                        b,
-                    )?;
-                }
-            }
+            bring(tasks, &mut cols, a, x, k, |d| {
+                (k + 1..t).any(|j| (j..t).any(|i| owner(grid, i, j) == d && (i == x || j == x)))
+            })?;
         }
         // The trailing update: A(i,j) -= L(i,k) L(j,k)^T, on the tile's
         // device, with the column's tiles there (its own or the copies).
@@ -200,20 +173,28 @@ pub fn factor_devices(tasks: &[Vec<TaskContext>], a: &mut DeviceTiles) -> Result
     Ok(())
 }
 
-/// Copies `src` (a tile of another device) into slot `x` of `col`, a
-/// buffer of `task`'s device made at its first use.
+/// Copies tile `(x, k)` of `a` from its device to each other device `d`
+/// with `needs(d)`, on `d`'s first task, into slot `x` of `d`'s column
+/// `k % 2` (a buffer made at its first use).
 fn bring(
-    task: &TaskContext,
-    col: &mut Column,
+    tasks: &[Vec<TaskContext>],
+    cols: &mut [Columns],
+    a: &DeviceTiles,
     x: usize,
-    src: &Buffer<f64>,
-    b: usize,
+    k: usize,
+    needs: impl Fn(usize) -> bool,
 ) -> Result<()> {
-    let slot = &mut col.bufs[x];
-    if slot.is_none() {
-        *slot = Some(task.alloc::<f64>(b * b)?);
+    let from = owner(a.grid, x, k);
+    let src = &a.tiles[Tiles::at(x, k)];
+    for d in (0..cols.len()).filter(|&d| d != from && needs(d)) {
+        let task = &tasks[d][0];
+        let slot = &mut cols[d][k % 2].bufs[x];
+        if slot.is_none() {
+            *slot = Some(task.alloc::<f64>(a.b * a.b)?);
+        }
+        task.copy_peer(src, slot.as_mut().expect("made above"))?;
     }
-    task.copy_peer(src, slot.as_mut().expect("made above"))
+    Ok(())
 }
 
 /// `per_device` tasks on each device of `rt`'s group (one stream each).
