@@ -422,14 +422,14 @@ fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>
     if let Some(out) = child.stdout.take() {
         for line in std::io::BufReader::new(out).lines().map_while(|l| l.ok()) {
             if let Some(g) = row_group(&line) {
-                if group.as_ref().is_none_or(|(cur, _)| cur != g) {
+                if group.as_ref().is_none_or(|(cur, _)| *cur != g) {
                     if let Some((cur, t0)) = group.take() {
                         eprintln!(
-                            "bench: group {cur} took {:.1} s",
+                            "bench: {:.1} s from group {cur}'s first row to the next group's",
                             t0.elapsed().as_secs_f64()
                         );
                     }
-                    group = Some((g.to_string(), std::time::Instant::now()));
+                    group = Some((g, std::time::Instant::now()));
                 }
             }
             println!("{line}");
@@ -445,7 +445,7 @@ fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>
         .map_err(|e| fail(format!("running {}: {e}", b.display())))?;
     if let Some((cur, t0)) = group {
         eprintln!(
-            "bench: group {cur} took {:.1} s (to its binary's end)",
+            "bench: {:.1} s from group {cur}'s first row to its binary's end",
             t0.elapsed().as_secs_f64()
         );
     }
@@ -459,13 +459,11 @@ fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>
 /// `B13/gpu-scope  time: ...` or of `{"name": "B13/...", ...}`): the time
 /// from a group's first row to the next group's first row is about the
 /// group's (its setup before its first row counts to the group before).
-fn row_group(line: &str) -> Option<&str> {
-    let name = json_field(line, "name")
-        .map(|_| line.split('"').nth(3).unwrap_or(""))
-        .unwrap_or(line);
+fn row_group(line: &str) -> Option<String> {
+    let name = json_field(line, "name").unwrap_or_else(|| line.to_owned());
     let (g, _) = name.split_once('/')?;
     let ok = g.starts_with('B') && g.len() <= 12 && !g.contains(' ');
-    ok.then_some(g)
+    ok.then(|| g.to_owned())
 }
 
 /// The `bench.*` files of `bin`, sorted.

@@ -161,11 +161,11 @@ fn a_bench_binary_s_json_rows_are_read() {
 #[test]
 fn a_rows_group_is_its_prefix() {
     assert_eq!(
-        row_group("B13/gpu-scope           time:   [1 ms 2 ms 3 ms]"),
+        row_group("B13/gpu-scope           time:   [1 ms 2 ms 3 ms]").as_deref(),
         Some("B13")
     );
     assert_eq!(
-        row_group(r#"{"name": "B5-cold/run-01-siblings", "value": 1.0, "unit": "ns"}"#),
+        row_group(r#"{"name": "B5-cold/run-01-siblings", "value": 1.0, "unit": "ns"}"#).as_deref(),
         Some("B5-cold")
     );
     assert_eq!(row_group("Benchmarking B13/gpu-scope: Warming up"), None);

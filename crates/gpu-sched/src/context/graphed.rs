@@ -56,7 +56,7 @@ struct Built {
     rt: Runtime,
     raw: RawGraph,
     ops: Vec<NodeOp>,
-    deps: Vec<smallvec::SmallVec<[u32; 4]>>,
+    deps: Deps,
     /// The graph's edges (the dependencies and the lanes').
     edges: usize,
 }
@@ -108,11 +108,6 @@ impl GraphCache {
     /// tells the pool).
     pub fn set_serial(&mut self, serial: bool) {
         self.serial = serial;
-    }
-
-    /// See [`GraphCache::set_serial`].
-    pub fn serial(&self) -> bool {
-        self.serial
     }
 
     /// At most `lanes` chains of nodes side by side in graphs built from
@@ -308,8 +303,7 @@ impl TaskContext {
                 b.raw
             }
             None => {
-                let deps: Vec<smallvec::SmallVec<[u32; 4]>> =
-                    order.iter().map(|&i| canonical_deps(&rec, i)).collect();
+                let deps: Deps = order.iter().map(|&i| canonical_deps(&rec, i)).collect();
                 let ops: Vec<NodeOp> = order.iter().map(|&i| rec.take_op(i)).collect();
                 // The graph's edges: the dependencies, and the lanes'
                 // (`lanes`), with nodes added in an order that follows
@@ -355,6 +349,7 @@ impl TaskContext {
 /// replay to its end 93 ms without, 62 ms with 64 (DESIGN §16).
 pub(crate) const GRAPH_LANES: usize = 64;
 
+/// Per operation, the operations it follows (or the graph's edges into it).
 type Deps = Vec<smallvec::SmallVec<[u32; 4]>>;
 
 /// A topological order of the operations (`deps[i]` are the indices `i`
