@@ -27,6 +27,18 @@ pub enum Error {
         /// The driver's name for it.
         name: String,
     },
+    /// A host wait that guards memory the device may still use kept
+    /// failing past [`crate::RuntimeOptions::wait_limit`] while the device
+    /// reported no broken context. Sticky: the runtime treats the device
+    /// as broken (every such wait after it fails at once) and keeps that
+    /// memory rather than free it under work that may still run.
+    #[error("a wait kept failing for {waited_ms} ms (first: {first}) on a device that reports no broken context; the runtime treats it as broken: memory it may still use is kept, not freed, and every later wait fails; restart the process")]
+    DeviceUnresponsive {
+        /// How long the wait was retried.
+        waited_ms: u64,
+        /// The first error of the wait.
+        first: String,
+    },
     /// The device could not allocate.
     #[error("out of device memory: asked for {requested} bytes while {during}; free buffers no longer needed or ask for less")]
     OutOfMemory {
@@ -287,6 +299,9 @@ impl From<cudarc::driver::DriverError> for Error {
 impl Error {
     /// Whether the device context is broken for good.
     pub fn is_sticky(&self) -> bool {
-        matches!(self, Error::StickyDeviceError { .. })
+        matches!(
+            self,
+            Error::StickyDeviceError { .. } | Error::DeviceUnresponsive { .. }
+        )
     }
 }

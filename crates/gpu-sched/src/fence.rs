@@ -34,7 +34,8 @@ impl Drop for FenceEvent {
     fn drop(&mut self) {
         let checks = std::mem::take(self.checks.get_mut());
         if !checks.is_empty() {
-            conclude_at_fence_drop(&self.rt, checks, self.ev.as_ref().map(|p| p.raw));
+            // Deferred, never waited for here: the event goes with them.
+            conclude_at_fence_drop(&self.rt, checks, self.ev.take());
         }
         if let Some(p) = self.ev.take() {
             self.rt.give_event(p);

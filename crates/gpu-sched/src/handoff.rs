@@ -6,7 +6,7 @@
 //! go through; buffers' drops free through this file.
 
 use crate::context::{wait_streams, waits_for_building};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::{device_bytes, Runtime};
 use gpu_epoch::{Access, Decision, StreamId, Uses};
 
@@ -23,8 +23,9 @@ impl Runtime {
     /// no operation on it is submitted after this call.
     pub(crate) unsafe fn free_ordered(&self, ptr: u64, bytes: usize, uses: &Uses) {
         // Earlier frees deferred first: this one, deferred, waits for the
-        // next chance.
+        // next chance. Then the deferred checks already done (a query each).
         self.retry_deferred_frees();
+        crate::context::reap(self, false);
         // SAFETY: the caller's contract, passed on.
         unsafe { self.free_or_defer(ptr, bytes, uses) };
     }
@@ -125,9 +126,16 @@ impl Runtime {
     /// is done; the first error once the device is broken.
     ///
     /// A driver that neither runs the work nor reports a broken device for
-    /// a minute leaves no safe way on: the process aborts rather than hand
-    /// back memory a copy may still write.
+    /// [`crate::RuntimeOptions::wait_limit`] (a minute by default) leaves
+    /// no way to know when the memory is free: the wait returns
+    /// [`Error::DeviceUnresponsive`], and so does every later one at once
+    /// (sticky: the device is treated as broken). Its callers then keep
+    /// the memory (never free or hand it back), as for a broken context.
+    /// Nothing here aborts the process.
     pub(crate) fn wait_past_errors(&self, mut wait: impl FnMut() -> Result<()>) -> Result<()> {
+        if let Some(e) = self.unresponsive().get() {
+            return Err(e.clone());
+        }
         let first = match wait() {
             Ok(()) => return Ok(()),
             Err(e) => e,
@@ -140,13 +148,51 @@ impl Runtime {
             if wait().is_ok() {
                 return Ok(());
             }
-            if start.elapsed() > std::time::Duration::from_secs(60) {
-                eprintln!(
-                    "gpu: a wait kept failing for 60 s after `{first}` on a device that \
-                     reports no broken context, with memory it may still use about to be \
-                     handed back; aborting"
-                );
-                std::process::abort();
+            let waited = start.elapsed();
+            if waited > self.wait_limit() {
+                let e = Error::DeviceUnresponsive {
+                    waited_ms: waited.as_millis() as u64,
+                    first: first.to_string(),
+                };
+                return Err(self.unresponsive().get_or_init(|| e).clone());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// [`Runtime::wait_past_errors`] for host memory the caller only
+    /// borrows for this call (a copy to or from a `&mut [T]` or a
+    /// page-locked `&[T]`): the memory cannot be kept, so the wait cannot
+    /// end while the queued copy may still touch it. Past the wait limit it
+    /// marks the device unresponsive (every wait that guards memory the
+    /// runtime owns then fails at once with [`Error::DeviceUnresponsive`],
+    /// so the rest of the program learns it), says so once on stderr, and
+    /// goes on waiting: soundness over liveness, on a driver that neither
+    /// runs the work nor reports a broken context. It never aborts.
+    pub(crate) fn wait_past_errors_borrowed(
+        &self,
+        mut wait: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let first = match wait() {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
+        let start = std::time::Instant::now();
+        loop {
+            if self.driver().check_sticky().is_err() {
+                return Err(first);
+            }
+            if wait().is_ok() {
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            if waited > self.wait_limit() && self.unresponsive().get().is_none() {
+                let e = Error::DeviceUnresponsive {
+                    waited_ms: waited.as_millis() as u64,
+                    first: first.to_string(),
+                };
+                eprintln!("gpu: {e}; a copy through borrowed host memory goes on waiting for it");
+                let _ = self.unresponsive().set(e);
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

@@ -73,7 +73,7 @@ pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, V
 pub use capture::CaptureHandle;
 pub use context::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphCache, GraphLaunch, GraphStats, ReadArg,
-    Reads, TaskContext, TouchList, WriteArg, Writes,
+    Reads, TaskContext, TouchList, Unchecked, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.

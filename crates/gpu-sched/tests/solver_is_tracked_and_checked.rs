@@ -317,21 +317,41 @@ fn info_is_reported_at_the_next_wait(rt: &Runtime) {
 }
 backend_tests!(info_is_reported_at_the_next_wait);
 
-/// A task dropped with a failed result unchecked: the failure is kept for
-/// the runtime and reported by the next synchronize of a task.
+/// A task dropped with a failed result unchecked: its drop does not wait
+/// on the host, the failure is not handed to an unrelated task's wait
+/// (which keeps its data), and the runtime's next synchronize reports it,
+/// once. The same for a final fence dropped with the results it carries.
 fn an_unwaited_failure_is_not_lost(rt: &Runtime) {
+    let u = rt.begin_task().unwrap();
+    let x = u.from_host(&[1.0f32]).unwrap();
+    u.synchronize().unwrap();
+    let before = rt.counters();
     {
         let t = rt.begin_task().unwrap();
         let mut a = t.from_host(&[-1.0f64]).unwrap();
         Potrf::new(1).run(&t, &mut a).unwrap();
     }
-    let u = rt.begin_task().unwrap();
-    let x = u.from_host(&[1.0f32]).unwrap();
-    match u.to_vec(&x) {
+    let d = rt.counters().since(&before);
+    assert_eq!(d.host_syncs, 0, "the drop waited on the host: {d:?}");
+    assert_eq!(u.to_vec(&x).unwrap(), [1.0]);
+    match rt.synchronize() {
         Err(Error::NotPositiveDefinite { minor: 1, .. }) => {}
         r => panic!("expected the dropped task's failure, got {r:?}"),
     }
+    rt.synchronize().unwrap();
+    {
+        let t = rt.begin_task().unwrap();
+        let mut a = t.from_host(&[-4.0f64]).unwrap();
+        Potrf::new(1).run(&t, &mut a).unwrap();
+        let f = t.final_fence().unwrap();
+        drop(t);
+        drop(f);
+    }
     assert_eq!(u.to_vec(&x).unwrap(), [1.0]);
+    match rt.synchronize() {
+        Err(Error::NotPositiveDefinite { minor: 1, .. }) => {}
+        r => panic!("expected the dropped fence's failure, got {r:?}"),
+    }
 }
 backend_tests!(an_unwaited_failure_is_not_lost);
 

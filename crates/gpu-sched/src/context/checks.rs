@@ -1,8 +1,17 @@
 //! Results a library leaves for the host (a factorization's `info`, §14),
 //! checked at the task's next host wait rather than with a wait of their
 //! own: the fast path never waits. A task's unchecked results travel with
-//! its final fence to the task that joins it (`gpu`'s scopes), so they
-//! reach whoever waits next; one that is dropped unwaited waits for them.
+//! its final fence (or, for a task that queued nothing of its own, as
+//! [`Unchecked`]) to the task that joins it (`gpu`'s scopes), up to the
+//! API that ended the tasks, which checks them before it returns
+//! (DESIGN "Where a failure goes").
+//!
+//! A task or fence dropped with results unchecked never blocks: its
+//! results are deferred to the runtime's reclaim path (a list checked,
+//! without waiting, at each ordered free and at [`crate::Runtime::synchronize`],
+//! which waits for them). A failure found there belongs to nobody's wait
+//! but the runtime's next [`crate::Runtime::synchronize`]: never to an
+//! unrelated task's wait, which keeps its data.
 
 use super::TaskContext;
 use crate::error::{Error, Result};
@@ -54,7 +63,10 @@ fn conclude(checks: Vec<Pending>, own_done: bool) -> Result<()> {
             Some(f) => wait_for(f),
         };
         let r = match (done, p.after) {
-            (true, Some(f)) => f.synchronize().and_then(|()| p.check.verdict()),
+            // The fence is held until the word is read: it holds the
+            // runtime, whose drop frees the words' pages (a fence of
+            // another device's runtime may be the last that holds it).
+            (true, Some(f)) => f.clone().synchronize().and_then(|()| p.check.verdict()),
             (true, None) => p.check.verdict(),
             (false, _) => {
                 std::mem::forget(p.check.word);
@@ -98,14 +110,15 @@ impl TaskContext {
     }
 
     /// After a synchronize of this task's stream: every pending result,
-    /// the first failure as the error (then also the runtime's results
-    /// found failed where nobody could be told).
+    /// the first failure as the error. Failures of other work nobody took
+    /// (dropped tasks and fences) are not this task's: they go to the
+    /// runtime's next [`crate::Runtime::synchronize`].
     pub(crate) fn conclude_checks(&self) -> Result<()> {
-        if !self.checks.borrow().is_empty() {
-            let checks = std::mem::take(&mut *self.checks.borrow_mut());
-            conclude(checks, true)?;
+        if self.checks.borrow().is_empty() {
+            return Ok(());
         }
-        self.rt.take_unreported().map_or(Ok(()), Err)
+        let checks = std::mem::take(&mut *self.checks.borrow_mut());
+        conclude(checks, true)
     }
 
     /// A fence of this task's stream that carries the task's unchecked
@@ -180,50 +193,177 @@ impl TaskContext {
         conclude(checks, true)
     }
 
-    /// At the task's drop: its results, waited for and checked; failures
-    /// kept for the runtime's next synchronize.
+    /// The results this task took over from tasks it joined (each with
+    /// the fence of its work), for its own joiner: what a task that
+    /// queued nothing of its own hands on instead of a final fence. Its
+    /// own results (none without work of its own) stay.
+    #[doc(hidden)]
+    pub fn take_unchecked(&self) -> Unchecked {
+        let mut mine = self.checks.borrow_mut();
+        if mine.iter().all(|p| p.after.is_some()) {
+            return Unchecked(std::mem::take(&mut *mine));
+        }
+        let (taken, own) = std::mem::take(&mut *mine)
+            .into_iter()
+            .partition(|p| p.after.is_some());
+        *mine = own;
+        Unchecked(taken)
+    }
+
+    /// Takes over `results` ([`TaskContext::take_unchecked`] of a task
+    /// this one joined): checked at this task's next host wait.
+    #[doc(hidden)]
+    pub fn adopt_unchecked(&self, mut results: Unchecked) {
+        if !results.0.is_empty() {
+            self.checks.borrow_mut().append(&mut results.0);
+        }
+    }
+
+    /// At the task's drop: its results, deferred to the runtime's reclaim
+    /// path (never waited for here: a drop does not block). Its own ones
+    /// are covered by a fence recorded now on its stream.
     pub(crate) fn conclude_at_drop(&mut self) {
         let checks = std::mem::take(self.checks.get_mut());
         if checks.is_empty() {
             return;
         }
-        let mut own_done = true;
+        let mut own = None;
         if checks.iter().any(|p| p.after.is_none()) && self.slot.get().is_some() {
-            own_done = self
-                .rt
-                .wait_past_errors(|| {
-                    self.rt
-                        .driver()
-                        .stream_sync(self.raw(), self.rt.sync_mode())
-                })
-                .is_ok();
+            // A record, not a wait; in a capture (no event) or failing,
+            // none: `defer` then reports them unchecked.
+            own = self.fence().ok().filter(|f| f.shared.ev.is_some());
         }
-        if let Err(e) = conclude(checks, own_done) {
-            self.rt.keep_unreported(e);
+        defer(&self.rt, checks, own);
+    }
+}
+
+/// Results of tasks a task joined, handed to its joiner (a task that
+/// queued nothing of its own has no final fence to carry them). For
+/// `gpu`'s scopes; dropped unchecked, they are deferred like a dropped
+/// task's.
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Unchecked(Vec<Pending>);
+
+impl Unchecked {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Adds `other`'s.
+    pub fn append(&mut self, mut other: Unchecked) {
+        self.0.append(&mut other.0);
+    }
+}
+
+impl std::fmt::Debug for Unchecked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unchecked")
+            .field("results", &self.0.len())
+            .finish()
+    }
+}
+
+impl Drop for Unchecked {
+    fn drop(&mut self) {
+        if let Some(rt) = self
+            .0
+            .iter()
+            .find_map(|p| p.after.as_ref().map(|f| f.shared.rt.clone()))
+        {
+            defer(&rt, std::mem::take(&mut self.0), None);
         }
     }
 }
 
-/// At a fence's drop: the results it still carries, waited for (`own`,
-/// its event, before it goes back to the pool) and checked; failures kept
-/// for the runtime's next synchronize.
+/// Defers `checks` to `rt`'s reclaim path: each is checked once its work
+/// is seen done ([`reap`]). `own`: the fence that covers the checks of the
+/// dropped task's own stream (`after: None`); without one (none could be
+/// recorded: a capture, a failed record) nothing says when their writer
+/// is done, so their words are never given back and their results are
+/// reported unchecked.
+fn defer(rt: &crate::Runtime, checks: Vec<Pending>, own: Option<Fence>) {
+    let mut list = Vec::with_capacity(checks.len());
+    for p in checks {
+        match (p.after, &own) {
+            (Some(f), _) => list.push(Pending {
+                check: p.check,
+                after: Some(f),
+            }),
+            (None, Some(f)) => list.push(Pending {
+                check: p.check,
+                after: Some(f.clone()),
+            }),
+            (None, None) => {
+                std::mem::forget(p.check.word);
+                rt.keep_unreported(Error::Unsupported(
+                    "a library result whose work could not be waited for: not checked",
+                ));
+            }
+        }
+    }
+    if !list.is_empty() {
+        rt.deferred_checks().lock().extend(list);
+        rt.note_deferred_checks();
+    }
+}
+
+/// The runtime's deferred checks whose work is done, checked; a failure is
+/// kept for its next [`crate::Runtime::synchronize`]. `wait`: waits for
+/// each (the synchronize, after the device-wide wait: at once); else only
+/// those already seen done, the rest kept (never blocks).
+pub(crate) fn reap(rt: &crate::Runtime, wait: bool) {
+    if !rt.has_deferred_checks() {
+        return;
+    }
+    let list = std::mem::take(&mut *rt.deferred_checks().lock());
+    let mut kept = Vec::new();
+    for p in list {
+        let f = p.after.as_ref().expect("deferred checks have fences");
+        let done = match f.shared.ev.as_ref() {
+            None => Some(true),
+            Some(_) if wait => Some(wait_for(f)),
+            Some(ev) => match rt.driver().event_query(ev.raw) {
+                Ok(true) => Some(true),
+                Ok(false) => None,
+                Err(e) if e.is_sticky() => Some(false),
+                Err(_) => None,
+            },
+        };
+        match done {
+            None => kept.push(p),
+            Some(done) => {
+                if let Err(e) = conclude(vec![p], done) {
+                    rt.keep_unreported(e);
+                }
+            }
+        }
+    }
+    if !kept.is_empty() {
+        rt.deferred_checks().lock().extend(kept);
+        rt.note_deferred_checks();
+    }
+}
+
+/// At a fence's drop: the results it still carries, deferred to the
+/// runtime's reclaim path (never waited for here). `own`: the fence's
+/// event, which covers the carried results of its own task; it moves to a
+/// new fence that the deferred checks hold.
 pub(crate) fn conclude_at_fence_drop(
     rt: &crate::Runtime,
     checks: Vec<Pending>,
-    own: Option<crate::driver::RawEvent>,
+    own: Option<Box<crate::pool::PooledEvent>>,
 ) {
-    let mut own_done = true;
-    if checks.iter().any(|p| p.after.is_none()) {
-        own_done = match own {
-            Some(ev) => rt.wait_past_errors(|| rt.driver().event_sync(ev)).is_ok(),
-            // Checks with no record to wait for are never carried
-            // (`final_fence`): nothing is known to be done.
-            None => false,
-        };
-    }
-    if let Err(e) = conclude(checks, own_done) {
-        rt.keep_unreported(e);
-    }
+    let own = own.map(|ev| Fence {
+        shared: std::sync::Arc::new(crate::fence::FenceEvent {
+            rt: rt.clone(),
+            ev: Some(ev),
+            nodes: None,
+            checks: Default::default(),
+        }),
+    });
+    defer(rt, checks, own);
 }
 
 /// After a successful wait for a fence's event: the results it carries,

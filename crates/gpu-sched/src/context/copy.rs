@@ -163,7 +163,8 @@ impl TaskContext {
     /// device still works), or with the error once the device is broken
     /// for good and nothing more runs on it ([`Runtime::wait_past_errors`]).
     pub(crate) fn synchronize_past_errors(&self) -> Result<()> {
-        self.rt.wait_past_errors(|| self.synchronize_stream())?;
+        self.rt
+            .wait_past_errors_borrowed(|| self.synchronize_stream())?;
         self.conclude_checks()
     }
 

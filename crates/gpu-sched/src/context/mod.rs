@@ -31,7 +31,8 @@ mod memory;
 mod raw;
 mod tracked;
 
-pub(crate) use checks::{conclude_at_fence_drop, conclude_carried, Check, Judge, Pending};
+pub use checks::Unchecked;
+pub(crate) use checks::{conclude_at_fence_drop, conclude_carried, reap, Check, Judge, Pending};
 pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
 };

@@ -67,6 +67,8 @@ pub struct FaultInjector {
     kind: Mutex<FaultKind>,
     /// Or the next call of this name fails (with `kind`).
     next: Mutex<Option<&'static str>>,
+    /// Or every call of this name fails (with `kind`), until disarmed.
+    always: Mutex<Option<&'static str>>,
     /// The name of every call made, in order (its index is its number).
     log: Mutex<Vec<&'static str>>,
     /// The call that failed, if one did: its number, name and error.
@@ -82,6 +84,7 @@ impl FaultInjector {
             target: AtomicU64::new(u64::MAX),
             kind: Mutex::new(FaultKind::Driver),
             next: Mutex::new(None),
+            always: Mutex::new(None),
             log: Mutex::new(Vec::new()),
             fired: Mutex::new(None),
             broken: AtomicBool::new(false),
@@ -105,10 +108,19 @@ impl FaultInjector {
         *self.next.lock() = Some(name);
     }
 
+    /// Makes every call named `name` fail with `kind` until
+    /// [`FaultInjector::disarm`]: a driver that keeps failing a wait while
+    /// reporting no broken context.
+    pub fn fail_always(&self, name: &'static str, kind: FaultKind) {
+        *self.kind.lock() = kind;
+        *self.always.lock() = Some(name);
+    }
+
     /// Fails no call from now on (the one armed, if it has not failed yet).
     pub fn disarm(&self) {
         self.target.store(u64::MAX, Ordering::SeqCst);
         *self.next.lock() = None;
+        *self.always.lock() = None;
     }
 
     /// How many calls were made.
@@ -154,7 +166,7 @@ impl FaultInjector {
             if hit {
                 *next = None;
             }
-            hit
+            hit || *self.always.lock() == Some(name)
         };
         if !next && n != self.target.load(Ordering::SeqCst) {
             return Ok(());

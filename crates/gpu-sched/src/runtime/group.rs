@@ -220,6 +220,10 @@ impl Group {
             info: Default::default(),
             unreported: Default::default(),
             has_unreported: Default::default(),
+            deferred_checks: Default::default(),
+            has_deferred_checks: Default::default(),
+            unresponsive: OnceLock::new(),
+            wait_limit: self.opts.wait_limit,
         });
         members[ordinal] = Member::Counted(Arc::downgrade(&inner));
         Ok(Runtime {

@@ -59,9 +59,11 @@ impl InfoWord {
     pub(crate) fn get(&self) -> i32 {
         // SAFETY: a live word of a page that lives while its runtime does:
         // pages are freed only by the runtime's drop, and every word is held
-        // by a check kept in a task or a fence, each of which holds the
-        // runtime. Volatile, as the device wrote it behind the compiler's
-        // back.
+        // by a check kept in its task (which holds the runtime) or with the
+        // fence of its work (which holds it, and which `checks::conclude`
+        // keeps until the word is read: reading after that fence's last
+        // clone went freed the page, seen with another device's runtime).
+        // Volatile, as the device wrote it behind the compiler's back.
         unsafe { self.host.read_volatile() }
     }
 }

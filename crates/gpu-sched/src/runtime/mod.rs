@@ -91,12 +91,24 @@ pub(crate) struct RuntimeInner {
     /// Words the libraries write their results into ([`InfoWord`]).
     info: info::InfoWords,
     /// Results of library operations found failed where nobody could be
-    /// told (a task or fence dropped unwaited): reported by the next
-    /// synchronize of a task of this runtime.
+    /// told (a task or fence dropped unwaited): reported by the runtime's
+    /// next [`Runtime::synchronize`] only (never by an unrelated task's
+    /// wait: DESIGN "Where a failure goes").
     unreported: parking_lot::Mutex<Option<Error>>,
-    /// Whether `unreported` holds one: read by every synchronize, which
-    /// then takes no lock when it does not.
+    /// Whether `unreported` holds one.
     has_unreported: std::sync::atomic::AtomicBool,
+    /// Checks of dropped tasks and fences, each with the fence of its
+    /// work, checked on the reclaim path (`context::reap`).
+    deferred_checks: parking_lot::Mutex<Vec<crate::context::Pending>>,
+    /// Whether `deferred_checks` may hold some: one load on the paths
+    /// that reap when there are none.
+    has_deferred_checks: std::sync::atomic::AtomicBool,
+    /// Set once a wait kept failing past [`RuntimeOptions::wait_limit`]
+    /// on a device that reports no broken context: every later wait that
+    /// guards memory returns it (the device is treated as broken).
+    unresponsive: OnceLock<Error>,
+    /// [`RuntimeOptions::wait_limit`].
+    wait_limit: std::time::Duration,
 }
 
 impl std::fmt::Debug for RuntimeInner {
@@ -303,9 +315,17 @@ impl Runtime {
     /// Waits on the host until every stream of the runtime finished all
     /// submitted work (a device-wide synchronize).
     ///
+    /// It also reports a failure of library work that nobody took: the
+    /// results of a task or fence dropped with them unchecked (dropping
+    /// never blocks: they are checked on the runtime's reclaim path). Such
+    /// a failure goes here and nowhere else: an unrelated task's wait never
+    /// returns it (DESIGN "Where a failure goes").
+    ///
     /// # Errors
     ///
-    /// Driver errors (a sticky error, for one).
+    /// Driver errors (a sticky error, for one); the first failure of
+    /// dropped work's library results ([`Error::NotPositiveDefinite`],
+    /// ...), once; [`Error::DeviceUnresponsive`] once a wait kept failing.
     pub fn synchronize(&self) -> Result<()> {
         let mut first = None;
         let streams = &self.inner.core.streams;
@@ -340,6 +360,16 @@ impl Runtime {
             }
         }
         self.retry_deferred_frees();
+        // Every stream finished: the deferred checks' work is done.
+        crate::context::reap(self, true);
+        if let Some(e) = self.inner.unresponsive.get() {
+            first.get_or_insert(e.clone());
+        }
+        // A failure of dropped work nobody took is reported here (and only
+        // here), after the wait.
+        if let Some(e) = self.take_unreported() {
+            first.get_or_insert(e);
+        }
         first.map_or(Ok(()), Err)
     }
 
@@ -464,7 +494,36 @@ impl Runtime {
         self.inner.info.take(&*self.inner.core.driver)
     }
 
-    /// Keeps `e` for the next synchronize of a task of this runtime.
+    /// The checks deferred by dropped tasks and fences.
+    pub(crate) fn deferred_checks(&self) -> &parking_lot::Mutex<Vec<crate::context::Pending>> {
+        &self.inner.deferred_checks
+    }
+
+    /// Notes that `deferred_checks` holds some.
+    pub(crate) fn note_deferred_checks(&self) {
+        self.inner
+            .has_deferred_checks
+            .store(true, Ordering::Release);
+    }
+
+    /// Whether `deferred_checks` may hold some (clears the note: the
+    /// caller takes the list).
+    pub(crate) fn has_deferred_checks(&self) -> bool {
+        self.inner.has_deferred_checks.swap(false, Ordering::AcqRel)
+    }
+
+    /// The error of a device that stopped answering waits, once one did
+    /// ([`Runtime::wait_past_errors`]).
+    pub(crate) fn unresponsive(&self) -> &OnceLock<Error> {
+        &self.inner.unresponsive
+    }
+
+    /// How long a wait guarding memory keeps retrying.
+    pub(crate) fn wait_limit(&self) -> std::time::Duration {
+        self.inner.wait_limit
+    }
+
+    /// Keeps `e` for the runtime's next [`Runtime::synchronize`].
     pub(crate) fn keep_unreported(&self, e: Error) {
         // The first is kept (one failure is reported).
         self.inner.unreported.lock().get_or_insert(e);

@@ -45,6 +45,13 @@ pub struct RuntimeOptions {
     /// (the `k`-th fails, see [`crate::FaultInjector`]). Ignored by CUDA.
     #[doc(hidden)]
     pub fault_injection: Option<Arc<crate::FaultInjector>>,
+    /// How long a host wait that guards memory (a copy through borrowed
+    /// host memory, a gate's end, a dropped buffer's hand-off) retries a
+    /// driver error while the device reports no broken context. Past it
+    /// the wait returns [`crate::Error::DeviceUnresponsive`], and so does
+    /// every such wait after it: the runtime treats the device as broken
+    /// and keeps (never frees) memory it may still use. Default: 60 s.
+    pub wait_limit: std::time::Duration,
 }
 
 impl Default for RuntimeOptions {
@@ -61,6 +68,7 @@ impl Default for RuntimeOptions {
             end_flags: std::env::var_os("GPU_END_FLAGS").is_some_and(|v| v == "1"),
             host_devices: 1,
             fault_injection: None,
+            wait_limit: std::time::Duration::from_secs(60),
         }
     }
 }

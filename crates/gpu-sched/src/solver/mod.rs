@@ -111,12 +111,17 @@ fn ready(t: &TaskContext) -> Result<()> {
     }
 }
 
-/// Registers the check of `op`'s result word after it was queued.
+/// Registers the check of `op`'s result word once the work that writes it
+/// may have been queued (`queued`); otherwise the word goes back unused
+/// (nothing writes it), so no check waits for work that never was.
 fn check_later(
     t: &TaskContext,
     word: crate::runtime::InfoWord,
     op: &'static str,
+    queued: bool,
     judge: crate::context::Judge,
 ) {
-    t.check_later(Check { word, op, judge });
+    if queued {
+        t.check_later(Check { word, op, judge });
+    }
 }

@@ -103,11 +103,13 @@ impl Potrf {
                 Ok(())
             },
         );
+        let reached = std::cell::Cell::new(false);
         // SAFETY: `A` within its checked span and the workspace of the
         // queried size, on the task's stream; `info` is a live word;
         // queued (potrf is asynchronous).
         let r = unsafe {
             op.run(|_, (), (a, ws)| {
+                reached.set(true);
                 with_handle(t, T::POTRF.0, |h| {
                     let s = (T::POTRF.1)(
                         h,
@@ -123,9 +125,11 @@ impl Potrf {
                 })
             })
         };
-        // Registered whatever `run` returned: a failed call may have queued
-        // the kernel that writes the word (a word never written stays 0).
-        check_later(t, word, OP, judge_potrf);
+        // Registered once the library was called (a failed call may have
+        // queued the kernel that writes the word; a word never written
+        // stays 0); a refusal before it queued nothing (a capture, another
+        // device's buffer): the word goes back unused.
+        check_later(t, word, OP, r.is_ok() || reached.get(), judge_potrf);
         r
     }
 }
@@ -189,10 +193,12 @@ impl Potrs {
                 host::potrs((uplo, n, nrhs), (a, lda), (b, ldb));
                 Ok(())
             });
+        let reached = std::cell::Cell::new(false);
         // SAFETY: `A` and `B` within their checked spans, on the task's
         // stream; `info` a live word; queued.
         let r = unsafe {
             op.run(|_, (a,), (b,)| {
+                reached.set(true);
                 with_handle(t, T::POTRS.0, |h| {
                     let s = (T::POTRS.1)(
                         h,
@@ -209,9 +215,11 @@ impl Potrs {
                 })
             })
         };
-        // Registered whatever `run` returned: a failed call may have queued
-        // the kernel that writes the word (a word never written stays 0).
-        check_later(t, word, OP, bad_argument);
+        // Registered once the library was called (a failed call may have
+        // queued the kernel that writes the word; a word never written
+        // stays 0); a refusal before it queued nothing (a capture, another
+        // device's buffer): the word goes back unused.
+        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument);
         r
     }
 }
@@ -322,10 +330,12 @@ impl Getrf {
                 Ok(())
             },
         );
+        let reached = std::cell::Cell::new(false);
         // SAFETY: `A`, `ipiv` and the workspace within their checked or
         // queried sizes, on the task's stream; `info` a live word; queued.
         let r = unsafe {
             op.run(|_, (), (a, ipiv, ws)| {
+                reached.set(true);
                 with_handle(t, T::GETRF.0, |h| {
                     let s = (T::GETRF.1)(
                         h,
@@ -341,9 +351,11 @@ impl Getrf {
                 })
             })
         };
-        // Registered whatever `run` returned: a failed call may have queued
-        // the kernel that writes the word (a word never written stays 0).
-        check_later(t, word, OP, judge_getrf);
+        // Registered once the library was called (a failed call may have
+        // queued the kernel that writes the word; a word never written
+        // stays 0); a refusal before it queued nothing (a capture, another
+        // device's buffer): the word goes back unused.
+        check_later(t, word, OP, r.is_ok() || reached.get(), judge_getrf);
         r
     }
 }
@@ -426,12 +438,14 @@ impl Getrs {
                 Ok(())
             },
         );
+        let reached = std::cell::Cell::new(false);
         // SAFETY: `A`, `ipiv` and `B` within their checked spans, on the
         // task's stream; `info` a live word; queued. The pivots name rows
         // `1..=n` of `B` only: `Pivots` are written by `Getrf` alone, whose
         // rows its bound covers, checked `<= n` above.
         let r = unsafe {
             op.run(|_, (a, ipiv), (b,)| {
+                reached.set(true);
                 with_handle(t, T::GETRS.0, |h| {
                     let s = (T::GETRS.1)(
                         h,
@@ -449,9 +463,11 @@ impl Getrs {
                 })
             })
         };
-        // Registered whatever `run` returned: a failed call may have queued
-        // the kernel that writes the word (a word never written stays 0).
-        check_later(t, word, OP, bad_argument);
+        // Registered once the library was called (a failed call may have
+        // queued the kernel that writes the word; a word never written
+        // stays 0); a refusal before it queued nothing (a capture, another
+        // device's buffer): the word goes back unused.
+        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument);
         r
     }
 }
@@ -509,10 +525,12 @@ impl Geqrf {
                 Ok(())
             },
         );
+        let reached = std::cell::Cell::new(false);
         // SAFETY: `A`, `tau` and the workspace within their checked or
         // queried sizes, on the task's stream; `info` a live word; queued.
         let r = unsafe {
             op.run(|_, (), (a, tau, ws)| {
+                reached.set(true);
                 with_handle(t, T::GEQRF.0, |h| {
                     let s = (T::GEQRF.1)(
                         h,
@@ -529,9 +547,11 @@ impl Geqrf {
                 })
             })
         };
-        // Registered whatever `run` returned: a failed call may have queued
-        // the kernel that writes the word (a word never written stays 0).
-        check_later(t, word, OP, bad_argument);
+        // Registered once the library was called (a failed call may have
+        // queued the kernel that writes the word; a word never written
+        // stays 0); a refusal before it queued nothing (a capture, another
+        // device's buffer): the word goes back unused.
+        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument);
         r
     }
 }

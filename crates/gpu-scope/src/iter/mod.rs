@@ -70,7 +70,7 @@ pub use crate::pipeline::{par_map, par_map_on, par_map_pinned, PipelineOptions};
 pub use adaptors::{Enumerate, EnumerateParts, InTask, Zip, ZipParts};
 pub use map::Map;
 
-use crate::scope::{run_scope, Join, Scope};
+use crate::scope::{end_top_level, run_scope, Join, Scope};
 use gpu_sched::{Buffer, DeviceRepr, Error, Result, Runtime, Split, TaskContext, View, ViewMut};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
@@ -175,19 +175,36 @@ where
     R: Send,
     F: for<'s> Fn(&Scope<'_, '_>, Item<'s, I>) -> Result<R> + Send + Sync,
 {
-    let (mut parts, task) = src.prepare()?;
-    let own;
-    let ctx = match task.get() {
-        Some(t) => t,
+    let (parts, task) = src.prepare()?;
+    match task.get() {
+        Some(t) => drive_on::<I, R, F, X>(t, true, parts, f, then),
         None => {
-            own = parts.runtime().begin_task()?;
-            &own
+            // A task of the run's own, ended here: the chunks' library
+            // results are checked before the terminal returns.
+            let own = parts.runtime().begin_task()?;
+            let r = drive_on::<I, R, F, X>(&own, false, parts, f, then);
+            end_top_level(&own, r)
         }
-    };
+    }
+}
+
+/// [`drive`] on `ctx`: the given task (`given`) or the run's own.
+fn drive_on<I, R, F, X>(
+    ctx: &TaskContext,
+    given: bool,
+    mut parts: I::Parts,
+    f: F,
+    then: impl FnOnce(&TaskContext, Vec<R>) -> Result<X>,
+) -> Result<X>
+where
+    I: ChunkIterator,
+    R: Send,
+    F: for<'s> Fn(&Scope<'_, '_>, Item<'s, I>) -> Result<R> + Send + Sync,
+{
     // A task of the run's own that restamps nothing needs not wait for the
     // chunks (later users of their buffers are ordered by the stamps); a
     // given task goes on after the call, so it is ordered after them.
-    let join = if task.get().is_some() || parts.rejoins() {
+    let join = if given || parts.rejoins() {
         Join::Always
     } else {
         Join::IfSubmitted

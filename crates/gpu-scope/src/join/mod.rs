@@ -3,7 +3,9 @@
 //! is `rayon_core::join`, with `b` a task of its own.
 
 use crate::registry;
-use crate::scope::{extend, hand_over_final, run_scope_with, Fences, Join, Scope, ScopeState};
+use crate::scope::{
+    end_top_level, extend, hand_over_final, run_scope_with, Fences, Join, Scope, ScopeState,
+};
 use gpu_sched::{CaptureHandle, Error, Result, Runtime, TaskContext};
 
 impl Scope<'_, '_> {
@@ -348,7 +350,10 @@ where
     // Matched by reference: the context is not moved into a slot of its
     // own (a debug build keeps every such copy on the stack).
     match &begin_join_task() {
-        Ok(ctx) => join_in_worker(ctx, a, b, Join::IfSubmitted),
+        Ok(ctx) => {
+            let r = join_in_worker(ctx, a, b, Join::IfSubmitted);
+            end_top_level(ctx, r)
+        }
         Err(e) => Err(e.clone()),
     }
 }

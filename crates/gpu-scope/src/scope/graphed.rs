@@ -1,7 +1,7 @@
 //! `Graphed`: a scope run many times that becomes a CUDA graph by itself
 //! (DESIGN §14; the machinery is `gpu_sched`'s `TaskContext::graphed_scope`).
 
-use super::{run_scope, Join, Scope};
+use super::{end_top_level, run_scope, Join, Scope};
 use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 
 /// A scope that becomes a CUDA graph by itself when it runs again and
@@ -167,9 +167,7 @@ impl Graphed {
     {
         let ctx = self.rt.begin_task()?;
         let r = ctx.graphed_scope(&mut self.cache, || run_scope(&ctx, op, Join::IfSubmitted));
-        drop(ctx);
-        self.rt.trace_flush();
-        r
+        end_top_level(&ctx, r)
     }
 
     /// What the runs did so far: graphs built, replays, kernel nodes set

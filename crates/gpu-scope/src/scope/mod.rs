@@ -103,6 +103,10 @@ pub(crate) fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
             }
             Err(e) => state.fail(e),
         }
+        // The results it took over from the tasks it joined (a nested
+        // scope's, a join's), each with its own fence: no final fence of
+        // its own carries them.
+        state.push_unchecked(ctx.take_unchecked());
         return;
     }
     // The final fence carries the task's unchecked library results (a
@@ -111,11 +115,37 @@ pub(crate) fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
         Ok(fin) => state.push_final(fin),
         Err(e) => {
             // Without a final fence the joiner cannot order after this
-            // task: wait here so nothing is left running.
-            let _ = ctx.synchronize();
-            state.fail(e)
+            // task: wait here so nothing is left running (which also
+            // checks its results: a failure among them is reported too).
+            state.fail(e);
+            if let Err(e) = ctx.synchronize() {
+                state.fail(e);
+            }
         }
     }
+    // What a fence could not carry (in a scope capture, whose fences stand
+    // for graph nodes): the results taken over from other tasks.
+    state.push_unchecked(ctx.take_unchecked());
+}
+
+/// The end of every API that begins a task of its own and ends it before
+/// it returns (`scope`, `in_place_scope`, `join`, the chunk iterators'
+/// terminals, `with_task`, `capture`, `Graphed::scope`; `par_map` and
+/// `ThreadPool::install` through these): the one place where the library
+/// results of every task the call covered are checked, so a failure is
+/// never lost (DESIGN "Where a failure goes"). They reached `ctx` through
+/// the tasks' final fences and [`ScopeState`]'s results; a nested scope or
+/// join hands them on to its own task instead, up to here.
+///
+/// The body's error comes first; the checks run also after one (a wait
+/// for the results' work), and their failure is returned when the body
+/// succeeded.
+pub(crate) fn end_top_level<R>(ctx: &TaskContext, r: Result<R>) -> Result<R> {
+    ctx.runtime().trace_flush();
+    let checked = ctx.check_results();
+    let r = r?;
+    checked?;
+    Ok(r)
 }
 
 /// A scope's handle inside one task: submit GPU work through it (it
@@ -418,12 +448,7 @@ where
 {
     let ctx = rt.begin_task()?;
     let r = run_scope(&ctx, op, Join::IfSubmitted);
-    rt.trace_flush();
-    let r = r?;
-    // Results of library operations nobody waited for (a factorization's
-    // info): waited for and checked here, so a failure is not lost.
-    ctx.check_results()?;
-    Ok(r)
+    end_top_level(&ctx, r)
 }
 
 /// [`scope`] on a given runtime.
@@ -521,8 +546,7 @@ where
 {
     let ctx = rt.begin_task()?;
     let g = ctx.capture_scope(|| run_scope(&ctx, op, Join::IfSubmitted));
-    rt.trace_flush();
-    g
+    end_top_level(&ctx, g)
 }
 
 /// Whether a scope's task waits on the device for its tasks' final fences.

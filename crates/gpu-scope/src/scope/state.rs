@@ -3,7 +3,7 @@
 //! wait at its end.
 
 use super::Join;
-use gpu_sched::{Error, Fence, Result, TaskContext};
+use gpu_sched::{Error, Fence, Result, TaskContext, Unchecked};
 use std::any::Any;
 use std::panic::resume_unwind;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,6 +56,10 @@ pub(crate) struct ScopeState {
 #[derive(Default)]
 pub(super) struct Collected {
     finals: Mutex<Vec<Fence>>,
+    /// Library results of tasks that queued nothing of their own but
+    /// joined tasks that did (a nested scope's, a join's): each with the
+    /// fence of its work, for the scope's task to check or hand on.
+    unchecked: Mutex<Unchecked>,
     panic: Mutex<Option<Box<dyn Any + Send>>>,
     error: Mutex<Option<Error>>,
     /// Spawned jobs, possibly not started.
@@ -170,6 +174,23 @@ impl ScopeState {
         lock(&self.more().finals).push(f);
     }
 
+    /// Keeps a task's results that travel without a final fence
+    /// ([`TaskContext::take_unchecked`]).
+    pub(super) fn push_unchecked(&self, u: Unchecked) {
+        if u.is_empty() {
+            return;
+        }
+        self.touch();
+        lock(&self.more().unchecked).append(u);
+    }
+
+    /// Hands the results kept by [`ScopeState::push_unchecked`] to `ctx`.
+    fn unchecked_to(&self, ctx: &TaskContext) {
+        if let Some(more) = self.more.get() {
+            ctx.adopt_unchecked(std::mem::take(&mut *lock(&more.unchecked)));
+        }
+    }
+
     pub(super) fn finals(&self) -> Vec<Fence> {
         match self.more.get() {
             Some(more) => std::mem::take(&mut *lock(&more.finals)),
@@ -212,6 +233,9 @@ impl ScopeState {
     /// panic or returns the first error.
     pub(crate) fn end(&self, ctx: &TaskContext, join: Join) -> Result<()> {
         self.wait_all();
+        // The tasks' results that came without a fence go to `ctx` (checked
+        // by whoever ends it, or carried by its final fence).
+        self.unchecked_to(ctx);
         let failed = self.failed();
         if failed || join == Join::Always || ctx.has_submitted() {
             if let Err(e) = self.join_into(ctx, failed) {
@@ -237,6 +261,7 @@ impl ScopeState {
     #[inline(never)]
     pub(crate) fn end_unwinding(&self, ctx: &TaskContext) {
         self.wait_all();
+        self.unchecked_to(ctx);
         let _ = self.join_into(ctx, true);
     }
 
