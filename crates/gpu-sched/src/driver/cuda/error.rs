@@ -2,8 +2,9 @@
 //! mapping of a result to `Ok` or an [`Error`].
 //!
 //! `sys::CUresult` is cudarc's `#[repr(u32)]` enum, and a driver call
-//! returns it as such: results are matched as its variants. A code this
-//! cudarc version (`cuda-12020`) does not list, from a newer driver, would
+//! returns it as such: results are matched as its variants. A code that
+//! cudarc's bindings (of the CUDA version its feature selects, `cuda-12020`
+//! unless the project chose another) do not list, from a newer driver, would
 //! be an invalid value of the enum as soon as the call returns, before any
 //! code here could look at it (cudarc's own wrappers are in the same place).
 

@@ -44,9 +44,34 @@ use std::ptr;
 use std::time::{Duration, Instant};
 
 mod args;
+mod compat;
 mod device;
 mod error;
 mod graph;
+#[cfg(any(
+    feature = "nccl-02022",
+    feature = "nccl-02024",
+    feature = "nccl-02025",
+    feature = "nccl-02026",
+    feature = "nccl-02027",
+    feature = "nccl-02028",
+    feature = "nccl-02029",
+    feature = "nccl-02030",
+    feature = "nccl-version-from-build-system"
+))]
+pub(crate) mod nccl;
+#[cfg(not(any(
+    feature = "nccl-02022",
+    feature = "nccl-02024",
+    feature = "nccl-02025",
+    feature = "nccl-02026",
+    feature = "nccl-02027",
+    feature = "nccl-02028",
+    feature = "nccl-02029",
+    feature = "nccl-02030",
+    feature = "nccl-version-from-build-system"
+)))]
+#[path = "nccl_off.rs"]
 pub(crate) mod nccl;
 mod probe;
 #[cfg(test)]
@@ -54,7 +79,6 @@ mod test;
 
 use args::{pack_args, ArgSlot};
 pub(crate) use device::CudaDriver;
-use device::BOUND_DRIVER;
 
 use error::sticky_error;
 #[cfg(test)]
@@ -233,7 +257,7 @@ impl Driver for CudaDriver {
         // SAFETY: `call` made the context current; both events belong to this
         // driver; `ms` is a valid out-pointer.
         self.call("cuEventElapsedTime", || unsafe {
-            sys::cuEventElapsedTime(&mut ms, cu_event(start), cu_event(end))
+            compat::cu_event_elapsed_time(&mut ms, cu_event(start), cu_event(end))
         })?;
         Ok(ms)
     }
@@ -422,17 +446,16 @@ impl Driver for CudaDriver {
         self.call("cuDeviceGetDefaultMemPool", || unsafe {
             sys::cuDeviceGetDefaultMemPool(&mut pool, dev)
         })?;
-        let access = sys::CUmemAccessDesc {
-            location: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: self.device,
-            },
+        let access = compat::MemAccessDesc {
+            location_type: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: self.device,
             flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
         };
         // SAFETY: `pool` is the other device's default pool; `access` is one
-        // descriptor, alive for the call.
+        // descriptor, alive for the call, laid out as `CUmemAccessDesc`
+        // (`compat::MemAccessDesc`).
         self.call("cuMemPoolSetAccess", || unsafe {
-            sys::cuMemPoolSetAccess(pool, &access, 1)
+            sys::cuMemPoolSetAccess(pool, access.as_ptr(), 1)
         })?;
         Ok(true)
     }
@@ -598,7 +621,7 @@ impl Driver for CudaDriver {
         // during the call only (`RawNode` is a `CUgraphNode` as an integer,
         // of the same size).
         self.call("cuStreamUpdateCaptureDependencies", || unsafe {
-            sys::cuStreamUpdateCaptureDependencies(
+            compat::cu_stream_update_capture_dependencies(
                 cu_stream(s),
                 nodes.as_mut_ptr() as *mut sys::CUgraphNode,
                 deps.len(),
@@ -616,7 +639,7 @@ impl Driver for CudaDriver {
         // driver; every out-pointer is valid (null for the id and graph,
         // which are not wanted).
         self.call("cuStreamGetCaptureInfo_v2", || unsafe {
-            sys::cuStreamGetCaptureInfo_v2(
+            compat::cu_stream_get_capture_info_v2(
                 cu_stream(s),
                 &mut status,
                 ptr::null_mut(),

@@ -26,7 +26,7 @@
 //! forgets the thread's bound driver afterwards, so that the backend's next
 //! call on this thread binds its own context again.
 
-use super::BOUND_DRIVER;
+use super::device::BOUND_DRIVER;
 use crate::driver::collective::{Collectives, Comms};
 use crate::driver::{CallKind, DataType, Driver, RankCall, ReduceOp};
 use crate::error::{Error, Result};

@@ -6,8 +6,9 @@ use cudarc::driver::sys::{self, CUresult};
 use std::ffi::c_void;
 use std::sync::OnceLock;
 
-/// Every driver function this backend calls, by the name cudarc loads. Checked
-/// before the first call, because cudarc panics on a missing symbol.
+/// Every driver function this backend calls, by the name cudarc (or
+/// `compat`) loads. Checked before the first call, because cudarc panics on
+/// a missing symbol.
 const REQUIRED_SYMBOLS: &[&str] = &[
     "cuGetErrorName",
     "cuInit",
@@ -53,6 +54,8 @@ const REQUIRED_SYMBOLS: &[&str] = &[
     "cuLaunchKernel",
     "cuStreamBeginCapture_v2",
     "cuStreamEndCapture",
+    "cuStreamGetCaptureInfo_v2",
+    "cuStreamUpdateCaptureDependencies",
     "cuGraphInstantiateWithFlags",
     "cuGraphDestroy",
     "cuGraphLaunch",
