@@ -269,8 +269,19 @@ impl std::ops::Deref for Scope<'_, '_> {
 /// runtime keeps working; after a kernel fault the context is broken for good,
 /// every later call returns `StickyDeviceError`, and nothing hangs.
 ///
-/// **Memory.** Dropping a buffer, view, event, task or scope never blocks;
-/// memory is freed in stream order, after every queued operation that uses it.
+/// **Library failures.** A failure the device reports after the fact (a
+/// factorization's `info`) is returned by the call that ends the task it
+/// happened in, wherever that task sits below it (a child, a grandchild, a
+/// nested scope, a join, a chunk, another device): this `scope`, `join`,
+/// a chunk iterator's terminal, `with_task`, ... A failure of a task or
+/// fence the user dropped unchecked goes to the runtime's next
+/// `synchronize` only, never to an unrelated task's wait (design note
+/// "Where a failure goes").
+///
+/// **Memory.** Dropping a buffer, view, event, fence, task or scope never
+/// blocks, also with library results unchecked (they are checked later, on
+/// the runtime's reclaim path); memory is freed in stream order, after every
+/// queued operation that uses it.
 /// Streams and events come from pools; `Runtime::live()` reports what exists
 /// and what is in use.
 ///
