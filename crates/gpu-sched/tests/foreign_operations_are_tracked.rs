@@ -2,8 +2,10 @@
 //! work queued by hand, over declared buffers, is ordered as a kernel
 //! launch is (a hand-off before, stamps after), on both backends: on CUDA
 //! the device closure is a raw `cuMemcpyDtoDAsync` on the stream it is
-//! given; on the host backend the host twin runs in stream order. Misuse
-//! gives typed errors and queues nothing.
+//! given; on the host backend the host twin is queued and runs in stream
+//! order (or, `host_sync`, runs while the caller waits). A queued twin's
+//! failure is reported at the task's next wait; a waited one's by `run`.
+//! Misuse gives typed errors and queues nothing.
 
 mod common;
 
@@ -73,8 +75,8 @@ fn a_foreign_read_waits_for_the_writer(rt: &Runtime) {
     let mut y = r.zeros::<f32>(N).unwrap();
     let before = rt.counters();
     std::thread::scope(|sc| {
-        // The host twin runs before `run` returns, behind the writer: the
-        // gate must open meanwhile.
+        // The copy is queued behind the writer (on the host backend the
+        // twin too: `run` does not wait for it); the gate opens meanwhile.
         sc.spawn(|| {
             std::thread::sleep(Duration::from_millis(50));
             g.open();
@@ -187,10 +189,11 @@ fn a_buffer_of_another_runtime_is_refused(rt: &Runtime) {
 }
 backend_tests!(a_buffer_of_another_runtime_is_refused);
 
-/// The twin's error is the operation's, and a twin's panic reaches the
-/// caller after the stream drained; the runtime goes on working.
+/// A twin run while the caller waits (`host_sync`): its error is the
+/// operation's, and its panic reaches the caller after the stream drained;
+/// the runtime goes on working.
 #[test]
-fn a_twins_error_and_panic_reach_the_caller() {
+fn a_waited_twins_error_and_panic_reach_the_caller() {
     let rt = common::runtime(BackendKind::Host);
     let t = rt.begin_task().unwrap();
     let mut y = t.zeros::<f32>(N).unwrap();
@@ -198,7 +201,7 @@ fn a_twins_error_and_panic_reach_the_caller() {
     // never calls it).
     let r: Result<()> = unsafe {
         t.foreign("failing", (), (&mut y,))
-            .host(|(), (_y,): (&mut [f32],)| {
+            .host_sync(|(), (_y,): (&mut [f32],)| {
                 Err(Error::external(
                     "a library",
                     std::io::Error::other("it said no"),
@@ -216,7 +219,7 @@ fn a_twins_error_and_panic_reach_the_caller() {
         // SAFETY: as above.
         unsafe {
             t.foreign("panicking", (), (&mut y,))
-                .host(|(), (_y,): (&mut [f32],)| -> Result<()> { panic!("twin panicked") })
+                .host_sync(|(), (_y,): (&mut [f32],)| -> Result<()> { panic!("twin panicked") })
                 .run(|_, (), _| Ok(()))
         }
     }));
@@ -225,6 +228,79 @@ fn a_twins_error_and_panic_reach_the_caller() {
     k::fill(&t, &mut y, 1.0).unwrap();
     assert!(t.to_vec(&y).unwrap().iter().all(|&v| v == 1.0));
     assert!(rt.races().is_empty(), "{:?}", rt.races());
+}
+
+/// A `host_sync` twin may borrow the caller's data and return a value:
+/// `run` gives it back once the twin ran.
+#[test]
+fn a_waited_twin_borrows_and_returns_a_value() {
+    let rt = common::runtime(BackendKind::Host);
+    let t = rt.begin_task().unwrap();
+    let x = t.from_host(&[1.0f32, 2.0, 3.0]).unwrap();
+    let mut seen = Vec::new();
+    // SAFETY: the device closure queues nothing.
+    let sum = unsafe {
+        t.foreign("sum", (&x,), ())
+            .host_sync(|(x,): (&[f32],), ()| {
+                seen.extend_from_slice(x);
+                Ok(x.iter().sum::<f32>())
+            })
+            .run(|_, _, ()| Ok(0.0))
+    }
+    .unwrap();
+    assert_eq!(sum, 6.0);
+    assert_eq!(seen, [1.0, 2.0, 3.0]);
+}
+
+/// A queued twin (`host`) that fails: `run` returned once it was queued,
+/// so the failure is the device's, as a faulting kernel's: the task's next
+/// wait reports it (a sticky error naming the operation and the twin's
+/// error), and so does every later call on the runtime.
+#[test]
+fn a_queued_twins_error_reaches_the_next_wait() {
+    let rt = common::runtime(BackendKind::Host);
+    let t = rt.begin_task().unwrap();
+    let mut y = t.zeros::<f32>(N).unwrap();
+    t.synchronize().unwrap();
+    // SAFETY: the device closure queues nothing (and the host backend
+    // never calls it).
+    unsafe {
+        t.foreign("failing", (), (&mut y,))
+            .host(|(), (_y,): (&mut [f32],)| {
+                Err(Error::external(
+                    "a library",
+                    std::io::Error::other("it said no"),
+                ))
+            })
+            .run(|_, (), _| Ok(()))
+    }
+    .expect("queued: the twin has not failed yet");
+    let e = error(t.synchronize());
+    assert!(e.is_sticky(), "{e}");
+    common::says(&e, &["failing", "it said no"]);
+    let e = error(t.to_vec(&y));
+    assert!(e.is_sticky(), "{e}");
+}
+
+/// A queued twin that panics: the panic stays on the stream (the caller's
+/// `run` returned), and the task's next wait reports it as a fault naming
+/// the operation and the panic's message.
+#[test]
+fn a_queued_twins_panic_reaches_the_next_wait() {
+    let rt = common::runtime(BackendKind::Host);
+    let t = rt.begin_task().unwrap();
+    let mut y = t.zeros::<f32>(N).unwrap();
+    t.synchronize().unwrap();
+    // SAFETY: as above.
+    unsafe {
+        t.foreign("panicking", (), (&mut y,))
+            .host(|(), (_y,): (&mut [f32],)| -> Result<()> { panic!("twin panicked") })
+            .run(|_, (), _| Ok(()))
+    }
+    .expect("queued: the twin has not run yet");
+    let e = error(t.synchronize());
+    assert!(e.is_sticky(), "{e}");
+    common::says(&e, &["panicking", "twin panicked"]);
 }
 
 /// `?` on a cudarc driver error gives `Error::Driver`, named without

@@ -171,7 +171,7 @@ fn every_chunk_terminal_reports_a_failure_of_a_chunk() {
         reported(
             "par_chunks_mut(..).for_each",
             at,
-            gpu::par_chunks_mut(&mut m, 1).for_each(|s, mut c| chunk_at(s, at, &mut c)),
+            gpu::par_chunks_mut(&mut m, 1).for_each(|s, c| chunk_at(s, at, c)),
         );
         let mut m = chunks();
         reported(

@@ -150,8 +150,12 @@ pub trait Sealed:
     /// The host backend's gemm.
     const HOST_GEMM: HostGemmFn<Self>;
     /// The host backend's trsm (`faer`): `B = alpha op(A)^-1 B` or
-    /// `B = alpha B op(A)^-1`, shapes checked.
+    /// `B = alpha B op(A)^-1`, shapes checked; `alpha = 0` zeroes `B`
+    /// without reading `A`, as reference BLAS.
     fn host_trsm(s: &super::Trsm<Self>, lda: usize, ldb: usize, a: &[Self], b: &mut [Self]);
+    /// The host backend's nrm2: `||x||_2`, scaled as LAPACK's (Blue's
+    /// algorithm), so it overflows or underflows only where the norm does.
+    fn host_nrm2(x: &[Self]) -> Self;
 }
 
 macro_rules! scalar {
@@ -188,6 +192,9 @@ macro_rules! scalar {
                 b: &mut [Self],
             ) {
                 super::host::trsm!(s, lda, ldb, a, b)
+            }
+            fn host_nrm2(x: &[Self]) -> Self {
+                super::host::nrm2!(x)
             }
         }
     };

@@ -96,6 +96,15 @@ impl<T: Scalar> Trsm<T> {
         for (what, v) in [("m", self.m), ("n", self.n), ("lda", lda), ("ldb", ldb)] {
             int(OP, what, v)?;
         }
+        if self.alpha == T::ZERO && self.m > 0 && self.n > 0 {
+            // Reference BLAS: B = 0, A not read (cuBLAS solves with A
+            // anyway: NaN for a zero pivot or a NaN in B, seen on an H100).
+            // A gemm of inner dimension 0 with beta = 0 writes the zeros.
+            return super::Gemm::new(self.m, self.n, 0)
+                .beta(T::ZERO)
+                .ld(self.m, 1, ldb)
+                .run(t, a, a, b);
+        }
         ready(t)?;
         let g = *self;
         let op = t
@@ -200,6 +209,14 @@ impl<T: Scalar> Syrk<T> {
         }
         ready(t)?;
         let g = *self;
+        // Reference BLAS: with alpha = 0, A is not read (C = beta C);
+        // cuBLAS computes 0 * A A^T (NaN from a NaN in A, seen on an H100),
+        // and follows the reference with k = 0.
+        let dev = if g.alpha == T::ZERO {
+            Syrk { k: 0, ..g }
+        } else {
+            g
+        };
         let op = t
             .foreign(T::SYRK.0, (a,), (c,))
             .host(move |(a,): (&[T],), (c,): (&mut [T],)| {
@@ -213,7 +230,7 @@ impl<T: Scalar> Syrk<T> {
                 cuda::syrk(
                     t.runtime(),
                     (t.sid().index(), s.raw()),
-                    &g,
+                    &dev,
                     lda,
                     ldc,
                     a.as_ptr(),

@@ -50,7 +50,7 @@ pub fn axpy<T: Scalar>(
     let op = t
         .foreign(T::AXPY.0, (x,), (y,))
         .host(move |(x,): (&[T],), (y,): (&mut [T],)| {
-            y.iter_mut().zip(x).for_each(|(y, &x)| *y = alpha * x + *y);
+            super::host::axpy(alpha, x, y);
             Ok(())
         });
     // SAFETY: `n` elements of the declared `x` (read) and `y` (written),
@@ -156,7 +156,7 @@ pub fn nrm2<T: Scalar>(
     let op = t
         .foreign(T::NRM2.0, (x,), (out,))
         .host(move |(x,): (&[T],), (out,): (&mut [T],)| {
-            out[0] = x.iter().fold(T::ZERO, |s, &x| s + x * x).sqrt();
+            out[0] = T::host_nrm2(x);
             Ok(())
         });
     // SAFETY: `x.len()` elements of the declared `x` (read), one of `out`
@@ -194,8 +194,7 @@ pub fn axpy_dev<T: Scalar>(
     ready(t)?;
     let op = t.foreign(T::AXPY.0, (alpha, x), (y,)).host(
         move |(a, x): (&[T], &[T]), (y,): (&mut [T],)| {
-            let a = a[0];
-            y.iter_mut().zip(x).for_each(|(y, &x)| *y = a * x + *y);
+            super::host::axpy(a[0], x, y);
             Ok(())
         },
     );

@@ -4,9 +4,19 @@
 //!
 //! ```text
 //! unsafe { t.foreign("cublasSgemm", (&a, &b), (&mut c,)) }
-//!     .host(|(a, b), (c,)| { host_gemm(a, b, c); Ok(()) })   // the host backend's twin
+//!     .host(move |(a, b), (c,)| { host_gemm(a, b, c); Ok(()) })   // the host backend's twin
 //!     .run(|s, (a, b), (c,)| { sgemm(handle, s.raw(), a.as_ptr(), b.as_ptr(), c.as_mut_ptr()) })
 //! ```
+//!
+//! On the host backend the twin is queued on the task's stream as a
+//! kernel's host implementation is, and `run` returns once it is queued,
+//! as the device closure does on CUDA: the twin owns what it uses
+//! (`'static`) and reaches the buffers through pointers that the buffers'
+//! tracking keeps valid until the stream passed it (a buffer is freed only
+//! after a hand-off from the streams that used it). Its error or panic is
+//! a fault of the device, reported by the next wait, as a kernel's.
+//! [`Foreign::host_sync`] keeps a twin that borrows the caller's data or
+//! returns a value: the caller waits for it.
 
 use super::tracked::Touch;
 use super::TaskContext;
@@ -178,8 +188,9 @@ pub struct TouchList<'b> {
 /// (`()` for none), `(&a, &b)`. `E` is the tuple of their element types,
 /// which the compiler infers.
 pub trait Reads<'b, E> {
-    /// What the device closure gets: a [`DevicePtr`] per buffer.
-    type Ptrs: Copy;
+    /// What the device closure gets: a [`DevicePtr`] per buffer (plain
+    /// addresses, which a queued host twin carries to the stream).
+    type Ptrs: Copy + Send + 'static;
     /// What the host twin gets: a `&[T]` per buffer.
     type Host<'h>;
     #[doc(hidden)]
@@ -197,7 +208,7 @@ pub trait Reads<'b, E> {
 /// element types, which the compiler infers.
 pub trait Writes<'b, E> {
     /// What the device closure gets: a [`DevicePtrMut`] per buffer.
-    type Ptrs: Copy;
+    type Ptrs: Copy + Send + 'static;
     /// What the host twin gets: a `&mut [T]` per buffer.
     type Host<'h>;
     #[doc(hidden)]
@@ -269,12 +280,27 @@ tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3, A4 T4 4, A5 T5 5);
 tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3, A4 T4 4, A5 T5 5, A6 T6 6);
 tuples!(A0 T0 0, A1 T1 1, A2 T2 2, A3 T3 3, A4 T4 4, A5 T5 5, A6 T6 6, A7 T7 7);
 
-/// A host twin: safe code over the operation's buffers as slices.
+/// A host twin run while the caller waits ([`Foreign::host_sync`]): safe
+/// code over the operation's buffers as slices, which may borrow the
+/// caller's data and returns the operation's value.
 type HostTwin<'f, 'b, RE, WE, R, W, O> = Box<
     dyn for<'h> FnOnce(<R as Reads<'b, RE>>::Host<'h>, <W as Writes<'b, WE>>::Host<'h>) -> Result<O>
         + Send
         + 'f,
 >;
+
+/// A queued host twin ([`Foreign::host`]) bound to the operation's
+/// buffers' pointers: it owns everything it uses. Called only by the
+/// task's stream once it reached the operation ([`queue_twin`]).
+type QueuedTwin = Box<dyn FnOnce() -> Result<()> + Send>;
+
+/// The host backend's twin of a foreign operation.
+enum Twin<'f, 'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> {
+    /// Queued on the stream; `run` returns the value (`()`) once queued.
+    Queued(QueuedTwin, O),
+    /// Run in stream order while the caller waits.
+    Waited(HostTwin<'f, 'b, RE, WE, R, W, O>),
+}
 
 /// A foreign operation being declared: made by [`TaskContext::foreign`],
 /// given a host twin by [`Foreign::host`], run by [`Foreign::run`].
@@ -285,7 +311,7 @@ pub struct Foreign<'t, 'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> {
     list: TouchList<'b>,
     reads: R::Ptrs,
     writes: W::Ptrs,
-    host: Option<HostTwin<'f, 'b, RE, WE, R, W, O>>,
+    host: Option<Twin<'f, 'b, RE, WE, R, W, O>>,
     capture_safe: bool,
 }
 
@@ -296,7 +322,13 @@ impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> std::fmt::Debug
         f.debug_struct("Foreign")
             .field("name", &self.name)
             .field("buffers", &self.list.touches.len())
-            .field("host", &self.host.is_some())
+            .field(
+                "host",
+                &self.host.as_ref().map(|h| match h {
+                    Twin::Queued(..) => "queued",
+                    Twin::Waited(_) => "waited",
+                }),
+            )
             .field("capture_safe", &self.capture_safe)
             .finish()
     }
@@ -357,25 +389,65 @@ impl TaskContext {
     }
 }
 
-impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
-    Foreign<'_, 'b, 'f, RE, WE, R, W, O>
-where
-    R::Ptrs: Send,
-    W::Ptrs: Send,
-{
+impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>> Foreign<'_, 'b, '_, RE, WE, R, W, ()> {
     /// Gives the operation a host twin: safe code over the same buffers as
     /// slices (`&[T]` for the reads, `&mut [T]` for the writes, in the
-    /// declared order), which the host backend runs in the device
-    /// closure's place, on the task's stream thread, in stream order (the
-    /// race detector checks its accesses as a kernel's). Without one, the
-    /// operation is [`Error::NoHostImplementation`] on the host backend.
-    /// The CUDA backend never runs it. Annotate the closure's parameters:
-    /// `|(a, b): (&[f32], &[f32]), (c,): (&mut [f32],)|`.
+    /// declared order), which the host backend queues in the device
+    /// closure's place: it runs on the task's stream thread, in stream
+    /// order (the race detector checks its accesses as a kernel's), and
+    /// [`Foreign::run`] returns once it is queued, without waiting, as on
+    /// CUDA. Without a twin, the operation is
+    /// [`Error::NoHostImplementation`] on the host backend. The CUDA
+    /// backend never runs it. Annotate the closure's parameters:
+    /// `move |(a, b): (&[f32], &[f32]), (c,): (&mut [f32],)|`.
+    ///
+    /// The twin runs after `run` returned, so it owns what it uses
+    /// (`'static`: scalars moved in, no borrows of the caller's stack; the
+    /// slices it is given are the buffers themselves) and its effects are
+    /// its buffers' contents. An error it returns, or a panic, is a fault
+    /// of the device, as a kernel's panic on the host backend and a
+    /// library kernel's fault on CUDA are: the runtime's context is broken
+    /// for good, and the task's next wait (and every later call on the
+    /// runtime) returns [`Error::StickyDeviceError`] naming the operation
+    /// and the twin's error. A twin that borrows the caller's data, or
+    /// whose failure is an ordinary error of the call: [`Foreign::host_sync`].
     pub fn host(
+        mut self,
+        twin: impl for<'h> FnOnce(R::Host<'h>, W::Host<'h>) -> Result<()> + Send + 'static,
+    ) -> Self {
+        let (reads, writes) = (self.reads, self.writes);
+        let job: QueuedTwin = Box::new(move || {
+            // SAFETY: a queued twin is called only by `queue_twin`'s body,
+            // on the task's stream once it reached the operation: the
+            // hand-offs before it are done, so each pointer holds its
+            // buffer's live elements (a buffer is freed only after a
+            // hand-off from this stream, which follows the operation), and
+            // nothing else touches them until the stream passed it (later
+            // uses are handed to this stream first, as a kernel's; writes
+            // were borrowed `&mut`, so the slices do not alias).
+            let (r, w) = unsafe { (R::host(reads), W::host(writes)) };
+            twin(r, w)
+        });
+        self.host = Some(Twin::Queued(job, ()));
+        self
+    }
+}
+
+impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
+    Foreign<'_, 'b, 'f, RE, WE, R, W, O>
+{
+    /// Gives the operation a host twin that [`Foreign::run`] waits for (a
+    /// synchronize of the task's stream, whatever else is queued on it):
+    /// as [`Foreign::host`], but the twin may borrow the caller's data
+    /// (`'f`) and return the operation's value, and its error is `run`'s
+    /// error, its panic resumed by `run`; the runtime goes on working. For
+    /// a twin whose result the host needs at once; a library call that
+    /// only queues work takes [`Foreign::host`], which does not wait.
+    pub fn host_sync(
         mut self,
         twin: impl for<'h> FnOnce(R::Host<'h>, W::Host<'h>) -> Result<O> + Send + 'f,
     ) -> Self {
-        self.host = Some(Box::new(twin));
+        self.host = Some(Twin::Waited(Box::new(twin)));
         self
     }
 
@@ -389,8 +461,8 @@ where
     /// on a device generator, cuSPARSE's SpMV and SpMM given their buffer;
     /// not cuSOLVER's factorizations (they synchronize), nor anything that
     /// allocates or copies synchronously. The host backend never captures a
-    /// host twin (the graph would outlive its borrows): [`Error::Capturing`]
-    /// there.
+    /// host twin (a twin runs once, a graph at each launch):
+    /// [`Error::Capturing`] there.
     pub fn capture_safe(mut self) -> Self {
         self.capture_safe = true;
         self
@@ -399,10 +471,12 @@ where
     /// Runs the operation: hands every declared buffer to the task's
     /// stream, then, on the CUDA backend, calls `device` with the stream
     /// and the buffers' device pointers (in the declared order), or on the
-    /// host backend runs the host twin in stream order and waits for it;
-    /// then stamps the buffers with the stream's epoch. `device`'s error is
-    /// returned as it is (use [`Error::external`] or `?` on a cudarc
-    /// error).
+    /// host backend queues the host twin on the stream ([`Foreign::host`]:
+    /// `run` returns once it is queued, without waiting, as `device` does)
+    /// or runs it in stream order and waits for it
+    /// ([`Foreign::host_sync`]); then stamps the buffers with the stream's
+    /// epoch. `device`'s error is returned as it is (use
+    /// [`Error::external`] or `?` on a cudarc error).
     ///
     /// # Safety
     ///
@@ -429,13 +503,16 @@ where
     /// [`Error::Capturing`] in a capture without
     /// [`Foreign::capture_safe`] (or with a host twin on the host backend);
     /// [`Error::NoHostImplementation`] on the host backend without a twin;
-    /// the hand-offs' and the device closure's or the twin's errors.
-    /// Nothing is queued when the checks fail.
+    /// the hand-offs' and the device closure's errors, or a
+    /// [`Foreign::host_sync`] twin's. Nothing is queued when the checks
+    /// fail. A queued twin ([`Foreign::host`]) fails later, at the task's
+    /// next wait ([`Error::StickyDeviceError`]).
     ///
     /// # Panics
     ///
-    /// A panic of the host twin is resumed here, after it was caught on
-    /// the stream thread and the stream drained.
+    /// A panic of a [`Foreign::host_sync`] twin is resumed here, after it
+    /// was caught on the stream thread and the stream drained. A queued
+    /// twin's panic is a fault of the device, as its error is.
     pub unsafe fn run(
         self,
         device: impl FnOnce(&ForeignStream<'_>, R::Ptrs, W::Ptrs) -> Result<O>,
@@ -482,6 +559,20 @@ where
                         what: "a foreign operation's host twin",
                     });
                 }
+                let twin = match twin {
+                    Twin::Queued(job, value) => {
+                        // SAFETY: `mem` lists every declared buffer (the
+                        // pointers `job` was bound to), handed to `raw` by
+                        // `tracked` and stamped with this stream after:
+                        // each stays allocated, and untouched by other
+                        // streams, until the stream passed the operation.
+                        t.tracked(name, &mut list.touches, |mem, raw| unsafe {
+                            queue_twin(t, name, raw, mem, job)
+                        })?;
+                        return Ok(value);
+                    }
+                    Twin::Waited(twin) => twin,
+                };
                 let outcome = t.tracked(name, &mut list.touches, |mem, raw| {
                     // SAFETY: `mem` lists every declared buffer, handed to
                     // `raw` by `tracked`; `run_twin` returns only once the
@@ -509,6 +600,53 @@ unsafe fn erase<'a>(f: Arc<dyn Fn() + Send + Sync + 'a>) -> Arc<dyn Fn() + Send 
     unsafe { std::mem::transmute(f) }
 }
 
+/// Queues `job` on the host backend's stream `raw` as an operation over
+/// `mem` (so the race detector checks it as a kernel) and returns: the
+/// stream runs it when it reaches it. An error or a panic of the twin
+/// unwinds out of the operation with a message that names `name`, which
+/// the stream takes as a kernel's panic: a fault of the device, sticky,
+/// reported by every later wait. A stream that never runs it (a broken
+/// context) drops it unrun.
+///
+/// # Safety
+///
+/// `mem` lists the buffers `job` was bound to, handed to `raw` for their
+/// accesses, and they stay live until the stream passed the operation.
+unsafe fn queue_twin(
+    t: &TaskContext,
+    name: &'static str,
+    raw: RawStream,
+    mem: &[MemAccess],
+    job: QueuedTwin,
+) -> Result<()> {
+    let job = Mutex::new(Some(job));
+    let body = Arc::new(move || {
+        // Once: a stream runs an operation once (a capture, whose graph
+        // would replay it, refuses a twin).
+        let Some(job) = job.lock().take() else {
+            return;
+        };
+        let fault = match catch_unwind(AssertUnwindSafe(job)) {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => format!("the host twin of `{name}` failed: {e}"),
+            Err(p) => format!("the host twin of `{name}` panicked: {}", message(&*p)),
+        };
+        // No panic hook: the twin's panic was reported where it happened.
+        resume_unwind(Box::new(fault))
+    });
+    // SAFETY: this function's contract: what `body` touches (the buffers of
+    // `mem`) is live until the stream ran it; its accesses are `mem`.
+    unsafe { t.runtime().driver().host_op(raw, body, mem) }
+}
+
+/// A panic's message, if it has one.
+fn message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
 /// A panic of a host twin, carried to the caller.
 struct Payload(Box<dyn std::any::Any + Send>);
 
@@ -532,11 +670,7 @@ unsafe fn run_twin<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
     twin: HostTwin<'f, 'b, RE, WE, R, W, O>,
     reads: R::Ptrs,
     writes: W::Ptrs,
-) -> Outcome<O>
-where
-    R::Ptrs: Send,
-    W::Ptrs: Send,
-{
+) -> Outcome<O> {
     type Armed<'f, 'b, RE, WE, R, W, O> = (
         HostTwin<'f, 'b, RE, WE, R, W, O>,
         <R as Reads<'b, RE>>::Ptrs,

@@ -8,7 +8,8 @@
 //! fill draws the values at its offset of the seed's sequence and moves
 //! the offset past them, so what a fill writes depends on the seed, the
 //! offset, the length and the kind of fill only, never on which task or
-//! stream runs it, nor on what else runs meanwhile. Two `Rng`s of one
+//! stream runs it, where the output lies (an allocation, or a view at any
+//! element), nor on what else runs meanwhile. Two `Rng`s of one
 //! seed and offset fill alike; fills of one `Rng` in turn draw disjoint
 //! parts of its sequence.
 //!
@@ -157,15 +158,24 @@ impl Rng {
 
     /// Fills `out` with values normal of mean `mean` and standard
     /// deviation `std`, drawn at this offset, and moves the offset past
-    /// them. Any length: cuRAND's normal generation asks for an even count
-    /// (value pairs of the Box-Muller transform) at an address aligned to
-    /// a pair, so on the CUDA backend a first element off that alignment
-    /// and a last element left over are drawn as one pair into a scratch
-    /// buffer and copied in (on the task's stream).
+    /// them. Any length, anywhere: the values depend on the seed, the
+    /// offset and the length only, never on where `out` lies (a view
+    /// starting at an odd element gets the values an allocation gets).
+    ///
+    /// On the CUDA backend, cuRAND's normal generation asks for an even
+    /// count (value pairs of the Box-Muller transform) at an address
+    /// aligned to a pair. A fill of `n` values at offset `o` is: for an
+    /// even `n`, the `n` values cuRAND generates at its offset `8 o`; for
+    /// an odd `n`, the `n - 1` it generates at `8 (o + 1)`, then the
+    /// second of the pair it generates at `8 o`. Where `out` does not start
+    /// at a pair's alignment, they are generated into a scratch buffer
+    /// (allocated on the task's stream, aligned) and copied in, so `out`'s
+    /// address changes nothing; the pair of an odd `n` always goes through
+    /// scratch.
     ///
     /// # Errors
     ///
-    /// As [`Rng::uniform`]; the copy's.
+    /// As [`Rng::uniform`]; the scratch allocation's and the copies'.
     pub fn normal<T: Float>(
         &mut self,
         t: &TaskContext,
@@ -181,12 +191,21 @@ impl Rng {
         ready(t)?;
         let (seed, offset) = (self.seed, self.offset);
         let size = std::mem::size_of::<T>() as u64;
-        // The first element off a pair's alignment, the last one left over.
-        let head = usize::from(out.device_ptr() % (2 * size) != 0);
-        let body = (n - head) & !1;
-        let tail = n - head - body;
+        // The pairs, and the one value left over for an odd length.
+        let body = n & !1;
+        let odd = n % 2 == 1;
         let cuda = t.runtime().backend() == BackendKind::Cuda;
-        let mut scratch = t.alloc::<T>(if cuda && head + tail > 0 { 2 } else { 0 })?;
+        // Where cuRAND may write in `out` itself (a pair's alignment), only
+        // the pair of an odd length goes through scratch; elsewhere all
+        // of it does (the body, then the pair, at even elements).
+        let aligned = out.device_ptr() % (2 * size) == 0;
+        let pair = if odd { 2 } else { 0 };
+        let scratch_len = match (cuda, aligned) {
+            (false, _) => 0,
+            (true, true) => pair,
+            (true, false) => body + pair,
+        };
+        let mut scratch = t.alloc::<T>(scratch_len)?;
         let op = t.foreign(T::NORMAL, (), (out, &mut scratch)).host(
             move |(), (y, _): (&mut [T], &mut [T])| {
                 host::normal(seed, offset, mean, std, y);
@@ -194,31 +213,38 @@ impl Rng {
             },
         );
         let words = offset * SLOT_WORDS;
-        // SAFETY: cuRAND writes `body` (even) values at `y + head` (aligned
-        // to a pair), within `out`, and 2 into `scratch`, on the stream
-        // the generator is bound to, the operation's; the copies move
-        // within the two declared buffers on that stream.
+        // SAFETY: cuRAND writes `body` (even) values at `b` and 2 at `p`,
+        // each aligned to a pair: `b` is `out` (aligned, `n >= body`
+        // elements) or the scratch's start, `p` the scratch's start or its
+        // element `body` (even), within the scratch's `body + 2` or 2
+        // elements; on the stream the generator is bound to, the
+        // operation's. The copies move within the two declared buffers on
+        // that stream: `body` values to `out`'s start, one to its last.
         unsafe {
             op.run(|s, (), (y, sc)| {
+                let (b, p) = if aligned {
+                    (y.raw(), sc.raw())
+                } else {
+                    (sc.raw(), sc.raw() + body as u64 * size)
+                };
                 if body > 0 {
-                    // After the scratch pair's words when there is one.
-                    let at = words + if sc.is_empty() { 0 } else { SLOT_WORDS };
+                    // After the pair's words when there is one.
+                    let at = words + if odd { SLOT_WORDS } else { 0 };
                     cuda::generate(t, s, seed, at, |g| {
-                        let p = y.as_mut_ptr().wrapping_add(head);
-                        (T::NORMAL, T::normal(g, p, body, mean, std))
+                        let b = b as usize as *mut T;
+                        (T::NORMAL, T::normal(g, b, body, mean, std))
                     })?;
+                    if !aligned {
+                        cuda::copy(s, y.raw(), b, body * size as usize)?;
+                    }
                 }
-                if !sc.is_empty() {
+                if odd {
                     cuda::generate(t, s, seed, words, |g| {
-                        (T::NORMAL, T::normal(g, sc.as_mut_ptr(), 2, mean, std))
+                        let p = p as usize as *mut T;
+                        (T::NORMAL, T::normal(g, p, 2, mean, std))
                     })?;
-                    let bytes = size as usize;
-                    if head == 1 {
-                        cuda::copy(s, y.raw(), sc.raw(), bytes)?;
-                    }
-                    if tail == 1 {
-                        cuda::copy(s, y.raw() + (n as u64 - 1) * size, sc.raw() + size, bytes)?;
-                    }
+                    let last = y.raw() + body as u64 * size;
+                    cuda::copy(s, last, p + size, size as usize)?;
                 }
                 Ok(())
             })?;
