@@ -5,9 +5,12 @@
 //! It prints the tasks run, the wrong values and races (both must be 0)
 //! and the time, and fails if either is not 0. The example's other modes
 //! pass through: `--devices N`, `--comms C`, `--max-streams M`,
-//! `--warm-streams W`, `--stall SECONDS` and `--multi` (the runs over two
+//! `--warm-streams W`, `--stall SECONDS`, `--multi` (the runs over two
 //! devices after the first; on the host backend where the machine has
-//! fewer GPUs).
+//! fewer GPUs) and `--library-failures` (factorizations in the tasks, some
+//! failing, injected from the seed: each top-level call must return the
+//! failures of the tasks it covers and no other, and nothing may be left
+//! for `Runtime::synchronize`; DESIGN §17).
 //!
 //! On a GPU machine without cargo it runs the bundle's binary
 //! (`bundle/bin/bin.stress`, see `cargo xtask bundle`).
@@ -31,7 +34,7 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
                 }
                 forward.extend([a.clone(), v.clone()]);
             }
-            "--multi" => forward.push(a.clone()),
+            "--multi" | "--library-failures" => forward.push(a.clone()),
             other => return Err(Error::Usage(format!("unknown argument `{other}`"))),
         }
     }

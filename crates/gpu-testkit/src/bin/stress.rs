@@ -36,6 +36,16 @@
 //!   --comms 1 --warm-streams 1`, then `--devices 2 --comms 2`), each of
 //!   `--tasks`.
 //!
+//! - `--library-failures`: tasks also run Cholesky factorizations, and in
+//!   half the top-level calls some fail (injected from the seed); the
+//!   top-level calls vary (`scope_on`, `in_place_scope`, `join`, top-level
+//!   chunk iterators). Each call must return the failure exactly when a
+//!   task it covers had one, no wait of a task that holds none may report
+//!   one, every value (the factors too) must be the model's, an unrelated
+//!   `to_vec` after each call must keep its data, and `Runtime::synchronize`
+//!   must have nothing left (DESIGN §17; see `dag/mod.rs`). With `--multi`,
+//!   the runs over two devices inject them too.
+//!
 //! Small stream pools (`--max-streams 2` and up, streams shared once they
 //! run out) exercise stream sharing (§9); CI runs seed 31 on 2 to 10
 //! streams, with and without collectives (see `tests/stress.rs`).
@@ -55,7 +65,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const USAGE: &str = "usage: stress [--tasks N] [--seed S] [--devices N] [--comms C] \
-                     [--max-streams M] [--warm-streams W] [--stall SECONDS] [--multi]";
+                     [--max-streams M] [--warm-streams W] [--stall SECONDS] [--multi] \
+                     [--library-failures]";
 
 /// The command line.
 #[derive(Clone, Debug)]
@@ -68,6 +79,7 @@ struct Args {
     warm_streams: Option<usize>,
     stall: Duration,
     multi: bool,
+    library_failures: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -80,6 +92,7 @@ fn parse() -> Result<Args, String> {
         warm_streams: None,
         stall: Duration::from_secs(120),
         multi: false,
+        library_failures: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -93,6 +106,7 @@ fn parse() -> Result<Args, String> {
             "--warm-streams" => a.warm_streams = Some(num(&value("--warm-streams")?)?),
             "--stall" => a.stall = Duration::from_secs_f64(num(&value("--stall")?)?),
             "--multi" => a.multi = true,
+            "--library-failures" => a.library_failures = true,
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unknown argument `{other}` (try --help)")),
         }
@@ -205,10 +219,15 @@ fn runtime(a: &Args) -> gpu::Result<Runtime> {
 
 /// One large run: `--tasks` tasks from `--seed`, under the watchdog.
 fn stress(rt: &Runtime, args: &Args) -> bool {
+    let base = if args.library_failures {
+        dag::Config::with_failures(args.seed, args.tasks)
+    } else {
+        dag::Config::new(args.seed, args.tasks)
+    };
     let cfg = dag::Config {
         devices: args.devices,
         comms: args.comms,
-        ..dag::Config::new(args.seed, args.tasks)
+        ..base
     };
     let step = (args.tasks / 10).max(1);
     let mut next = step;
@@ -227,6 +246,9 @@ fn stress(rt: &Runtime, args: &Args) -> bool {
         Ok(report) => {
             println!("stress: {report}");
             println!("soundness operations:\n{}", report.soundness_census());
+            if args.library_failures {
+                println!("library failures:\n{}", report.library_census());
+            }
             if args.devices > 1 {
                 let kinds = dag::multi::MULTI_KINDS.iter();
                 let kinds = kinds.chain(if args.comms > 0 {

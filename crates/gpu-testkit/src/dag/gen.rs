@@ -21,6 +21,8 @@ impl Generator {
             next_view: VIEW_KEYS,
             ev: Vec::new(),
             cur_dev: 0,
+            failing_now: false,
+            behind_idle: 0,
         }
     }
 
@@ -59,6 +61,21 @@ impl Generator {
         };
         self.cur_dev = device;
         let mut budget = self.cfg.scope_tasks / 2 + self.rng.below(self.cfg.scope_tasks + 1);
+        // With factorizations: whether they may fail in this call, and the
+        // call (no random numbers drawn otherwise: the same programs).
+        let mut entry = Entry::Scope;
+        if self.cfg.factorizations > 0 {
+            self.failing_now = self.rng.chance(self.cfg.failing);
+            entry = match self.rng.below(20) {
+                0..=7 => Entry::Scope,
+                8..=10 => Entry::InPlace,
+                11..=14 if self.cfg.max_depth > 0 => Entry::Join,
+                15..=19 if self.cfg.max_depth > 0 => Entry::Chunks {
+                    collect: self.rng.chance(50),
+                },
+                _ => Entry::Scope,
+            };
+        }
         let mut splits = Vec::new();
         let mut ops = Vec::new();
         if self.cfg.len >= 2 && self.rng.chance(30) {
@@ -82,8 +99,8 @@ impl Generator {
                     realloc: end != SplitEnd::Rejoin && self.rng.chance(30),
                 });
             }
-            // Most views go to tasks of their own at once.
-            if self.cfg.max_depth > 1 {
+            // Most views go to tasks of their own at once (in a scope's body).
+            if self.cfg.max_depth > 1 && matches!(entry, Entry::Scope | Entry::InPlace) {
                 let keys: Vec<usize> = splits.iter().flat_map(|s| s.views.clone()).collect();
                 for key in keys {
                     // (An earlier child may have taken it, or be reading it.)
@@ -93,10 +110,27 @@ impl Generator {
                 }
             }
         }
-        ops.extend(self.body(&mut held, 0, budget, NO_EVENTS));
+        // A join or a chunk iterator at the top: the plan is that one
+        // operation (a scope's body otherwise, or if no buffer of the
+        // device is whole for the chunks).
+        let one = match entry {
+            Entry::Join => Some(self.join(&held, 0, &mut budget)),
+            Entry::Chunks { .. } => self.chunks(&mut held, 0, &mut budget),
+            _ => None,
+        };
+        match one {
+            Some(op) => ops.push(op),
+            None => {
+                if matches!(entry, Entry::Join | Entry::Chunks { .. }) {
+                    entry = Entry::Scope;
+                }
+                ops.extend(self.body(&mut held, 0, budget, NO_EVENTS));
+            }
+        }
         Plan {
             splits,
             device,
+            entry,
             ops,
         }
     }
@@ -260,7 +294,17 @@ impl Generator {
                 .expect("the slot it must get");
             ops.push(self.touch(&child, &s, write));
         }
-        ops.extend(self.body(&mut child, depth + 1, sub, ev));
+        // With factorizations, now and then a child with no GPU work of
+        // its own: it only joins grandchildren (whose failures it hands on).
+        let idle = must.is_none()
+            && self.cfg.factorizations > 0
+            && depth + 2 < self.cfg.max_depth
+            && self.rng.chance(15);
+        if idle {
+            ops.push(self.idle(&child, depth + 1, sub));
+        } else {
+            ops.extend(self.body(&mut child, depth + 1, sub, ev));
+        }
         self.cur_dev = parent_dev;
         Op::Spawn {
             device,
@@ -325,36 +369,7 @@ impl Generator {
                 let mut inner = held.clone();
                 out.push(Op::Scope(self.body(&mut inner, depth + 1, sub, NO_EVENTS)));
             }
-            // join
-            27..=30 => {
-                *budget -= 1;
-                let (sa, sb) = (self.sub_budget(budget), self.sub_budget(budget));
-                let mut a_held = held.clone();
-                let mut b_held = Vec::new();
-                let (mut b_writes, mut b_reads) = (Vec::new(), Vec::new());
-                for i in (0..a_held.len()).rev() {
-                    if a_held[i].write && self.rng.chance(40) {
-                        let s = a_held.remove(i);
-                        b_writes.push(s.key);
-                        b_held.push(s);
-                    }
-                }
-                for s in a_held.iter_mut() {
-                    if self.rng.chance(25) {
-                        s.write = false;
-                        b_reads.push(s.key);
-                        b_held.push(*s);
-                    }
-                }
-                let a = self.body(&mut a_held, depth + 1, sa, NO_EVENTS);
-                let b = self.body(&mut b_held, depth + 1, sb, NO_EVENTS);
-                out.push(Op::Join {
-                    b_writes,
-                    b_reads,
-                    a,
-                    b,
-                });
-            }
+            27..=30 => out.push(self.join(held, depth, budget)),
             // par_chunks_mut
             31..=34 => {
                 if let Some(op) = self.chunks(held, depth, budget) {
@@ -363,6 +378,75 @@ impl Generator {
             }
             35..=36 => self.split(held, depth, budget, out),
             _ => out.push(self.temp_scope(held, depth, budget)),
+        }
+    }
+}
+
+impl Generator {
+    /// A join from a task holding `held` at `depth`: `b` gets some of the
+    /// buffers to write and some to read (read-only for both sides).
+    pub(super) fn join(&mut self, held: &[Slot], depth: usize, budget: &mut usize) -> Op {
+        self.join_with(held, depth, budget, false)
+    }
+
+    /// The only operation of a task with no GPU work of its own (at
+    /// `depth`, holding `held`): a nested scope whose body only spawns, or
+    /// a join whose `a` side (on this task) does nothing or only spawns.
+    pub(super) fn idle(&mut self, held: &[Slot], depth: usize, budget: usize) -> Op {
+        let mut budget = budget.max(2);
+        self.behind_idle += 1;
+        let op = self.idle_op(held, depth, &mut budget);
+        self.behind_idle -= 1;
+        op
+    }
+
+    fn idle_op(&mut self, held: &[Slot], depth: usize, budget: &mut usize) -> Op {
+        if self.rng.chance(50) {
+            let mut inner = held.to_vec();
+            let spawns = (0..1 + self.rng.below(3))
+                .map(|_| self.spawn(&mut inner, depth + 1, budget, None, false))
+                .collect();
+            Op::Scope(spawns)
+        } else {
+            self.join_with(held, depth, budget, true)
+        }
+    }
+
+    /// [`Generator::join`]; `idle_a`: `a` does nothing, or only spawns.
+    fn join_with(&mut self, held: &[Slot], depth: usize, budget: &mut usize, idle_a: bool) -> Op {
+        *budget = budget.saturating_sub(1);
+        let (sa, sb) = (self.sub_budget(budget), self.sub_budget(budget));
+        let mut a_held = held.to_vec();
+        let mut b_held = Vec::new();
+        let (mut b_writes, mut b_reads) = (Vec::new(), Vec::new());
+        for i in (0..a_held.len()).rev() {
+            if a_held[i].write && self.rng.chance(40) {
+                let s = a_held.remove(i);
+                b_writes.push(s.key);
+                b_held.push(s);
+            }
+        }
+        for s in a_held.iter_mut() {
+            if self.rng.chance(25) {
+                s.write = false;
+                b_reads.push(s.key);
+                b_held.push(*s);
+            }
+        }
+        let a = if !idle_a {
+            self.body(&mut a_held, depth + 1, sa, NO_EVENTS)
+        } else if self.rng.chance(50) {
+            Vec::new()
+        } else {
+            let mut sa = sa.max(1);
+            vec![self.spawn(&mut a_held, depth + 1, &mut sa, None, false)]
+        };
+        let b = self.body(&mut b_held, depth + 1, sb, NO_EVENTS);
+        Op::Join {
+            b_writes,
+            b_reads,
+            a,
+            b,
         }
     }
 }

@@ -320,6 +320,15 @@ impl Generator {
     /// [`Generator::plain`] over `held`, all of the task's device.
     pub(super) fn plain_here(&mut self, held: &[Slot]) -> Option<Op> {
         let w = Self::writable(held);
+        let factorizations = if self.behind_idle > 0 && self.failing_now {
+            30
+        } else {
+            self.cfg.factorizations
+        };
+        if !w.is_empty() && factorizations > 0 && self.rng.chance(factorizations) {
+            let y = held[w[self.rng.below(w.len())]];
+            return Some(self.factor(&y));
+        }
         let roll = self.rng.below(100);
         if w.is_empty() || roll >= 88 {
             return self.sync_op();
@@ -487,6 +496,67 @@ impl Generator {
                 self.values_mut(s).iter_mut().for_each(|x| *x *= a);
                 Op::Scale { b: s.key, a }
             }
+        }
+    }
+}
+
+impl Generator {
+    /// A Cholesky factorization in `y`: an `n x n` matrix `A = L L^T` with
+    /// a small integer `L` whose diagonal holds powers of two, so that
+    /// every step of any algorithm (square roots, divisions, sums in any
+    /// order) is exact in `f32`, and the factor is `L` on any device. In a
+    /// scope where factorizations may fail, one time in three a pivot of
+    /// `A` is made negative instead (a known failure, reported later).
+    pub(super) fn factor(&mut self, y: &Slot) -> Op {
+        let mut most = 1;
+        while (most + 1) * (most + 1) <= y.len && most < 4 {
+            most += 1;
+        }
+        let n = 1 + self.rng.below(most);
+        // L, row-major (i, j) for i >= j.
+        let mut l = vec![0.0f32; n * n];
+        for i in 0..n {
+            for j in 0..i {
+                l[i * n + j] = self.rng.int(-2, 2);
+            }
+            l[i * n + i] = [1.0, 2.0, 4.0][self.rng.below(3)];
+        }
+        // A = L L^T, column-major (symmetric: the same either way).
+        let mut a = vec![0.0f32; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                a[i + j * n] = (0..n).map(|k| l[i * n + k] * l[j * n + k]).sum();
+            }
+        }
+        let fail = self.failing_now && self.rng.chance(if self.behind_idle > 0 { 60 } else { 33 });
+        if fail {
+            // The pivot of column k becomes -p: the leading minors of
+            // orders 1..=k are positive, that of order k + 1 is not.
+            let k = self.rng.below(n);
+            let p = self.rng.int(1, 3);
+            a[k + k * n] -= l[k * n + k] * l[k * n + k] + p;
+        }
+        let mut upload = self.values(y).to_vec();
+        upload[..n * n].copy_from_slice(&a);
+        let refill = self.rng.int(-8, 8);
+        let v = self.values_mut(y);
+        if fail {
+            v.fill(refill);
+        } else {
+            // The lower triangle gets L; the upper one keeps A's.
+            v.copy_from_slice(&upload);
+            for j in 0..n {
+                for i in j..n {
+                    v[i + j * n] = l[i * n + j];
+                }
+            }
+        }
+        Op::Factor {
+            b: y.key,
+            n,
+            upload,
+            fail,
+            refill,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A seeded generator of random task DAGs, and the harness that runs them
 //! and checks every value.
 //!
-//! Shared by `tests/stress.rs` (CI-sized, host backend),
+//! Shared by `tests/stress.rs` (CI-sized, host backend), the test kit's
+//! `tests/library_failures.rs` (CI-sized, with library failures injected),
 //! the test kit's binaries `stress` (`cargo xtask stress`) and `soak`
 //! (`cargo xtask soak`); the examples use the global runtime: the GPU when
 //! there is one.
@@ -56,6 +57,21 @@
 //! part is in [`multi`] (`dag_multi.rs`); with one device the programs are
 //! as before.
 //!
+//! With [`Config::factorizations`] above 0, tasks also run Cholesky
+//! factorizations (`gpu::solver::Potrf`) of small matrices with an exact
+//! integer factor, uploaded into the buffers they hold, and in a share of
+//! the top-level calls ([`Config::failing`]) some of those matrices are not
+//! positive definite: failures injected at random, known only after the
+//! device ran them (DESIGN §17). The top-level calls then vary too
+//! ([`Entry`]: `scope_on`, `in_place_scope`, `join`, a top-level chunk
+//! iterator). The harness checks that each call returns
+//! `Error::NotPositiveDefinite` exactly when a task it covers had a failure,
+//! that a wait inside a task reports one exactly when the task holds one
+//! (none reaches an unrelated task, none is lost on the way up), that
+//! every value (the factors too) is the model's even in a call that
+//! failed, that an unrelated task's `to_vec` after each call keeps its
+//! data, and that `Runtime::synchronize` has nothing left to report.
+//!
 //! Same seed, same programs: a failure names its seed and scope.
 //! [`run_watched`] runs [`run`] on a thread of its own and fails, naming
 //! the seed and scope, when no top-level scope ends for a while (a hang).
@@ -71,6 +87,7 @@ mod run;
 use gpu::kernel::LaunchConfig;
 use gpu::memory::DeviceSliceMut;
 use gpu::raw::RawTask;
+use gpu::solver::Potrf;
 use gpu::sync::Event;
 use gpu::{BackendKind, Buffer, Error, Result, Runtime, Scope, Split, TaskContext, ViewMut};
 use gpu_kernels as k;
@@ -82,7 +99,7 @@ use run::*;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -153,6 +170,14 @@ pub struct Config {
     /// Communicators over all devices that tasks run collectives through
     /// (with `devices` above 1); 0: no collectives.
     pub comms: usize,
+    /// Percent of a task's plain operations that are Cholesky
+    /// factorizations ([`Op::Factor`]); 0 (the default): none, and the
+    /// top-level calls are all `scope_on` (the programs are those of
+    /// before).
+    pub factorizations: usize,
+    /// Percent of the top-level calls in which factorizations may fail
+    /// (each then does one time in three): the injected failures.
+    pub failing: usize,
 }
 
 impl Config {
@@ -168,6 +193,49 @@ impl Config {
             scope_tasks: 40,
             devices: 1,
             comms: 0,
+            factorizations: 0,
+            failing: 0,
+        }
+    }
+
+    /// [`Config::new`] with library failures injected: factorizations in
+    /// 6 percent of the plain operations, failing in half the top-level
+    /// calls.
+    pub fn with_failures(seed: u64, tasks: usize) -> Self {
+        Config {
+            factorizations: 6,
+            failing: 50,
+            ..Config::new(seed, tasks)
+        }
+    }
+}
+
+/// The API call a top-level plan runs under (with [`Config::factorizations`]
+/// above 0; `Scope` otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// `gpu::scope_on(rt, ..)`.
+    Scope,
+    /// `gpu::in_place_scope` (the global runtime's; `scope_on` elsewhere).
+    InPlace,
+    /// `gpu::join` of the plan's one [`Op::Join`] (the global runtime's;
+    /// elsewhere the join nested in a `scope_on`).
+    Join,
+    /// A top-level chunk iterator over the plan's one [`Op::Chunks`]:
+    /// `par_chunks_mut(..).for_each(..)`, or `.map(..).collect()` if
+    /// `collect`.
+    Chunks { collect: bool },
+}
+
+impl Entry {
+    /// The entry's name, for censuses.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Entry::Scope => "top level: scope_on",
+            Entry::InPlace => "top level: in_place_scope",
+            Entry::Join => "top level: join",
+            Entry::Chunks { collect: false } => "top level: par_chunks_mut(..).for_each",
+            Entry::Chunks { collect: true } => "top level: par_chunks_mut(..).map(..).collect",
         }
     }
 }
@@ -386,6 +454,19 @@ pub enum Op {
     },
     /// An operation across devices ([`multi`]).
     Multi(MultiOp),
+    /// `copy_from_host(b, upload)` (the held values with an `n x n`
+    /// column-major matrix in front), then `Potrf::new(n)` of `b`'s first
+    /// `n * n` elements. If `fail`, the matrix is not positive definite:
+    /// the task's next wait, or the call that ends it, reports
+    /// `Error::NotPositiveDefinite`, and the task then fills `b` with
+    /// `refill` (the factor's values after a failure are not specified).
+    Factor {
+        b: usize,
+        n: usize,
+        upload: Vec<f32>,
+        fail: bool,
+        refill: f32,
+    },
 }
 
 impl Op {
@@ -462,8 +543,46 @@ impl Op {
                 ..
             } => "allocation in a task of a scope capture",
             Op::Multi(m) => m.kind(),
+            Op::Factor { fail: false, .. } => FACTORIZATION,
+            Op::Factor { fail: true, .. } => FAILING_FACTORIZATION,
         }
     }
+}
+
+/// [`Op::Factor`]'s kind, of a positive definite matrix.
+pub const FACTORIZATION: &str = "factorization";
+/// [`Op::Factor`]'s kind, of a matrix that is not positive definite.
+pub const FAILING_FACTORIZATION: &str = "factorization that fails";
+
+/// A spawned task with no GPU work of its own, joining grandchildren (a
+/// nested scope of spawns, a join whose `a` side only spawns).
+pub const IDLE_TASK: &str = "task with no GPU work of its own that joins grandchildren";
+/// An [`IDLE_TASK`] with a failure below it.
+pub const FAILURE_BEHIND_IDLE: &str = "failure behind a task with no GPU work of its own";
+
+/// Whether a task body does nothing on its own task but join tasks below.
+fn is_idle(ops: &[Op]) -> bool {
+    let spawns = |ops: &[Op]| ops.iter().all(|op| matches!(op, Op::Spawn { .. }));
+    match ops {
+        [Op::Scope(body)] => spawns(body),
+        [Op::Join { a, .. }] => spawns(a),
+        _ => false,
+    }
+}
+
+/// How many factorizations below `ops` fail (in every task, nested scope,
+/// join side, chunk and split below them).
+pub fn failures(ops: &[Op]) -> usize {
+    ops.iter()
+        .map(|op| match op {
+            Op::Factor { fail, .. } => usize::from(*fail),
+            Op::Spawn { ops, .. } | Op::Scope(ops) => failures(ops),
+            Op::Split { body, .. } | Op::TempScope { body, .. } => failures(body),
+            Op::Join { a, b, .. } => failures(a) + failures(b),
+            Op::Chunks { per_chunk, .. } => per_chunk.iter().map(|c| failures(c)).sum(),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// Counts the operations of `ops` and everything below them, by kind.
@@ -474,6 +593,12 @@ pub fn census(ops: &[Op], into: &mut BTreeMap<&'static str, usize>) {
             Op::Spawn { ops, events, .. } => {
                 if !events.is_empty() {
                     *into.entry("own events handed to a child").or_default() += events.len();
+                }
+                if is_idle(ops) {
+                    *into.entry(IDLE_TASK).or_default() += 1;
+                    if failures(ops) > 0 {
+                        *into.entry(FAILURE_BEHIND_IDLE).or_default() += 1;
+                    }
                 }
                 census(ops, into)
             }
@@ -542,6 +667,7 @@ pub struct OuterSplit {
 pub struct Plan {
     pub splits: Vec<OuterSplit>,
     pub device: usize,
+    pub entry: Entry,
     pub ops: Vec<Op>,
 }
 
@@ -611,4 +737,9 @@ pub struct Generator {
     ev: Vec<EvSlots>,
     /// The device of the task being planned.
     cur_dev: usize,
+    /// Whether factorizations may fail in the scope being planned.
+    failing_now: bool,
+    /// Above 0 while planning the tasks below a task with no GPU work of
+    /// its own: factorizations (and failures) there are more frequent.
+    behind_idle: usize,
 }

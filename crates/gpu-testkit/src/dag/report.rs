@@ -60,7 +60,37 @@ pub mod harness_kinds {
     /// A capture refused because its task's stream was shared (the pool
     /// ran out, §9); a graph's work then ran uncaptured.
     pub const CAPTURE_ON_SHARED_STREAM: &str = "capture refused on a shared stream";
+    /// A top-level call that covered an injected failure and returned it.
+    pub const CALL_REPORTED: &str = "top-level call that returned its failure";
+    /// A top-level call with factorizations, none failing, that returned Ok.
+    pub const CALL_CLEAN: &str = "top-level call with factorizations, none failing";
+    /// A wait inside a task that reported a failure the task held.
+    pub const REPORTED_IN_TASK: &str = "wait in a task that reported its failure";
+    /// An unrelated task's `to_vec` after a call that failed, which kept
+    /// its data.
+    pub const UNRELATED_AFTER_FAILURE: &str = "unrelated to_vec after a failed call";
+    /// `Runtime::synchronize` after a call, with nothing left to report.
+    pub const RUNTIME_SYNCHRONIZE: &str = "runtime synchronize after a call";
 }
+
+/// What a run with library failures injected ([`Config::factorizations`])
+/// must reach: the generator's and the harness's kinds.
+pub const LIBRARY_KINDS: &[&str] = &[
+    FACTORIZATION,
+    FAILING_FACTORIZATION,
+    IDLE_TASK,
+    FAILURE_BEHIND_IDLE,
+    "top level: scope_on",
+    "top level: in_place_scope",
+    "top level: join",
+    "top level: par_chunks_mut(..).for_each",
+    "top level: par_chunks_mut(..).map(..).collect",
+    harness_kinds::CALL_REPORTED,
+    harness_kinds::CALL_CLEAN,
+    harness_kinds::REPORTED_IN_TASK,
+    harness_kinds::UNRELATED_AFTER_FAILURE,
+    harness_kinds::RUNTIME_SYNCHRONIZE,
+];
 
 /// The operations that exercise the runtime's soundness rules (pooled
 /// events, splits, frees, captures that end badly), by kind: the
@@ -107,7 +137,16 @@ pub const SOUNDNESS_KINDS: &[&str] = &[
 impl Report {
     /// The counts of [`SOUNDNESS_KINDS`], one per line.
     pub fn soundness_census(&self) -> String {
-        SOUNDNESS_KINDS
+        self.census_of(SOUNDNESS_KINDS)
+    }
+
+    /// The counts of [`LIBRARY_KINDS`], one per line.
+    pub fn library_census(&self) -> String {
+        self.census_of(LIBRARY_KINDS)
+    }
+
+    fn census_of(&self, kinds: &[&str]) -> String {
+        kinds
             .iter()
             .map(|k| format!("  {:>6}  {k}", self.count(k)))
             .collect::<Vec<_>>()
@@ -190,6 +229,19 @@ pub fn run(
         .map(|_| rt.event())
         .collect::<Result<Vec<_>>>()
         .map_err(|e| ctx("taking events", 0, e))?;
+    // With library failures: a buffer no call holds, which an unrelated
+    // task writes and reads back after each call (it must keep its data).
+    let library = cfg.factorizations > 0;
+    let global = gpu::runtime().ok();
+    let mut bystander = if library {
+        Some(
+            rt.begin_task()
+                .and_then(|t| t.from_host(&[0.0f32; 16]))
+                .map_err(|e| ctx("allocating", 0, e))?,
+        )
+    } else {
+        None
+    };
     let stats = Stats::default();
     let mut report = Report::default();
     while report.tasks < cfg.tasks {
@@ -227,11 +279,41 @@ pub fn run(
             }
         }
         stats.tasks.fetch_add(1, Relaxed);
-        gpu::scope_on(&devs[plan.device], |s| {
-            let mut h = held.reborrow();
-            run_body(s, &plan.ops, &mut h, &env, Locals::default())
-        })
-        .map_err(|e| ctx("the scope failed", scope, e))?;
+        let on = &devs[plan.device];
+        let is_global = global.is_some_and(|g| g.same(on));
+        let (entry, r) = top_level(on, is_global, &plan, &mut held, &env);
+        if library {
+            *report.census.entry(entry.kind()).or_default() += 1;
+        }
+        // The call returns a factorization's failure exactly when one of
+        // the tasks it covers had one.
+        let injected = failures(&plan.ops);
+        match r {
+            Ok(()) if injected > 0 => stats.fail(format!(
+                "scope {scope} ({}): {injected} factorization(s) failed in it, and it \
+                 returned Ok: the failure was lost",
+                entry.kind()
+            )),
+            Ok(()) => {
+                let mut kinds = BTreeMap::new();
+                census(&plan.ops, &mut kinds);
+                if kinds.contains_key(FACTORIZATION) {
+                    *report.census.entry(harness_kinds::CALL_CLEAN).or_default() += 1;
+                }
+            }
+            Err(e) if is_failure(&e) && injected > 0 => {
+                *report
+                    .census
+                    .entry(harness_kinds::CALL_REPORTED)
+                    .or_default() += 1;
+            }
+            Err(e) if is_failure(&e) => stats.fail(format!(
+                "scope {scope} ({}): no factorization failed in it, and it returned {e}: \
+                 another call's failure reached it",
+                entry.kind()
+            )),
+            Err(e) => return Err(ctx("the scope failed", scope, e)),
+        }
         drop(held);
         // No scope orders what comes next after the views' tasks: only the
         // parent's stamps do, once the split ends. So each parent is used
@@ -264,12 +346,12 @@ pub fn run(
             if s.realloc {
                 realloc.push(s.b);
             } else {
-                let got = bufs[s.b].to_vec().map_err(|e| ctx("to_vec", scope, e))?;
-                stats.compare(
-                    &format!("scope {scope}: buffer {} right after its split", s.b),
-                    &got,
-                    &gen.model()[s.b],
-                );
+                let what = format!("scope {scope}: buffer {} right after its split", s.b);
+                if let Some(got) = unrelated_to_vec(&bufs[s.b], &stats, &what)
+                    .map_err(|e| ctx("to_vec", scope, e))?
+                {
+                    stats.compare(&what, &got, &gen.model()[s.b]);
+                }
             }
         }
         // Now and then drop a buffer whose work may still be queued (X4)
@@ -298,12 +380,54 @@ pub fn run(
                 .or_default() += 1;
         }
         for (i, (b, want)) in bufs.iter().zip(gen.model()).enumerate() {
-            let got = b.to_vec().map_err(|e| ctx("to_vec", scope, e))?;
-            stats.compare(
-                &format!("scope {scope}: buffer {i} after the scope"),
-                &got,
-                want,
-            );
+            let what = format!("scope {scope}: buffer {i} after the scope");
+            if let Some(got) =
+                unrelated_to_vec(b, &stats, &what).map_err(|e| ctx("to_vec", scope, e))?
+            {
+                stats.compare(&what, &got, want);
+            }
+        }
+        if let Some(x) = bystander.as_mut() {
+            // Unrelated work after the call: its wait keeps its data.
+            let v = (scope % 17) as f32;
+            let what = format!("scope {scope}: an unrelated task's to_vec after the call");
+            let t = rt.begin_task().map_err(|e| ctx("begin_task", scope, e))?;
+            k::fill(&t, x, v).map_err(|e| ctx("fill", scope, e))?;
+            match t.to_vec(x) {
+                Ok(got) => {
+                    stats.compare(&what, &got, &[v; 16]);
+                    if injected > 0 {
+                        *report
+                            .census
+                            .entry(harness_kinds::UNRELATED_AFTER_FAILURE)
+                            .or_default() += 1;
+                    }
+                }
+                Err(e) if is_failure(&e) => {
+                    stats.fail(format!("{what} returned {e}: its data was lost"))
+                }
+                Err(e) => return Err(ctx("to_vec", scope, e)),
+            }
+            drop(t);
+            // Nothing is left for the runtime's synchronize: every failure
+            // went to its call (now and then, and after every failed call).
+            if injected > 0 || gen.rng().chance(30) {
+                for d in &devs {
+                    match d.synchronize() {
+                        Ok(()) => {}
+                        Err(e) if is_failure(&e) => stats.fail(format!(
+                            "scope {scope}: Runtime::synchronize after the call returned \
+                             {e}: a failure nobody took (from this call or one since \
+                             the last synchronize)"
+                        )),
+                        Err(e) => return Err(ctx("synchronize", scope, e)),
+                    }
+                }
+                *report
+                    .census
+                    .entry(harness_kinds::RUNTIME_SYNCHRONIZE)
+                    .or_default() += 1;
+            }
         }
         report.scopes = scope;
         let shared = stats.shared_captures.load(Relaxed);
@@ -311,6 +435,12 @@ pub fn run(
             report
                 .census
                 .insert(harness_kinds::CAPTURE_ON_SHARED_STREAM, shared);
+        }
+        let in_task = stats.reported_in_task.load(Relaxed);
+        if in_task > 0 {
+            report
+                .census
+                .insert(harness_kinds::REPORTED_IN_TASK, in_task);
         }
         report.tasks = stats.tasks.load(Relaxed);
         report.ops = stats.ops.load(Relaxed);
@@ -322,8 +452,22 @@ pub fn run(
         }
     }
     drop(bufs);
+    drop(bystander);
     drop(events);
     drop(multi);
+    if library {
+        // The last word: nothing left unreported on any device.
+        for d in &devs {
+            match d.synchronize() {
+                Ok(()) => {}
+                Err(e) if is_failure(&e) => stats.fail(format!(
+                    "Runtime::synchronize at the end returned {e}: a failure nobody took"
+                )),
+                Err(e) => return Err(ctx("synchronize", report.scopes, e)),
+            }
+        }
+        report.wrong = stats.wrong.load(Relaxed);
+    }
     let d = rt.counters().since(&counters);
     report.device_waits = d.device_waits;
     report.host_syncs = d.host_syncs;
@@ -336,4 +480,113 @@ pub fn run(
     report.first_race = rt.races().get(races_before).cloned();
     report.elapsed = start.elapsed();
     Ok(report)
+}
+
+/// `x.to_vec()` from a task of its own, unrelated to every call: a
+/// factorization's failure reaching it is counted as a wrong outcome
+/// (`None`: no values to compare); other errors are returned.
+fn unrelated_to_vec(x: &Buffer<f32>, stats: &Stats, what: &str) -> Result<Option<Vec<f32>>> {
+    match x.to_vec() {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if is_failure(&e) => {
+            stats.fail(format!(
+                "{what}: to_vec returned {e}: a failure reached an unrelated task"
+            ));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Runs `plan` under its top-level call on `rt` (`global`: the global
+/// runtime, where `in_place_scope` and `join` run; elsewhere those plans
+/// run under `scope_on`, the join nested). The call that ran, and what it
+/// returned.
+fn top_level<'h>(
+    rt: &Runtime,
+    global: bool,
+    plan: &Plan,
+    held: &mut Held<'h>,
+    env: &Env<'_>,
+) -> (Entry, Result<()>) {
+    let owed = Owed::default();
+    match (plan.entry, &plan.ops[..]) {
+        (Entry::InPlace, _) if global => (
+            Entry::InPlace,
+            gpu::in_place_scope(|s| {
+                let mut h = held.reborrow();
+                run_body(s, &plan.ops, &mut h, env, Locals::default(), &owed)
+            }),
+        ),
+        (
+            Entry::Join,
+            [Op::Join {
+                b_writes,
+                b_reads,
+                a,
+                b,
+            }],
+        ) if global => {
+            let mut ha = held.reborrow();
+            let mut hb = Held(Vec::new());
+            for &id in b_writes {
+                hb.0.push((id, ha.take(id)));
+            }
+            for &id in b_reads {
+                hb.0.push((id, Ref::Read(ha.share(id))));
+            }
+            let owed = &owed;
+            let r = gpu::join(
+                move |sa| {
+                    sa.scope(|x| {
+                        let mut h = ha.reborrow();
+                        run_body(x, a, &mut h, env, Locals::default(), owed)
+                    })
+                },
+                move |sb| {
+                    env.stats.tasks.fetch_add(1, Relaxed);
+                    sb.scope(|x| {
+                        let mut h = hb.reborrow();
+                        run_body(x, b, &mut h, env, Locals::default(), &Owed::default())
+                    })
+                },
+            );
+            (Entry::Join, r.map(drop))
+        }
+        (
+            Entry::Chunks { collect },
+            [Op::Chunks {
+                b,
+                chunk,
+                reads,
+                per_chunk,
+            }],
+        ) => {
+            let Ref::Buf(buf) = held.take(*b) else {
+                panic!("generator bug: chunks of a view or a shared buffer")
+            };
+            let r = {
+                let shared: Vec<(usize, &Dyn<'_>)> =
+                    reads.iter().map(|&id| (id, held.r(id))).collect();
+                let shared = &shared;
+                let it = gpu::par_chunks_mut(&mut *buf, *chunk);
+                if collect {
+                    it.map(|t, mut view| run_chunk(t, *b, &mut view, per_chunk, shared, env))
+                        .collect::<Vec<()>>()
+                        .map(drop)
+                } else {
+                    it.for_each(|t, view| run_chunk(t, *b, view, per_chunk, shared, env))
+                }
+            };
+            held.0.push((*b, Ref::Buf(buf)));
+            (plan.entry, r)
+        }
+        _ => (
+            Entry::Scope,
+            gpu::scope_on(rt, |s| {
+                let mut h = held.reborrow();
+                run_body(s, &plan.ops, &mut h, env, Locals::default(), &owed)
+            }),
+        ),
+    }
 }

@@ -124,6 +124,9 @@ pub(super) struct Stats {
     /// Captures refused because the task's stream was shared (§9: the
     /// pool ran out).
     pub(super) shared_captures: AtomicUsize,
+    /// Waits inside tasks that reported a factorization's failure the task
+    /// held (the rest reach the top-level call).
+    pub(super) reported_in_task: AtomicUsize,
 }
 
 impl Stats {
@@ -333,20 +336,216 @@ pub(super) fn views_busy(rt: &Runtime, views: &[ViewMut<'_, f32>]) -> bool {
     })
 }
 
+/// Whether `e` is a factorization's failure (what [`Op::Factor`] injects).
+pub(super) fn is_failure(e: &Error) -> bool {
+    matches!(e, Error::NotPositiveDefinite { .. })
+}
+
+/// What a running task knows of the factorizations' failures it holds,
+/// unreported (DESIGN §17): its own, and those handed to it by the nested
+/// scopes, joins and chunk runs it joined. Shared by the bodies that run on
+/// the task (a nested scope's, a join's `a` side); a spawned task, a join's
+/// `b` side and a chunk have their own.
+#[derive(Debug, Default)]
+pub(super) struct Owed(AtomicU8);
+
+impl Owed {
+    /// None: the task's next wait must succeed.
+    pub(super) const NONE: u8 = 0;
+    /// At least one: the task's next wait must report it.
+    pub(super) const SURE: u8 = 1;
+    /// Maybe (a construct below reported one; others it covered may have
+    /// been handed over): the next wait may report one.
+    pub(super) const MAYBE: u8 = 2;
+
+    pub(super) fn get(&self) -> u8 {
+        self.0.load(Relaxed)
+    }
+
+    pub(super) fn set(&self, v: u8) {
+        self.0.store(v, Relaxed)
+    }
+}
+
+/// How an operation may meet a factorization's failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Meets {
+    /// A wait of the task on the host (`synchronize`, `to_vec`, the host
+    /// pointer): it reports what the task holds, and nothing else.
+    Wait,
+    /// It joins tasks that may have failed (a nested scope, a join, a
+    /// chunk run, a split's or a temporary's scope): it returns a failure
+    /// it covers, or hands it to the task.
+    Joins,
+    /// Something whose waits are inside, with more of it after them (a
+    /// capture, an operation across devices): the task waits before it
+    /// when it may hold a failure, so that it reports none.
+    WaitsInside,
+    /// Something that does not wait on the host: it never reports one.
+    Never,
+}
+
+fn meets(op: &Op) -> Meets {
+    match op {
+        Op::Sync | Op::Check { .. } | Op::Sum { .. } | Op::HostSync { .. } => Meets::Wait,
+        Op::Scope(_)
+        | Op::Join { .. }
+        | Op::Chunks { .. }
+        | Op::Split { .. }
+        | Op::TempScope { .. } => Meets::Joins,
+        Op::Graph { .. } | Op::BadCapture { .. } | Op::Multi(_) => Meets::WaitsInside,
+        _ => Meets::Never,
+    }
+}
+
+/// Judges the outcome `r` of a wait (`what`) of a task that held `before`
+/// (see [`Owed`]); the task then holds none. A failure it reports is kept
+/// in `first` (the task goes on: its other work still runs, so the model
+/// stays right); other errors are returned.
+fn judged_wait(
+    env: &Env<'_>,
+    owed: &Owed,
+    before: u8,
+    what: &dyn Fn() -> String,
+    r: Result<()>,
+    first: &mut Option<Error>,
+) -> Result<()> {
+    match r {
+        Ok(()) if before == Owed::SURE => env.stats.fail(format!(
+            "scope {}: {} in a task that holds a factorization's failure returned Ok: \
+             the failure was lost",
+            env.scope,
+            what()
+        )),
+        Ok(()) => {}
+        Err(e) if is_failure(&e) => {
+            if before == Owed::NONE {
+                env.stats.fail(format!(
+                    "scope {}: {} in a task that holds no failure returned {e}: \
+                     it reached an unrelated task",
+                    env.scope,
+                    what()
+                ));
+            } else {
+                env.stats.reported_in_task.fetch_add(1, Relaxed);
+            }
+            first.get_or_insert(e);
+        }
+        Err(e) => return Err(e),
+    }
+    owed.set(Owed::NONE);
+    Ok(())
+}
+
 /// Runs one task body (`ops`) holding `held` and its own events `locals`,
-/// spawning into `s`'s scope.
+/// spawning into `s`'s scope; `owed`: the failures the task holds.
+///
+/// A factorization's failure reported on the way (by a wait, or by a
+/// construct that joined the task it happened in) is checked against what
+/// the task holds, kept, and returned at the end: the body runs to its
+/// end, so every value stays the model's.
 pub(super) fn run_body<'sc>(
     s: &Scope<'_, 'sc>,
     ops: &'sc [Op],
     held: &mut Held<'sc>,
     env: &'sc Env<'sc>,
     mut locals: Locals,
+    owed: &Owed,
 ) -> Result<()> {
+    let mut first = None;
     for op in ops {
         env.stats.ops.fetch_add(1, Relaxed);
+        let kind = meets(op);
+        if kind == Meets::WaitsInside && owed.get() != Owed::NONE {
+            let before = owed.get();
+            let what = || format!("the synchronize before a `{}`", op.kind());
+            judged_wait(env, owed, before, &what, s.synchronize(), &mut first)?;
+        }
+        let before = owed.get();
+        let r = run_op(s, op, held, env, &mut locals, owed);
+        match kind {
+            Meets::Wait => {
+                let what = || format!("a `{}`", op.kind());
+                judged_wait(env, owed, before, &what, r, &mut first)?;
+            }
+            Meets::Joins => {
+                let covered = failures(std::slice::from_ref(op));
+                match r {
+                    Ok(()) if covered > 0 => owed.set(Owed::SURE),
+                    Ok(()) => {}
+                    Err(e) if is_failure(&e) => {
+                        if covered == 0 && before == Owed::NONE && owed.get() == Owed::NONE {
+                            env.stats.fail(format!(
+                                "scope {}: a `{}` that covers no failure, in a task that \
+                                 holds none, returned {e}: it reached an unrelated task",
+                                env.scope,
+                                op.kind()
+                            ));
+                        }
+                        if covered > 0 || owed.get() != Owed::NONE {
+                            owed.set(Owed::MAYBE);
+                        }
+                        first.get_or_insert(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Meets::WaitsInside | Meets::Never => {
+                match r {
+                    Ok(()) => {}
+                    Err(e) if is_failure(&e) => {
+                        env.stats.fail(format!(
+                            "scope {}: a `{}` returned {e}: an operation that does not \
+                             wait reported a failure",
+                            env.scope,
+                            op.kind()
+                        ));
+                        first.get_or_insert(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+                if matches!(op, Op::Factor { fail: true, .. }) {
+                    owed.set(Owed::SURE);
+                }
+            }
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// The task of one chunk of a chunk run (`par_chunks_mut`, in a task or at
+/// the top): `per_chunk[view.index()]` on the view (key `b`) and `shared`.
+pub(super) fn run_chunk(
+    t: &Scope<'_, '_>,
+    b: usize,
+    view: &mut ViewMut<'_, f32>,
+    per_chunk: &[Vec<Op>],
+    shared: &[(usize, &Dyn<'_>)],
+    env: &Env<'_>,
+) -> Result<()> {
+    env.stats.tasks.fetch_add(1, Relaxed);
+    let ops = &per_chunk[view.index()];
+    t.scope(|x| {
+        let mut h = Held(vec![(b, Ref::View(view as &mut Dyn<'_>))]);
+        for &(id, r) in shared {
+            h.0.push((id, Ref::Read(r)));
+        }
+        run_body(x, ops, &mut h, env, Locals::default(), &Owed::default())
+    })
+}
+
+/// Runs one operation of a task body (see [`run_body`]).
+fn run_op<'sc>(
+    s: &Scope<'_, 'sc>,
+    op: &'sc Op,
+    held: &mut Held<'sc>,
+    env: &'sc Env<'sc>,
+    locals: &mut Locals,
+    owed: &Owed,
+) -> Result<()> {
+    {
         if let Some(r) = kernel_op(s, op, held) {
-            r?;
-            continue;
+            return r;
         }
         match op {
             Op::Fill { .. }
@@ -433,11 +632,11 @@ pub(super) fn run_body<'sc>(
             Op::Ev { e, act } => match act {
                 // The event there before, if any, goes back to the pool.
                 EvAct::New => locals[*e] = Some(s.runtime().event()?),
-                EvAct::Record => s.record(own(&locals, *e))?,
-                EvAct::Wait { .. } => s.wait(own(&locals, *e))?,
-                EvAct::Sync { .. } => own(&locals, *e).synchronize()?,
+                EvAct::Record => s.record(own(locals, *e))?,
+                EvAct::Wait { .. } => s.wait(own(locals, *e))?,
+                EvAct::Sync { .. } => own(locals, *e).synchronize()?,
                 EvAct::Query { .. } => {
-                    own(&locals, *e).query()?;
+                    own(locals, *e).query()?;
                 }
                 EvAct::Drop => locals[*e] = None,
             },
@@ -461,7 +660,7 @@ pub(super) fn run_body<'sc>(
                 }
                 let body = move |t: &Scope<'_, 'sc>| {
                     env.stats.tasks.fetch_add(1, Relaxed);
-                    run_body(t, ops, &mut child, env, theirs)
+                    run_body(t, ops, &mut child, env, theirs, &Owed::default())
                 };
                 match device {
                     Some(d) => s.spawn_on(*d, body),
@@ -470,7 +669,7 @@ pub(super) fn run_body<'sc>(
             }
             Op::Scope(body) => s.scope(|inner| {
                 let mut h = held.reborrow();
-                run_body(inner, body, &mut h, env, Locals::default())
+                run_body(inner, body, &mut h, env, Locals::default(), owed)
             })?,
             Op::Join {
                 b_writes,
@@ -490,14 +689,14 @@ pub(super) fn run_body<'sc>(
                     |sa| {
                         sa.scope(|x| {
                             let mut h = ha.reborrow();
-                            run_body(x, a, &mut h, env, Locals::default())
+                            run_body(x, a, &mut h, env, Locals::default(), owed)
                         })
                     },
                     move |sb| {
                         env.stats.tasks.fetch_add(1, Relaxed);
                         sb.scope(|x| {
                             let mut h = hb.reborrow();
-                            run_body(x, b, &mut h, env, Locals::default())
+                            run_body(x, b, &mut h, env, Locals::default(), &Owed::default())
                         })
                     },
                 )?;
@@ -516,15 +715,7 @@ pub(super) fn run_body<'sc>(
                         reads.iter().map(|&id| (id, held.r(id))).collect();
                     let shared = &shared;
                     s.par_chunks_mut(&mut *buf, *chunk, |t, view| {
-                        env.stats.tasks.fetch_add(1, Relaxed);
-                        let ops = &per_chunk[view.index()];
-                        t.scope(|x| {
-                            let mut h = Held(vec![(*b, Ref::View(view as &mut Dyn<'_>))]);
-                            for &(id, r) in shared {
-                                h.0.push((id, Ref::Read(r)));
-                            }
-                            run_body(x, ops, &mut h, env, Locals::default())
-                        })
+                        run_chunk(t, *b, view, per_chunk, shared, env)
                     })
                 };
                 held.0.push((*b, Ref::Buf(buf)));
@@ -550,7 +741,7 @@ pub(super) fn run_body<'sc>(
                             for (&key, v) in views.iter().zip(vs.iter_mut()) {
                                 h.0.push((key, Ref::View(v as &mut Dyn<'_>)));
                             }
-                            run_body(inner, body, &mut h, env, Locals::default())
+                            run_body(inner, body, &mut h, env, Locals::default(), owed)
                         })
                     };
                     end_split(s, split, *end)?;
@@ -575,11 +766,13 @@ pub(super) fn run_body<'sc>(
                     TempInit::Zeros => s.zeros::<f32>(*len)?,
                     TempInit::FromHost(v) => s.from_host(v)?,
                 };
-                s.scope(|inner| {
+                // A failure the scope reports comes after `after`, so that
+                // the values stay the model's.
+                let r = s.scope(|inner| {
                     let mut h = held.reborrow();
                     h.0.push((*key, Ref::Buf(&mut tmp)));
-                    run_body(inner, body, &mut h, env, Locals::default())
-                })?;
+                    run_body(inner, body, &mut h, env, Locals::default(), owed)
+                });
                 match after {
                     Some(TempAfter::Axpy { a, y }) => k::axpy(s, *a, &tmp, held.w(*y))?,
                     Some(TempAfter::Copy { y }) => s.copy(&tmp, held.w(*y))?,
@@ -588,6 +781,7 @@ pub(super) fn run_body<'sc>(
                 // Freed in stream order, after the readers on the children's
                 // streams and this task's work, which may all be queued (X4).
                 drop(tmp);
+                r?;
             }
             Op::BadCapture {
                 how,
@@ -650,6 +844,22 @@ pub(super) fn run_body<'sc>(
                 }
             }
             Op::Multi(m) => multi::run_op(s, m, held, env)?,
+            Op::Factor {
+                b,
+                n,
+                upload,
+                fail,
+                refill,
+            } => {
+                let y = held.w(*b);
+                s.copy_from_host(y, upload)?;
+                Potrf::new(*n).run(s, y)?;
+                if *fail {
+                    // The factor's values after a failure are not
+                    // specified: known ones, in stream order.
+                    k::fill(s, y, *refill)?;
+                }
+            }
         }
     }
     Ok(())
