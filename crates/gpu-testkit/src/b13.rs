@@ -32,7 +32,7 @@
 //!
 //! The runtime orders each buffer's uses in the order they are *submitted*,
 //! and the order in which sibling tasks run is not specified. So each task
-//! takes its turn at each buffer it touches ([`Turns`]): a writer once every
+//! takes its turn at each buffer it touches (`Turns`): a writer once every
 //! earlier use of its buffer was submitted, a reader once every earlier
 //! write was (readers between two writes go in any order: they do not
 //! depend on each other). A task submits its spin first, then waits for its

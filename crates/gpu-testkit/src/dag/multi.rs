@@ -54,7 +54,7 @@ pub enum MultiOp {
     Peer { src: usize, dst: usize, cross: bool },
     /// Staging memory of device `dev` filled with `values` by the host,
     /// copied into `b` as `via` says; then the host fills the staging
-    /// memory with [`GARBAGE`] at once.
+    /// memory with `GARBAGE` at once.
     Stage {
         dev: usize,
         b: usize,
