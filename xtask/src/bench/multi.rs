@@ -1,7 +1,8 @@
-//! `cargo xtask bench --multi-gpu`: the multi-GPU benchmarks of DESIGN.md
-//! §12 on a machine with two GPUs (nvidia-h200-x2), written to
-//! `benches/results/<date>-<commit>-<device>-x<count>/bench.json` with a table of rows, ratios and
-//! their goals.
+//! `cargo xtask bench --multi-gpu`: the multi-GPU benchmarks (the rows of
+//! [`super::table::BENCHES`] marked `multi_gpu`) on a machine with two GPUs
+//! (nvidia-h200-x2), written to
+//! `benches/results/<date>-<commit>-<device>-x<count>/bench.json` with a
+//! table of rows, ratios and their goals.
 //!
 //! - B11, one process: `09-multi-gpu-heat` on 16384 x 16384 f32, 101 steps
 //!   (the first one a warm-up, not timed) on one GPU, on two, and on two
@@ -27,9 +28,11 @@
 //! host backend simulates two devices): a check of the harness, written
 //! only under `--out`.
 
+use super::table::{add_ratios, goal, goals, named_by};
+use super::torch::{find_script, last_line, script_rows, TorchScript};
 use super::{
-    commit, date, device_name, driver, field, find_script, fmt_value, last_line, number_after,
-    parse_rows, render_json, script_rows, sh, slug, TorchScript,
+    commit, date, device_name, driver, field, fmt_value, number_after, parse_rows, render_json, sh,
+    slug,
 };
 use crate::{fail, Error};
 use std::collections::BTreeMap;
@@ -54,18 +57,6 @@ const TORCH: TorchScript = TorchScript {
     groups: &["B11"],
     rows: &["B11/torch-1-gpu", "B11/torch-2-gpu", "peer/torch-0to1"],
 };
-
-/// Each goal: a ratio row, whether it must be at most (`true`) or at least
-/// the bound, and the bound. `ratio/B12-*` rows have [`B12_GOAL`].
-pub(super) const GOALS: &[(&str, bool, f64)] = &[
-    ("ratio/B11-efficiency", false, 0.95),
-    ("ratio/B11-vs-torch", true, 0.5),
-    ("ratio/B11-mpi-efficiency", false, 0.90),
-    ("ratio/B11-halo-hidden", true, 1.03),
-    ("ratio/peer-vs-raw", false, 0.95),
-];
-/// NCCL all-reduce through the library / raw NCCL, each size: at most.
-const B12_GOAL: f64 = 1.05;
 
 /// What one `--multi-gpu` run does.
 #[derive(Debug, Clone)]
@@ -596,69 +587,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// The multi-GPU ratios of DESIGN.md §12 (with [`GOALS`]), and some
-/// informative ones.
-pub(super) fn add_ratios(rows: &mut BTreeMap<String, f64>) {
-    let get = |k: &str| rows.get(k).copied();
-    let mut new = Vec::new();
-    let mut ratio = |name: &str, a: Option<f64>, b: Option<f64>| {
-        if let (Some(a), Some(b)) = (a, b) {
-            if b > 0.0 {
-                new.push((format!("ratio/{name}"), a / b));
-            }
-        }
-    };
-    let (t1, t2) = (get("B11/1-gpu"), get("B11/2-gpu"));
-    let twice = |t: Option<f64>| t.map(|t| 2.0 * t);
-    ratio("B11-efficiency", t1, twice(t2));
-    ratio("B11-vs-torch", t2, get("B11/torch-2-gpu"));
-    ratio("B11-mpi-efficiency", t1, twice(get("B11-mpi/2-ranks")));
-    ratio("B11-halo-hidden", t2, get("B11/2-gpu-no-halo"));
-    ratio("B11-1-gpu-vs-torch", t1, get("B11/torch-1-gpu"));
-    ratio(
-        "B11-torch-efficiency",
-        get("B11/torch-1-gpu"),
-        twice(get("B11/torch-2-gpu")),
-    );
-    ratio(
-        "peer-vs-raw",
-        get("peer/library-0to1"),
-        get("peer/raw-0to1"),
-    );
-    ratio(
-        "peer-vs-raw-1to0",
-        get("peer/library-1to0"),
-        get("peer/raw-1to0"),
-    );
-    ratio(
-        "peer-vs-torch",
-        get("peer/library-0to1"),
-        get("peer/torch-0to1"),
-    );
-    // B12: every size with both rows.
-    for (k, v) in rows.iter() {
-        if let Some(size) = k.strip_prefix("B12/library-") {
-            ratio(
-                &format!("B12-{size}"),
-                Some(*v),
-                get(&format!("B12/raw-{size}")),
-            );
-        }
-    }
-    rows.extend(new);
-}
-
-/// A ratio row's goal, if it has one: (at most?, bound).
-pub(super) fn goal(name: &str) -> Option<(bool, f64)> {
-    if name.starts_with("ratio/B12-") {
-        return Some((true, B12_GOAL));
-    }
-    GOALS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|&(_, at_most, bound)| (at_most, bound))
-}
-
 /// The table: each row, the previous run's figure, their ratio, and the
 /// goal with whether it is met.
 pub(super) fn render_table(
@@ -677,14 +605,7 @@ pub(super) fn render_table(
             _ => ("-".into(), "-".into()),
         };
         let g = match goal(k) {
-            Some((at_most, bound)) => {
-                let met = if at_most { *v <= bound } else { *v >= bound };
-                format!(
-                    "{} {bound}: {}",
-                    if at_most { "<=" } else { ">=" },
-                    if met { "met" } else { "MISSED" }
-                )
-            }
+            Some(g) => format!("{}: {}", g.text(), if g.met(*v) { "met" } else { "MISSED" }),
             None => String::new(),
         };
         s.push_str(&format!(
@@ -692,16 +613,27 @@ pub(super) fn render_table(
             fmt_value(k, *v)
         ));
     }
-    let missing: Vec<&str> = GOALS
-        .iter()
-        .map(|g| g.0)
-        .filter(|g| !rows.contains_key(*g))
+    // The multi-GPU goals: those of one ratio, listed when missing; those
+    // of a ratio a key (`B12-*`: each size), said when none came.
+    let multi = || goals().filter(|(b, _, _)| b.multi_gpu);
+    let missing: Vec<String> = multi()
+        .filter(|(_, name, _)| !name.contains('*'))
+        .map(|(_, name, _)| format!("ratio/{name}"))
+        .filter(|n| !rows.contains_key(n))
         .collect();
     if !missing.is_empty() {
         s.push_str(&format!("\nnot measured: {}\n", missing.join(", ")));
     }
-    if !rows.keys().any(|k| k.starts_with("ratio/B12-")) {
-        s.push_str("B12 (NCCL all-reduce, library / raw): not measured by this bundle\n");
+    for (b, name, _) in multi().filter(|(_, name, _)| name.contains('*')) {
+        let measured = rows
+            .keys()
+            .any(|k| k.strip_prefix("ratio/").is_some_and(|k| named_by(name, k)));
+        if !measured {
+            s.push_str(&format!(
+                "{} ({}, against {}): not measured by this bundle\n",
+                b.id, b.what, b.against
+            ));
+        }
     }
     s
 }

@@ -1,94 +1,26 @@
 //! `cargo xtask bench --report [--check]`: the results page,
 //! `benches/results/README.md`, generated from the committed bench JSONs,
-//! so that no figure is ever copied by hand.
+//! so that no figure is ever copied by hand; the README's results block;
+//! and DESIGN.md §7's table of the benchmarks ([`table::design_table`]).
 //!
 //! Every `*.json` under `benches/results/` with a commit, a device and rows
 //! is a run. For each device, the runs at the commit of its newest run are
 //! summarized: every row's median and range over those runs, and for the
-//! ratios with a goal (DESIGN.md §7, §12, §16) the goal and whether the
+//! ratios with a goal ([`table::BENCHES`]) the goal and whether the
 //! median meets it; a goal those runs do not measure is taken from the
 //! newest earlier run of the device that does, named as such. An index of
-//! every run follows. `--check` regenerates
-//! the page in memory and fails if the committed one differs (CI runs it).
+//! every run follows. The README's block does the same from the runs of a
+//! clean tree only: a run from a dirty one (`-dirty` in its folder or
+//! commit: uncommitted changes) is on the results page, marked, and never
+//! in the README. `--check` regenerates the three in memory and fails if a
+//! committed one differs (CI runs it).
 
+use super::table::{self, goals, named_by, Goal};
 use super::{fmt_value, json_field, parse_rows};
 use crate::{fail, Error};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-
-/// How a ratio is judged against its goal.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) enum Goal {
-    /// The ratio must be at most this.
-    AtMost(f64),
-    /// The ratio must be at least this.
-    AtLeast(f64),
-}
-
-impl Goal {
-    fn met(self, v: f64) -> bool {
-        match self {
-            Goal::AtMost(g) => v <= g,
-            Goal::AtLeast(g) => v >= g,
-        }
-    }
-
-    fn text(self) -> String {
-        match self {
-            Goal::AtMost(g) => format!("<= {g}"),
-            Goal::AtLeast(g) => format!(">= {g}"),
-        }
-    }
-}
-
-/// The goals of DESIGN.md §7, §12 and §16 (and the issues that set them),
-/// by ratio row (without its `ratio/` prefix).
-pub(super) const GOALS: &[(&str, Goal)] = &[
-    ("B1", Goal::AtMost(1.10)),
-    ("B2", Goal::AtMost(1.10)),
-    ("B3", Goal::AtMost(1.05)),
-    ("B3-user", Goal::AtMost(1.05)),
-    ("B5-cold-min", Goal::AtLeast(7.5)),
-    ("B7", Goal::AtLeast(0.97)),
-    ("B7-vs-torch", Goal::AtLeast(1.0)),
-    ("B7-pageable", Goal::AtLeast(0.6)),
-    ("B7-pageable-vs-torch", Goal::AtLeast(1.0)),
-    ("B8", Goal::AtMost(1.5)),
-    ("B10-join-tree", Goal::AtMost(2.5)),
-    ("B10-spawns", Goal::AtMost(1.5)),
-    ("B13-vs-torch", Goal::AtMost(0.25)),
-    ("B13-vs-graph", Goal::AtMost(1.5)),
-    ("B13-capture-vs-graph", Goal::AtMost(1.5)),
-    ("B13-iter", Goal::AtMost(1.10)),
-    ("B13-capture", Goal::AtMost(2.0)),
-    ("B14", Goal::AtLeast(0.9)),
-    ("B14-vs-torch", Goal::AtLeast(0.9)),
-    ("B15-vs-torch", Goal::AtMost(1.0)),
-    ("B15-vs-cupy", Goal::AtMost(1.0)),
-    ("B16-small-vs-cupy", Goal::AtMost(0.5)),
-    ("B16-vs-cupy", Goal::AtMost(1.0)),
-    ("B16-vs-bound", Goal::AtLeast(0.8)),
-    ("B17", Goal::AtMost(1.10)),
-    ("B17-siblings-vs-batched", Goal::AtLeast(0.5)),
-    ("B11-efficiency", Goal::AtLeast(0.95)),
-    ("B11-vs-torch", Goal::AtMost(0.5)),
-    ("B11-mpi-efficiency", Goal::AtLeast(0.90)),
-    ("B11-halo-hidden", Goal::AtMost(1.03)),
-    ("B12-1MiB", Goal::AtMost(1.05)),
-    ("B12-4MiB", Goal::AtMost(1.05)),
-    ("B12-16MiB", Goal::AtMost(1.05)),
-    ("B12-64MiB", Goal::AtMost(1.05)),
-    ("B12-256MiB", Goal::AtMost(1.05)),
-    ("B12-1GiB", Goal::AtMost(1.05)),
-    ("peer-vs-raw", Goal::AtLeast(0.95)),
-];
-
-/// The goal of row `name` (`ratio/...`), if it has one.
-pub(super) fn goal(name: &str) -> Option<Goal> {
-    let id = name.strip_prefix("ratio/")?;
-    GOALS.iter().find(|(g, _)| *g == id).map(|(_, g)| *g)
-}
 
 /// One committed bench run.
 #[derive(Debug)]
@@ -104,6 +36,12 @@ struct Run {
 }
 
 impl Run {
+    /// Made from a tree with uncommitted changes: its folder (or commit)
+    /// says `-dirty`.
+    fn dirty(&self) -> bool {
+        self.path.contains("-dirty") || self.commit.ends_with("-dirty")
+    }
+
     fn same_run(&self, other: &Run) -> bool {
         (&self.device, &self.commit, &self.date, &self.rows)
             == (&other.device, &other.commit, &other.date, &other.rows)
@@ -121,25 +59,44 @@ impl Run {
 /// The README's generated block lies between these two lines.
 const BEGIN: &str = "<!-- results:begin -->";
 const END: &str = "<!-- results:end -->";
+/// DESIGN.md §7's table of the benchmarks lies between these two lines.
+const DESIGN_BEGIN: &str = "<!-- benches:begin -->";
+const DESIGN_END: &str = "<!-- benches:end -->";
 
 pub(super) fn run(root: &Path, check: bool) -> Result<(), Error> {
     let results = root.join("benches/results");
     let runs = runs(&results)?;
     let page = results.join("README.md");
+    let read =
+        |p: &Path| fs::read_to_string(p).map_err(|e| fail(format!("reading {}: {e}", p.display())));
     let readme = root.join("README.md");
-    let readme_text = fs::read_to_string(&readme)
-        .map_err(|e| fail(format!("reading {}: {e}", readme.display())))?;
+    let design = root.join("docs/DESIGN.md");
     let files = [
         (page, render(&runs, &run_folders(&results))),
-        (readme, with_summary(&readme_text, &summary(&runs))?),
+        (
+            readme.clone(),
+            with_summary(&read(&readme)?, &summary(&runs))?,
+        ),
+        (
+            design.clone(),
+            with_block(
+                &read(&design)?,
+                "docs/DESIGN.md",
+                (DESIGN_BEGIN, DESIGN_END),
+                &table::design_table(),
+            )?,
+        ),
     ];
+    for note in dirty_notes(&runs) {
+        println!("bench --report: {note}");
+    }
     for (path, text) in &files {
         if check {
             let committed = fs::read_to_string(path).unwrap_or_default();
             if committed != *text {
                 return Err(fail(format!(
                     "{} is not what `cargo xtask bench --report` makes from the committed \
-                     runs: run it and commit the result",
+                     runs and the table of benchmarks: run it and commit the result",
                     path.display()
                 )));
             }
@@ -155,15 +112,24 @@ pub(super) fn run(root: &Path, check: bool) -> Result<(), Error> {
 /// `readme` with its block between [`BEGIN`] and [`END`] replaced by
 /// `block`.
 fn with_summary(readme: &str, block: &str) -> Result<String, Error> {
-    let (Some(b), Some(e)) = (readme.find(BEGIN), readme.find(END)) else {
-        return Err(fail(format!(
-            "README.md has no `{BEGIN}` ... `{END}` block"
-        )));
+    with_block(readme, "README.md", (BEGIN, END), block)
+}
+
+/// `text` (the file `file`) with its block between the two `markers`
+/// replaced by `block`.
+fn with_block(
+    text: &str,
+    file: &str,
+    (begin, end): (&str, &str),
+    block: &str,
+) -> Result<String, Error> {
+    let (Some(b), Some(e)) = (text.find(begin), text.find(end)) else {
+        return Err(fail(format!("{file} has no `{begin}` ... `{end}` block")));
     };
     if e < b {
-        return Err(fail(format!("README.md: `{END}` before `{BEGIN}`")));
+        return Err(fail(format!("{file}: `{end}` before `{begin}`")));
     }
-    Ok(format!("{}{BEGIN}\n{block}{}", &readme[..b], &readme[e..]))
+    Ok(format!("{}{begin}\n{block}{}", &text[..b], &text[e..]))
 }
 
 /// Every run under `dir`, sorted by date then path; a run committed twice
@@ -300,20 +266,53 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// The runs of each device at the commit of its newest run.
-fn newest_sets(runs: &[Run]) -> Vec<(&str, Vec<&Run>)> {
+/// The devices of `runs`, sorted.
+fn devices<'r>(runs: &[&'r Run]) -> Vec<&'r str> {
     let mut devices: Vec<&str> = runs.iter().map(|r| r.device.as_str()).collect();
     devices.sort_unstable();
     devices.dedup();
     devices
+}
+
+/// The runs of `device` at the commit of its newest run in `runs`.
+fn newest_set<'r>(runs: &[&'r Run], device: &str) -> Option<Vec<&'r Run>> {
+    let newest = runs.iter().rev().find(|r| r.device == device)?;
+    Some(
+        runs.iter()
+            .filter(|r| r.device == device && r.commit == newest.commit)
+            .copied()
+            .collect(),
+    )
+}
+
+/// The runs of each device at the commit of its newest run.
+fn newest_sets<'r>(runs: &[&'r Run]) -> Vec<(&'r str, Vec<&'r Run>)> {
+    devices(runs)
         .into_iter()
-        .filter_map(|device| {
-            let newest = runs.iter().rev().find(|r| r.device == device)?;
-            let set = runs
+        .filter_map(|device| Some((device, newest_set(runs, device)?)))
+        .collect()
+}
+
+/// The goals that the runs of `device` are judged by, in the table's
+/// order: each ratio with a goal, one named with `*` once for each key
+/// that a run of `device` has (`B12-*`: each size measured).
+fn device_goals(runs: &[&Run], device: &str) -> Vec<(String, Goal)> {
+    goals()
+        .flat_map(|(_, name, g)| {
+            if !name.contains('*') {
+                return vec![(name.to_string(), g)];
+            }
+            let mut ids: Vec<String> = runs
                 .iter()
-                .filter(|r| r.device == device && r.commit == newest.commit)
+                .filter(|r| r.device == device)
+                .flat_map(|r| r.rows.keys())
+                .filter_map(|k| k.strip_prefix("ratio/"))
+                .filter(|id| named_by(name, id))
+                .map(str::to_string)
                 .collect();
-            Some((device, set))
+            ids.sort();
+            ids.dedup();
+            ids.into_iter().map(|id| (id, g)).collect()
         })
         .collect()
 }
@@ -324,20 +323,20 @@ fn newest_sets(runs: &[Run]) -> Vec<(&str, Vec<&Run>)> {
 /// a newer commit) would otherwise hide what the full runs before them
 /// measured.
 fn earlier_goals<'r>(
-    runs: &'r [Run],
+    runs: &[&'r Run],
     device: &str,
     set: &[&Run],
-) -> Vec<(&'static str, Goal, f64, &'r Run)> {
-    GOALS
-        .iter()
+) -> Vec<(String, Goal, f64, &'r Run)> {
+    device_goals(runs, device)
+        .into_iter()
         .filter(|(id, _)| median_range(set, &format!("ratio/{id}")).is_none())
-        .filter_map(|&(id, g)| {
+        .filter_map(|(id, g)| {
             let name = format!("ratio/{id}");
             let r = runs
                 .iter()
                 .rev()
                 .find(|r| r.device == device && r.rows.contains_key(&name))?;
-            Some((id, g, r.rows[&name], r))
+            Some((id, g, r.rows[&name], *r))
         })
         .collect()
 }
@@ -359,19 +358,31 @@ fn median_range(set: &[&Run], name: &str) -> Option<(f64, Option<(f64, f64)>)> {
 }
 
 /// The README's block: per device, how many goals its runs meet and which
-/// they miss (the figures themselves are on the results page).
+/// they miss (the figures themselves are on the results page), from the
+/// runs of a clean tree only.
 fn summary(runs: &[Run]) -> String {
+    let all: Vec<&Run> = runs.iter().collect();
+    let clean: Vec<&Run> = runs.iter().filter(|r| !r.dirty()).collect();
     let mut s = String::new();
-    for (device, set) in newest_sets(runs) {
+    for device in devices(&all) {
+        let Some(set) = newest_set(&clean, device) else {
+            let newest = newest_set(&all, device).unwrap_or_default();
+            s.push_str(&format!(
+                "- {device}: no run from a clean tree yet (the newest, at {}, is on the \
+                 results page).\n",
+                newest.first().map_or("-", |r| r.commit.as_str())
+            ));
+            continue;
+        };
         // Each goal's value: the newest runs' median, else an earlier run's.
-        let mut goals: Vec<(&str, Goal, f64, Option<&str>)> = GOALS
-            .iter()
-            .filter_map(|&(id, g)| {
+        let mut goals: Vec<(String, Goal, f64, Option<&str>)> = device_goals(&clean, device)
+            .into_iter()
+            .filter_map(|(id, g)| {
                 let (med, _) = median_range(&set, &format!("ratio/{id}"))?;
                 Some((id, g, med, None))
             })
             .collect();
-        for (id, g, v, r) in earlier_goals(runs, device, &set) {
+        for (id, g, v, r) in earlier_goals(&clean, device, &set) {
             goals.push((id, g, v, Some(r.commit.as_str())));
         }
         let missed: Vec<String> = goals
@@ -399,6 +410,28 @@ fn summary(runs: &[Run]) -> String {
     s
 }
 
+/// What the README's block leaves out: each device whose newest run is
+/// from a dirty tree, and what the block uses instead.
+fn dirty_notes(runs: &[Run]) -> Vec<String> {
+    let all: Vec<&Run> = runs.iter().collect();
+    let clean: Vec<&Run> = runs.iter().filter(|r| !r.dirty()).collect();
+    newest_sets(&all)
+        .into_iter()
+        .filter(|(_, set)| set[0].dirty())
+        .map(|(device, set)| {
+            let instead = match newest_set(&clean, device) {
+                Some(c) => format!("uses the newest clean one instead, at {}", c[0].commit),
+                None => "has no clean run of it: none of its figures".to_string(),
+            };
+            format!(
+                "{device}: the newest run, at {}, is from a dirty tree: not in README.md, \
+                 which {instead}",
+                set[0].commit
+            )
+        })
+        .collect()
+}
+
 /// The results page.
 fn render(runs: &[Run], folders: &[(String, Vec<String>)]) -> String {
     let mut s = String::from(
@@ -406,12 +439,15 @@ fn render(runs: &[Run], folders: &[(String, Vec<String>)]) -> String {
          Generated by `cargo xtask bench --report` from the committed runs (the JSON files \
          below); CI checks it with `--check`. Do not edit by hand.\n\n\
          For each device: the runs at the commit of its newest run, every row's median and \
-         range over them, and each ratio's goal (DESIGN.md §7, §12, §16). Ratios are \
+         range over them, and each ratio's goal (DESIGN.md §7, from `BENCHES` in \
+         `xtask/src/bench/table.rs`). Ratios are \
          ours over the comparison for times (lower is better) and the comparison over ours \
-         for throughputs; the goal says which way. Investigations (probes and their notes) \
-         are under `investigations/`.\n",
+         for throughputs; the goal says which way. A run from a dirty tree (`-dirty`: \
+         uncommitted changes) is marked, and the README's summary leaves it out. \
+         Investigations (probes and their notes) are under `investigations/`.\n",
     );
-    for (device, set) in newest_sets(runs) {
+    let all: Vec<&Run> = runs.iter().collect();
+    for (device, set) in newest_sets(&all) {
         s.push_str(&format!(
             "\n## {device}, commit {} ({} run{})\n\n",
             set[0].commit,
@@ -420,6 +456,17 @@ fn render(runs: &[Run], folders: &[(String, Vec<String>)]) -> String {
         ));
         for r in &set {
             s.push_str(&format!("- {} ({})\n", r.files(), r.date));
+        }
+        if set[0].dirty() {
+            let clean: Vec<&Run> = all.iter().filter(|r| !r.dirty()).copied().collect();
+            let instead = match newest_set(&clean, device) {
+                Some(c) => format!("gives the newest clean run's, at {}", c[0].commit),
+                None => "has none of this device (no clean run)".to_string(),
+            };
+            s.push_str(&format!(
+                "\nFrom a dirty tree (uncommitted changes): the README's summary leaves these \
+                 runs out and {instead}.\n"
+            ));
         }
         s.push_str("\n| row | median | range | goal | met |\n|---|---|---|---|---|\n");
         let mut names: Vec<&String> = set.iter().flat_map(|r| r.rows.keys()).collect();
@@ -433,7 +480,7 @@ fn render(runs: &[Run], folders: &[(String, Vec<String>)]) -> String {
                 Some((a, b)) => format!("{} - {}", fmt_value(name, a), fmt_value(name, b)),
                 None => "-".into(),
             };
-            let (g, met) = match goal(name) {
+            let (g, met) = match table::goal(name) {
                 Some(g) => (g.text(), if g.met(med) { "yes" } else { "no" }),
                 None => ("-".into(), "-"),
             };
@@ -442,7 +489,7 @@ fn render(runs: &[Run], folders: &[(String, Vec<String>)]) -> String {
                 fmt_value(name, med)
             ));
         }
-        let earlier = earlier_goals(runs, device, &set);
+        let earlier = earlier_goals(&all, device, &set);
         if !earlier.is_empty() {
             s.push_str(
                 "\nGoals these runs do not measure, from the newest earlier run of this device \

@@ -1,5 +1,6 @@
 //! Tests: the bench command's filters, goals, report and its check.
 
+use super::torch::script_rows;
 use super::*;
 
 fn script(file: &str) -> &'static TorchScript {

@@ -1,6 +1,7 @@
 //! Tests: the multi-GPU bench's tables, goals and options.
 
 use super::*;
+use crate::bench::table::Goal;
 
 fn rows(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -41,7 +42,7 @@ fn b12_rows_give_a_ratio_a_size_with_its_goal() {
     add_ratios(&mut r);
     assert_eq!(r["ratio/B12-1MiB"], 1.05);
     assert!(!r.contains_key("ratio/B12-1GiB"), "no raw row, no ratio");
-    assert_eq!(goal("ratio/B12-1MiB"), Some((true, 1.05)));
+    assert_eq!(goal("ratio/B12-1MiB"), Some(Goal::AtMost(1.05)));
     let t = render_table(&r, &BTreeMap::new(), "now", "-");
     assert!(
         t.contains("| ratio/B12-1MiB | 1.050 | - | - | <= 1.05: met |"),
@@ -78,7 +79,7 @@ fn the_table_says_which_goals_are_met_and_which_are_not_measured() {
         "{t}"
     );
     assert!(
-        t.contains("B12 (NCCL all-reduce, library / raw): not measured"),
+        t.contains("B12 (NCCL all-reduce, 1 MiB-1 GiB, against raw NCCL): not measured"),
         "{t}"
     );
 }

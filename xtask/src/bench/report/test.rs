@@ -126,15 +126,77 @@ fn a_missed_goal_says_no() {
 }
 
 #[test]
-fn every_goal_names_a_ratio_the_bench_computes() {
-    // A goal whose row no run can have would never be judged.
-    let src = concat!(include_str!("../../bench.rs"), include_str!("../multi.rs"));
-    for (id, _) in GOALS {
-        // B12's rows are named by message size: `B12-{size}`.
-        let named = src.contains(&format!("\"{id}\""))
-            || (id.starts_with("B12-") && src.contains("format!(\"B12-{size}\")"));
-        assert!(named, "goal {id} has no ratio in bench.rs or multi.rs");
-    }
+fn the_readme_block_leaves_out_a_dirty_tree_s_runs() {
+    let mut h100 = run("h/x.json", "ddd-dirty", "2026-12-06", &[("ratio/B8", 9.0)]);
+    h100.device = "NVIDIA H100".into();
+    let runs = [
+        run(
+            "clean/bench.json",
+            "aaa",
+            "2026-12-01",
+            &[("ratio/B8", 1.2)],
+        ),
+        run(
+            "2026-12-02T0000Z-bbb-dirty-nvidia-h200/bench.json",
+            "bbb-dirty",
+            "2026-12-02",
+            &[("ratio/B8", 3.0), ("ratio/B1", 2.0)],
+        ),
+        // A dirty folder is enough, whatever the commit says.
+        run(
+            "2026-12-03T0000Z-ccc-dirty-nvidia-h200/bench.json",
+            "ccc",
+            "2026-12-03",
+            &[("ratio/B8", 4.0)],
+        ),
+        h100,
+    ];
+    let readme = summary(&runs);
+    assert!(
+        readme.contains("- NVIDIA H200, commit aaa (1 run): 1 of 1 goals met; missed: none."),
+        "{readme}"
+    );
+    assert!(
+        !readme.contains("bbb") && !readme.contains("ccc"),
+        "{readme}"
+    );
+    assert!(
+        readme.contains("- NVIDIA H100: no run from a clean tree yet (the newest, at ddd-dirty,"),
+        "{readme}"
+    );
+    // The results page still shows the newest runs, marked.
+    let page = render(&runs, &[]);
+    assert!(
+        page.contains("## NVIDIA H200, commit ccc (1 run)"),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "the README's summary leaves these runs out and gives the newest clean run's, at aaa"
+        ),
+        "{page}"
+    );
+    let notes = dirty_notes(&runs);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes
+        .iter()
+        .any(|n| n.contains("NVIDIA H200") && n.contains("at aaa")));
+}
+
+#[test]
+fn the_design_block_is_the_table_of_benchmarks() {
+    let design = format!("# D\n{DESIGN_BEGIN}\nold block\n{DESIGN_END}\nafter\n");
+    let out = with_block(
+        &design,
+        "DESIGN.md",
+        (DESIGN_BEGIN, DESIGN_END),
+        &table::design_table(),
+    )
+    .unwrap();
+    assert!(out.contains("| B13 | 10,000-task"), "{out}");
+    assert!(out.contains("`B13-vs-torch` = gpu-scope / torch-8-streams (<= 0.25)"));
+    assert!(out.ends_with(&format!("{DESIGN_END}\nafter\n")) && !out.contains("old block"));
+    assert!(with_block("none", "DESIGN.md", (DESIGN_BEGIN, DESIGN_END), "x").is_err());
 }
 
 #[test]
