@@ -125,8 +125,10 @@ pub enum Error {
     /// No kernel of that name in the loaded modules.
     #[error("no kernel `{0}` in the loaded modules")]
     NoSuchKernel(String),
-    /// A capturing stream cannot do this.
-    #[error("{what} is not allowed while the stream is being captured into a graph; end the capture first")]
+    /// Refused while work is recorded into a graph rather than run: in a
+    /// capture (`TaskContext::capture`, `gpu::capture`) or in a graphed
+    /// scope (`gpu::Graphed`), whose operations become graph nodes.
+    #[error("{what} is not allowed while work is being recorded into a graph (in a capture or a graphed scope); do it before or after the recording")]
     Capturing {
         /// What was attempted.
         what: &'static str,

@@ -18,6 +18,7 @@
 //!   -> runtime (mod.rs, options.rs, group.rs) -> fence, event, graph -> buffer -> capture
 //!   -> context (mod.rs, tracked.rs, launch.rs, memory.rs, copy.rs, host.rs, event.rs,
 //!      graph.rs, foreign.rs) -> handoff, staging, typed -> gate, loader, nccl
+//!   -> future
 //! ```
 //!
 //! but for `context/launch.rs` and `context/gate.rs` (the one launch path
@@ -52,6 +53,7 @@ mod error;
 mod event;
 mod fence;
 pub mod fft;
+mod future;
 mod gate;
 mod graph;
 mod handoff;
@@ -84,6 +86,7 @@ pub use driver::{FaultInjector, FaultKind};
 pub use error::{Error, Result};
 pub use event::Event;
 pub use fence::Fence;
+pub use future::{FenceFuture, ToVecFuture};
 pub use gate::Gate;
 pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,

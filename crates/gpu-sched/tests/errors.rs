@@ -287,8 +287,8 @@ fn capturing(rt: &Runtime) {
         &e,
         &[
             "synchronizing the stream",
-            "captured",
-            "end the capture first",
+            "recorded into a graph",
+            "do it before or after the recording",
         ],
     );
     assert!(!rt.ledger().is_capturing(t.stream_id()));
@@ -306,14 +306,17 @@ fn capturing(rt: &Runtime) {
         ),
         "{e:?}"
     );
-    says(&e, &["host-sync pointer", "end the capture first"]);
+    says(
+        &e,
+        &["host-sync pointer", "do it before or after the recording"],
+    );
 
     let e = error(t.capture(|c| {
         k::fill(c, &mut a, 5.0)?;
         c.capture(|_| Ok(())).map(drop)
     }));
     assert!(matches!(e, Error::Capturing { .. }), "{e:?}");
-    says(&e, &["end the capture first"]);
+    says(&e, &["do it before or after the recording"]);
 
     // Nothing captured ran, and the stream is usable.
     assert!(!rt.ledger().is_capturing(t.stream_id()));

@@ -206,10 +206,56 @@ pub use join::join;
 pub use pipeline::par_map;
 pub use registry::{current_num_threads, install};
 pub use scope::{capture, capture_on, in_place_scope, scope, scope_on, Graphed, Scope};
+pub use scope::{scope_async, scope_on_async};
 pub use thread_pool::{ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 
 pub use gpu_sched::nccl;
 pub use gpu_sched::trace;
+
+pub mod prelude {
+    //! What nearly every program uses, in one import:
+    //! `use gpu::prelude::*;`. The buffer types and their views, the scope
+    //! and task handles, the crate's `Result` and `Error`, the traits that
+    //! a function generic over buffers and views names
+    //! ([`DeviceSlice`], [`DeviceSliceMut`], [`DeviceRepr`]), and the
+    //! parallel iterators' entry points ([`par_chunks`],
+    //! [`par_chunks_mut`]; their methods need no import).
+    //!
+    //! `Result` is this crate's, `Result<T, E = Error>`: it takes the place
+    //! of the standard prelude's, and `Result<T, OtherError>` still names
+    //! any other. The escape hatches ([`crate::raw::RawTask`]) and the
+    //! library modules ([`crate::blas`], [`crate::fft`], ...) stay out:
+    //! import them where they are used.
+    //!
+    //! ```
+    //! use gpu::prelude::*;
+    //! use gpu_kernels as k;
+    //!
+    //! /// `y = 2 x`, for buffers and views alike.
+    //! fn twice(
+    //!     t: &TaskContext,
+    //!     x: &(impl DeviceSlice<f32> + ?Sized),
+    //!     y: &mut (impl DeviceSliceMut<f32> + ?Sized),
+    //! ) -> Result<()> {
+    //!     k::scale_into(t, x, y, 2.0)
+    //! }
+    //!
+    //! fn main() -> Result<()> {
+    //!     let x = Buffer::from_host(&[1.0f32; 1000])?;
+    //!     let mut y = Buffer::<f32>::zeros(1000)?;
+    //!     par_chunks(&x, 256)
+    //!         .zip(par_chunks_mut(&mut y, 256))
+    //!         .for_each(|t, (x, mut y)| twice(t, &x, &mut y))?;
+    //!     gpu::scope(|s: &Scope<'_, '_>| twice(s, &x, &mut y))?;
+    //!     assert!(y.to_vec()?.iter().all(|&v| v == 2.0));
+    //!     Ok(())
+    //! }
+    //! ```
+    pub use crate::memory::{DeviceRepr, DeviceSlice, DeviceSliceMut};
+    pub use crate::{
+        par_chunks, par_chunks_mut, Buffer, Error, Result, Scope, TaskContext, View, ViewMut,
+    };
+}
 
 pub mod kernel {
     //! Kernels: your own, declared once with a typed signature and loaded
@@ -236,6 +282,8 @@ pub mod sync {
     //! fences, gates (a stream blocked until the host opens it), graphs
     //! and their launches, and how host waits spin or yield.
     pub use gpu_sched::{Event, Fence, Gate, Graph, GraphLaunch, GraphStats, SyncMode};
+    /// Completion as futures (`fence.await`, `to_vec_async`).
+    pub use gpu_sched::{FenceFuture, ToVecFuture};
 }
 
 pub mod diag {

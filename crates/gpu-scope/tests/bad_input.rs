@@ -268,7 +268,7 @@ fn host_sync_ptr_and_synchronize_during_a_capture() {
         &[
             "host-sync pointer",
             "is not allowed while",
-            "end the capture first",
+            "do it before or after the recording",
         ],
     );
 
@@ -291,7 +291,13 @@ fn host_sync_ptr_and_synchronize_during_a_capture() {
         ),
         "{e:?}"
     );
-    says(&e, &["synchronizing the stream", "end the capture first"]);
+    says(
+        &e,
+        &[
+            "synchronizing the stream",
+            "do it before or after the recording",
+        ],
+    );
 
     // The captured work never ran; the runtime goes on.
     assert_eq!(a.to_vec().unwrap(), vec![1.0; 8]);

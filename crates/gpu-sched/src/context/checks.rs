@@ -366,6 +366,14 @@ pub(crate) fn conclude_at_fence_drop(
     defer(rt, checks, own);
 }
 
+/// The fences of other tasks' work that `checks` (a fence's carried
+/// results) wait for besides the carrying fence's own event: what an
+/// asynchronous wait for that fence must see done before it checks them
+/// without blocking (`crate::future`).
+pub(crate) fn carried_fences(checks: &[Pending]) -> Vec<Fence> {
+    checks.iter().filter_map(|p| p.after.clone()).collect()
+}
+
 /// After a successful wait for a fence's event: the results it carries,
 /// checked.
 pub(crate) fn conclude_carried(checks: Vec<Pending>) -> Result<()> {

@@ -32,7 +32,9 @@ mod raw;
 mod tracked;
 
 pub use checks::Unchecked;
-pub(crate) use checks::{conclude_at_fence_drop, conclude_carried, reap, Check, Judge, Pending};
+pub(crate) use checks::{
+    carried_fences, conclude_at_fence_drop, conclude_carried, reap, Check, Judge, Pending,
+};
 pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
 };

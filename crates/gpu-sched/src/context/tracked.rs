@@ -239,7 +239,7 @@ impl TaskContext {
         Ok(())
     }
 
-    pub(super) fn check<T: DeviceRepr>(
+    pub(crate) fn check<T: DeviceRepr>(
         &self,
         b: &(impl DeviceSlice<T> + ?Sized),
         what: &'static str,

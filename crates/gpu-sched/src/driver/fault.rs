@@ -285,6 +285,11 @@ impl Driver for FaultDriver {
         self.real.create_event(timing)
     }
 
+    fn create_blocking_event(&self) -> Result<RawEvent> {
+        self.faults.enter("create_event", 0)?;
+        self.real.create_blocking_event()
+    }
+
     fn destroy_event(&self, e: RawEvent) -> Result<()> {
         self.faults.enter("destroy_event", 0)?;
         self.real.destroy_event(e)

@@ -224,6 +224,14 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// Events are created without timing unless `timing` is set.
     fn create_event(&self, timing: bool) -> Result<RawEvent>;
     fn destroy_event(&self, e: RawEvent) -> Result<()>;
+    /// An event without timing whose [`Driver::event_sync`] sleeps in the
+    /// driver until the event completes, rather than spinning (CUDA's
+    /// `CU_EVENT_BLOCKING_SYNC`): for the runtime's waiter thread, which
+    /// wakes futures (`crate::future`). The host backend's syncs always
+    /// sleep.
+    fn create_blocking_event(&self) -> Result<RawEvent> {
+        self.create_event(false)
+    }
     fn record(&self, e: RawEvent, s: RawStream) -> Result<()>;
     fn wait_event(&self, s: RawStream, e: RawEvent) -> Result<()>;
     /// A wait from a capturing stream on an event recorded outside the

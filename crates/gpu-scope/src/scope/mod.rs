@@ -8,11 +8,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+mod async_scope;
 mod graphed;
 mod state;
 #[cfg(test)]
 mod test;
 
+pub use async_scope::{scope_async, scope_on_async};
 pub use graphed::Graphed;
 pub(crate) use state::ScopeState;
 use state::{lock, Job, JobBody};
@@ -504,11 +506,11 @@ where
 /// | misuse | error | message (what to do) |
 /// |---|---|---|
 /// | a graph launch without a buffer the graph touches | `Error::BadKernelArgs` | "the graph writes 0x...; pass that buffer with .write(&mut buf)" |
-/// | `host_sync_ptr` inside a capture | `Error::Capturing` | "taking a host-sync pointer is not allowed while the stream is being captured into a graph; end the capture first" |
-/// | synchronizing a capturing stream | `Error::Capturing` | "synchronizing the stream is not allowed while ...; end the capture first" |
-/// | a record inside a capture (an event, or the fence of a `spawn` or `join`: another stream waiting on it would join the capture) | `Error::Capturing` | "recording an event is not allowed while the stream is being captured into a graph; end the capture first" |
-/// | host memory in a capture (`copy_to_host`, `to_vec`, `copy_from_host`, staging copies, `memset_zero` of an odd byte count or offset) | `Error::Capturing` | "copying to host memory is not allowed while the stream is being captured into a graph; end the capture first" |
-/// | in any capture (`TaskContext::capture`, `gpu::capture`): allocating (also a kernel's temporary, e.g. `inclusive_scan`), blocking on a gate, a nested capture | `Error::Capturing` | "allocating device memory in a capture (allocate before it) is not allowed while the stream is being captured into a graph; end the capture first" |
+/// | `host_sync_ptr` inside a capture | `Error::Capturing` | "taking a host-sync pointer is not allowed while work is being recorded into a graph (in a capture or a graphed scope); do it before or after the recording" |
+/// | synchronizing a capturing stream | `Error::Capturing` | "synchronizing the stream is not allowed while ...; do it before or after the recording" |
+/// | a record inside a capture (an event, or the fence of a `spawn` or `join`: another stream waiting on it would join the capture) | `Error::Capturing` | "recording an event is not allowed while work is being recorded into a graph (in a capture or a graphed scope); do it before or after the recording" |
+/// | host memory in a capture (`copy_to_host`, `to_vec`, `copy_from_host`, staging copies, `memset_zero` of an odd byte count or offset) | `Error::Capturing` | "copying to host memory is not allowed while work is being recorded into a graph (in a capture or a graphed scope); do it before or after the recording" |
+/// | in any capture (`TaskContext::capture`, `gpu::capture`): allocating (also a kernel's temporary, e.g. `inclusive_scan`), blocking on a gate, a nested capture | `Error::Capturing` | "allocating device memory in a capture (allocate before it) is not allowed while work is being recorded into a graph (in a capture or a graphed scope); do it before or after the recording" |
 /// | in `gpu::capture`: `raw_ptr`, waiting outside it for a fence of its tasks | `Error::Capturing` | "taking a raw pointer in a scope capture (take it before the capture) is not allowed while ..." |
 /// | a task of a `gpu::capture`, kept and used after the capture ended | `Error::CaptureEnded` | "this task joined a scope capture that has ended, so it submits nothing more; begin a new task" |
 ///

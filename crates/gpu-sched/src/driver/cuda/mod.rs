@@ -204,6 +204,17 @@ impl Driver for CudaDriver {
         Ok(RawEvent(e as usize as u64))
     }
 
+    fn create_blocking_event(&self) -> Result<RawEvent> {
+        let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32
+            | sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32;
+        let mut e: sys::CUevent = ptr::null_mut();
+        // SAFETY: `call` made the context current; `e` is a valid out-pointer.
+        self.call("cuEventCreate", || unsafe {
+            sys::cuEventCreate(&mut e, flags)
+        })?;
+        Ok(RawEvent(e as usize as u64))
+    }
+
     fn destroy_event(&self, e: RawEvent) -> Result<()> {
         // SAFETY: `call` made the context current; the caller passes an event
         // of this driver that it no longer uses.
