@@ -132,32 +132,11 @@ impl Runtime {
     /// (sticky: the device is treated as broken). Its callers then keep
     /// the memory (never free or hand it back), as for a broken context.
     /// Nothing here aborts the process.
-    pub(crate) fn wait_past_errors(&self, mut wait: impl FnMut() -> Result<()>) -> Result<()> {
+    pub(crate) fn wait_past_errors(&self, wait: impl FnMut() -> Result<()>) -> Result<()> {
         if let Some(e) = self.unresponsive().get() {
             return Err(e.clone());
         }
-        let first = match wait() {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        let start = std::time::Instant::now();
-        loop {
-            if self.driver().check_sticky().is_err() {
-                return Err(first);
-            }
-            if wait().is_ok() {
-                return Ok(());
-            }
-            let waited = start.elapsed();
-            if waited > self.wait_limit() {
-                let e = Error::DeviceUnresponsive {
-                    waited_ms: waited.as_millis() as u64,
-                    first: first.to_string(),
-                };
-                return Err(self.unresponsive().get_or_init(|| e).clone());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        self.retry_wait(wait, Past::Return)
     }
 
     /// [`Runtime::wait_past_errors`] for host memory the caller only
@@ -169,10 +148,13 @@ impl Runtime {
     /// so the rest of the program learns it), says so once on stderr, and
     /// goes on waiting: soundness over liveness, on a driver that neither
     /// runs the work nor reports a broken context. It never aborts.
-    pub(crate) fn wait_past_errors_borrowed(
-        &self,
-        mut wait: impl FnMut() -> Result<()>,
-    ) -> Result<()> {
+    pub(crate) fn wait_past_errors_borrowed(&self, wait: impl FnMut() -> Result<()>) -> Result<()> {
+        self.retry_wait(wait, Past::KeepWaiting)
+    }
+
+    /// The loop of both: `wait` until it succeeds or the device is broken
+    /// for good; past the wait limit, as `past` says.
+    fn retry_wait(&self, mut wait: impl FnMut() -> Result<()>, past: Past) -> Result<()> {
         let first = match wait() {
             Ok(()) => return Ok(()),
             Err(e) => e,
@@ -186,15 +168,30 @@ impl Runtime {
                 return Ok(());
             }
             let waited = start.elapsed();
-            if waited > self.wait_limit() && self.unresponsive().get().is_none() {
+            if waited > self.wait_limit()
+                && (past == Past::Return || self.unresponsive().get().is_none())
+            {
                 let e = Error::DeviceUnresponsive {
                     waited_ms: waited.as_millis() as u64,
                     first: first.to_string(),
                 };
+                if past == Past::Return {
+                    return Err(self.unresponsive().get_or_init(|| e).clone());
+                }
                 eprintln!("gpu: {e}; a copy through borrowed host memory goes on waiting for it");
                 let _ = self.unresponsive().set(e);
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
+}
+
+/// What a wait that guards memory does past the wait limit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Past {
+    /// Returns [`Error::DeviceUnresponsive`]: the caller keeps the memory.
+    Return,
+    /// Marks the device unresponsive once and goes on waiting: the memory
+    /// is the caller's, borrowed for the call.
+    KeepWaiting,
 }

@@ -25,7 +25,7 @@ impl TaskContext {
             // the buffer outlive it: a later use reads freed memory, and a
             // captured temporary is freed before the graph's first launch.
             return Err(Error::Capturing {
-                what: "allocating device memory in a capture (allocate before it)",
+                what: "allocating device memory (allocate before the recording)",
             });
         }
         let bytes = len
