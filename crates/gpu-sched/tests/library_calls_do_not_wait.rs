@@ -76,18 +76,35 @@ fn library_calls_behind_a_closed_gate_return_at_once(rt: &Runtime) {
         t.to_vec(&r).unwrap()
     };
 
-    let g = rt.gate().unwrap();
-    k::gate(&t, &g, OPENED_BY_TEST).unwrap();
-    blas::scal(&t, 2.0f32, &mut x).unwrap();
-    Gemm::new(2, 2, 2).run(&t, &ident, &x, &mut c).unwrap();
-    Potrf::new(2).run(&t, &mut spd).unwrap();
-    sparse::spmv(&t, 1.0, &a, &v, 0.0, &mut y).unwrap();
-    Plan::new(&[4]).forward(&t, &sig, &mut spec).unwrap();
-    Rng::new(7).uniform(&t, &mut u).unwrap();
-    twice(&t, &x, &mut w);
-    // A call that waited for its stream sat here until the gate gave up.
-    assert!(!g.timed_out(), "a library call waited for the gated stream");
-    g.open();
+    // Each call behind a gate of its own, so that one that waits is named.
+    let mut waited = Vec::new();
+    let mut gated = |what: &'static str, call: &mut dyn FnMut()| {
+        let g = rt.gate().unwrap();
+        k::gate(&t, &g, OPENED_BY_TEST).unwrap();
+        call();
+        // A call that waited for its stream sat here until the gate gave up.
+        if g.timed_out() {
+            waited.push(what);
+        }
+        g.open();
+    };
+    gated("scal", &mut || blas::scal(&t, 2.0f32, &mut x).unwrap());
+    gated("gemm", &mut || {
+        Gemm::new(2, 2, 2).run(&t, &ident, &x, &mut c).unwrap()
+    });
+    gated("potrf", &mut || Potrf::new(2).run(&t, &mut spd).unwrap());
+    gated("spmv", &mut || {
+        sparse::spmv(&t, 1.0, &a, &v, 0.0, &mut y).unwrap()
+    });
+    gated("fft", &mut || {
+        Plan::new(&[4]).forward(&t, &sig, &mut spec).unwrap()
+    });
+    gated("rand", &mut || Rng::new(7).uniform(&t, &mut u).unwrap());
+    gated("foreign", &mut || twice(&t, &x, &mut w));
+    assert!(
+        waited.is_empty(),
+        "library calls that waited for the gated stream: {waited:?}"
+    );
 
     assert_eq!(t.to_vec(&x).unwrap(), [2.0, 4.0, 6.0, 8.0]);
     assert_eq!(t.to_vec(&c).unwrap(), [2.0, 4.0, 6.0, 8.0]);
@@ -100,7 +117,6 @@ fn library_calls_behind_a_closed_gate_return_at_once(rt: &Runtime) {
     if rt.backend() == gpu_sched::BackendKind::Host {
         assert_eq!(t.to_vec(&w).unwrap(), [4.0, 8.0, 12.0, 16.0]);
     }
-    assert!(!g.timed_out());
 }
 backend_tests!(library_calls_behind_a_closed_gate_return_at_once);
 
@@ -142,16 +158,18 @@ fn buffers_dropped_at_once_outlive_the_queued_call(rt: &Runtime) {
     let mut s = t.zeros::<f32>(4).unwrap();
     Gemm::new(2, 2, 2).run(&t, &ident, &ident, &mut s).unwrap();
     t.synchronize().unwrap();
+    let mut c = t.zeros::<f32>(4).unwrap();
+    // Made before the gate: a copy from pageable host memory waits for its
+    // stream on CUDA (the driver's documented behaviour), so behind the
+    // gate it would sit it out whatever the libraries do.
+    let a = t.from_host(&[2.0f32, 0.0, 0.0, 2.0]).unwrap();
+    let b = t.from_host(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let mut x = t.from_host(&[1.0f32; 64]).unwrap();
     let g = rt.gate().unwrap();
     k::gate(&t, &g, OPENED_BY_TEST).unwrap();
-    let mut c = t.zeros::<f32>(4).unwrap();
-    {
-        let a = t.from_host(&[2.0f32, 0.0, 0.0, 2.0]).unwrap();
-        let b = t.from_host(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-        Gemm::new(2, 2, 2).run(&t, &a, &b, &mut c).unwrap();
-        let mut x = t.from_host(&[1.0f32; 64]).unwrap();
-        blas::scal(&t, 3.0f32, &mut x).unwrap();
-    }
+    Gemm::new(2, 2, 2).run(&t, &a, &b, &mut c).unwrap();
+    blas::scal(&t, 3.0f32, &mut x).unwrap();
+    drop((a, b, x));
     assert!(!g.timed_out(), "a call waited for the gated stream");
     g.open();
     let r = rt.begin_task().unwrap();
