@@ -59,7 +59,6 @@ pub(crate) mod sealed;
 pub use num_complex::{Complex, Complex32, Complex64};
 
 pub(crate) use cuda::Plans;
-pub(crate) use plan::Checked;
 pub use plan::Plan;
 
 use crate::buffer::DeviceRepr;

@@ -1,7 +1,7 @@
 //! [`Plan`]: a transform's shape, checked against the buffers, and the
 //! transforms, each a foreign operation with a host twin.
 
-use super::{cuda, host, ready, Complex, Kind, Real};
+use super::{cuda, ready, Complex, Kind, Real};
 use crate::buffer::{DeviceSlice, DeviceSliceMut};
 use crate::error::{Error, Result};
 use crate::TaskContext;
@@ -15,16 +15,6 @@ pub struct Plan {
     pub(crate) dims: [usize; 3],
     pub(crate) rank: usize,
     pub(crate) batch: usize,
-}
-
-/// A plan's checked shape: what cuFFT is asked for and what each side
-/// holds.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Checked {
-    /// The elements of one transform's input.
-    pub(crate) one_in: usize,
-    /// The elements of one transform's output.
-    pub(crate) one_out: usize,
 }
 
 impl Plan {
@@ -61,7 +51,7 @@ impl Plan {
 
     /// Checks the plan and the buffers' lengths for `kind`; the error names
     /// what does not fit.
-    fn check(&self, op: &'static str, kind: Kind, input: usize, output: usize) -> Result<Checked> {
+    fn check(&self, op: &'static str, kind: Kind, input: usize, output: usize) -> Result<()> {
         let bad = |problem: String| Error::Shape { op, problem };
         if !(1..=3).contains(&self.rank) {
             return Err(bad(format!(
@@ -112,7 +102,7 @@ impl Plan {
         }
         fits("batch", self.batch)?;
         fits("the elements of one transform", n)?;
-        Ok(Checked { one_in, one_out })
+        Ok(())
     }
 
     /// The complex to complex transform of `input` into `output` (out of
@@ -194,7 +184,7 @@ impl Plan {
         input: &(impl DeviceSlice<T> + ?Sized),
         output: &mut (impl DeviceSliceMut<Complex<T>> + ?Sized),
     ) -> Result<()> {
-        let k = self.check("fft r2c", Kind::R2C, input.len(), output.len())?;
+        self.check("fft r2c", Kind::R2C, input.len(), output.len())?;
         aligned::<T>("fft r2c", "the real input", input.device_ptr())?;
         if self.batch == 0 {
             return Ok(());
@@ -204,7 +194,7 @@ impl Plan {
         cuda::with_plan::<T>(t, self, Kind::R2C, |ws, plan| {
             let op = t.foreign(T::EXEC[2], (input,), (output, ws)).host(
                 move |(x,): (&[T],), (y, _): (&mut [Complex<T>], &mut [u8])| {
-                    host::r2c(&p, &k, x, y);
+                    T::host_r2c(p.dims(), x, y);
                     Ok(())
                 },
             );
@@ -268,7 +258,7 @@ impl Plan {
         input: &mut (impl DeviceSliceMut<Complex<T>> + ?Sized),
         output: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> Result<()> {
-        let k = self.check("fft c2r", Kind::C2R, input.len(), output.len())?;
+        self.check("fft c2r", Kind::C2R, input.len(), output.len())?;
         aligned::<T>("fft c2r", "the real output", output.device_ptr())?;
         if self.batch == 0 {
             return Ok(());
@@ -278,7 +268,7 @@ impl Plan {
         cuda::with_plan::<T>(t, self, Kind::C2R, |ws, plan| {
             let op = t.foreign(T::EXEC[3], (), (input, output, ws)).host(
                 move |(), (x, y, _): (&mut [Complex<T>], &mut [T], &mut [u8])| {
-                    host::c2r(&p, &k, x, y);
+                    T::host_c2r(p.dims(), x, y);
                     Ok(())
                 },
             );
@@ -312,7 +302,7 @@ impl Plan {
             let op = t.foreign(name, (input,), (output, ws)).host(
                 move |(x,): (&[Complex<T>],), (y, _): (&mut [Complex<T>], &mut [u8])| {
                     y.copy_from_slice(x);
-                    host::c2c(&p, kind, y);
+                    T::host_c2c(p.dims(), matches!(kind, Kind::Forward | Kind::R2C), y);
                     Ok(())
                 },
             );
@@ -343,7 +333,7 @@ impl Plan {
         cuda::with_plan::<T>(t, self, kind, |ws, plan| {
             let op = t.foreign(name, (), (data, ws)).host(
                 move |(), (y, _): (&mut [Complex<T>], &mut [u8])| {
-                    host::c2c(&p, kind, y);
+                    T::host_c2c(p.dims(), matches!(kind, Kind::Forward | Kind::R2C), y);
                     Ok(())
                 },
             );

@@ -8,6 +8,15 @@ use std::ffi::c_int;
 /// What a real element type brings to the transforms. `rustfft::FftNum`
 /// for the host backend; cuFFT's types and calls for the CUDA backend.
 pub trait Sealed: rustfft::FftNum + Default {
+    /// The host twin of a complex to complex transform of arrays of
+    /// shape `dims` (a batch of them in `data`), in place: compiled in this
+    /// crate for each type, not in the caller's.
+    fn host_c2c(dims: &[usize], forward: bool, data: &mut [Complex<Self>]);
+    /// The host twin of a real to complex transform.
+    fn host_r2c(dims: &[usize], x: &[Self], y: &mut [Complex<Self>]);
+    /// The host twin of a complex to real transform (`x` is overwritten).
+    fn host_c2r(dims: &[usize], x: &mut [Complex<Self>], y: &mut [Self]);
+
     /// cuFFT's types, by [`super::Kind`] (forward, inverse, r2c, c2r).
     const TYPES: [cufftType; 4];
     /// cuFFT's execution calls' names, by [`super::Kind`].
@@ -42,6 +51,15 @@ pub trait Sealed: rustfft::FftNum + Default {
 }
 
 impl Sealed for f32 {
+    fn host_c2c(dims: &[usize], forward: bool, data: &mut [Complex<f32>]) {
+        super::host::c2c(dims, forward, data)
+    }
+    fn host_r2c(dims: &[usize], x: &[f32], y: &mut [Complex<f32>]) {
+        super::host::r2c(dims, x, y)
+    }
+    fn host_c2r(dims: &[usize], x: &mut [Complex<f32>], y: &mut [f32]) {
+        super::host::c2r(dims, x, y)
+    }
     const TYPES: [cufftType; 4] = [
         cufftType::CUFFT_C2C,
         cufftType::CUFFT_C2C,
@@ -81,6 +99,15 @@ impl Sealed for f32 {
 }
 
 impl Sealed for f64 {
+    fn host_c2c(dims: &[usize], forward: bool, data: &mut [Complex<f64>]) {
+        super::host::c2c(dims, forward, data)
+    }
+    fn host_r2c(dims: &[usize], x: &[f64], y: &mut [Complex<f64>]) {
+        super::host::r2c(dims, x, y)
+    }
+    fn host_c2r(dims: &[usize], x: &mut [Complex<f64>], y: &mut [f64]) {
+        super::host::c2r(dims, x, y)
+    }
     const TYPES: [cufftType; 4] = [
         cufftType::CUFFT_Z2Z,
         cufftType::CUFFT_Z2Z,
