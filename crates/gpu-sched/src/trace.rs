@@ -1,18 +1,28 @@
-//! Timelines: when tracing is on, every tracked operation is bracketed by two
+//! Timelines: when tracing is on, every tracked operation (kernel launches,
+//! copies, fills, library calls such as `cublasSgemm_v2`, collectives) and
+//! every graph launch (a graphed scope's, as `graph(<n> nodes)`, and
+//! [`crate::TaskContext::launch_graph`]'s, as `graph`) is bracketed by two
 //! timing events on its stream; once they complete, each becomes a span
 //! (stream, name, start, duration) relative to a common origin. Spans can be
 //! written as a Chrome trace (open it in Perfetto) or drawn as an SVG with
-//! one lane per stream.
+//! one lane per stream. A graph's nodes get no spans of their own: its
+//! launch is one span.
 //!
 //! Off by default: the hot path pays one relaxed load. `GPU_TRACE=path.json`
-//! switches it on for the global runtime and appends completed spans to that
-//! file at the end of each top-level scope and at `Runtime::trace_stop`.
+//! switches it on for the global runtime ([`crate::Runtime::trace_to_file`]
+//! for any runtime) and writes completed spans to that file at the end of
+//! each top-level scope, at [`crate::Runtime::trace_flush`] and at
+//! [`crate::Runtime::trace_stop`]. The file is a complete JSON array after
+//! each of these (its closing bracket is written back after the new spans),
+//! so it parses whenever the program exits normally; a span whose work had
+//! not completed at the last of them is not in it (call `trace_stop`, which
+//! waits for the traced work, to have every one).
 
 use crate::driver::{Driver, RawEvent, RawStream};
 use crate::error::Result;
 use gpu_epoch::StreamId;
 use parking_lot::Mutex;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One operation on the timeline.
@@ -20,7 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Span {
     /// The stream it ran on.
     pub stream: StreamId,
-    /// What it was (a kernel's name, `htod`, `dtoh`, ...).
+    /// What it was (a kernel's name, `htod`, `dtoh`, a library call's such
+    /// as `cublasSgemm_v2`, a graph launch's `graph(<n> nodes)`, ...).
     pub name: &'static str,
     /// Start, microseconds since tracing began.
     pub start_us: f64,
@@ -41,7 +52,48 @@ struct TraceState {
     pending: Vec<Pending>,
     done: Vec<Span>,
     spare: Vec<RawEvent>,
-    file: Option<std::fs::File>,
+    file: Option<TraceFile>,
+}
+
+/// The trace file: always a complete JSON array, `[`, the events separated
+/// by `,` and `\n]\n`; new events are written over that closing bracket,
+/// which is written again after them.
+struct TraceFile {
+    f: std::fs::File,
+    /// Where the closing `\n]\n` begins.
+    end: u64,
+    /// Whether an event was written (the next one needs a separator).
+    any: bool,
+}
+
+impl TraceFile {
+    fn new(mut f: std::fs::File) -> std::io::Result<Self> {
+        f.write_all(b"[\n]\n")?;
+        Ok(TraceFile {
+            f,
+            end: 1,
+            any: false,
+        })
+    }
+
+    /// Writes `spans` before the closing bracket, in one write.
+    fn append(&mut self, spans: &[Span]) -> std::io::Result<()> {
+        if spans.is_empty() {
+            return Ok(());
+        }
+        let mut body = String::new();
+        for s in spans {
+            body.push_str(if self.any { ",\n" } else { "\n" });
+            body.push_str(&s.chrome_json());
+            self.any = true;
+        }
+        let len = body.len() as u64;
+        body.push_str("\n]\n");
+        self.f.seek(SeekFrom::Start(self.end))?;
+        self.f.write_all(body.as_bytes())?;
+        self.end += len;
+        Ok(())
+    }
 }
 
 /// The tracer of one runtime.
@@ -87,11 +139,10 @@ impl Tracer {
         Ok(())
     }
 
-    /// From now on, completed spans are appended to `f` (Chrome trace JSON
-    /// array format, whose closing bracket is optional).
-    pub(crate) fn set_file(&self, mut f: std::fs::File) -> std::io::Result<()> {
-        writeln!(f, "[")?;
-        self.state.lock().file = Some(f);
+    /// From now on, completed spans are written to `f` (Chrome trace JSON
+    /// array format), a complete JSON array after each [`Tracer::flush`].
+    pub(crate) fn set_file(&self, f: std::fs::File) -> std::io::Result<()> {
+        self.state.lock().file = Some(TraceFile::new(f)?);
         Ok(())
     }
 
@@ -158,9 +209,7 @@ impl Tracer {
             st.spare.extend([p.start, p.end]);
         }
         if let Some(f) = st.file.as_mut() {
-            for s in &new {
-                let _ = writeln!(f, "{},", s.chrome_json());
-            }
+            let _ = f.append(&new);
         }
         st.done.extend(new);
     }
@@ -175,7 +224,7 @@ impl Tracer {
             st.spare.push(o);
         }
         if let Some(f) = st.file.as_mut() {
-            let _ = f.flush();
+            let _ = f.f.flush();
         }
         let mut spans = std::mem::take(&mut st.done);
         spans.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
@@ -188,12 +237,47 @@ impl Span {
     fn chrome_json(&self) -> String {
         format!(
             "{{\"name\": \"{}\", \"ph\": \"X\", \"ts\": {:.3}, \"dur\": {:.3}, \"pid\": 1, \"tid\": {}}}",
-            self.name,
+            json_escape(self.name),
             self.start_us,
             self.dur_us,
             self.stream.index()
         )
     }
+}
+
+/// `s` inside a JSON string's quotes.
+fn json_escape(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c == '"' || c == '\\' || c.is_control()) {
+        return s.into();
+    }
+    let mut o = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if c.is_control() => o.push_str(&format!("\\u{:04x}", c as u32)),
+            c => o.push(c),
+        }
+    }
+    o.into()
+}
+
+/// The name of a graph launch's span: `graph(<n> nodes)`. Names are
+/// `&'static str`: each node count's is made once and kept (up to
+/// `MAX_GRAPH_NAMES` of them, then plain `graph`).
+pub(crate) fn graph_name(nodes: usize) -> &'static str {
+    const MAX_GRAPH_NAMES: usize = 1024;
+    static NAMES: Mutex<Vec<(usize, &'static str)>> = Mutex::new(Vec::new());
+    let mut names = NAMES.lock();
+    if let Some(&(_, s)) = names.iter().find(|(n, _)| *n == nodes) {
+        return s;
+    }
+    if names.len() >= MAX_GRAPH_NAMES {
+        return "graph";
+    }
+    let s: &'static str = Box::leak(format!("graph({nodes} nodes)").into_boxed_str());
+    names.push((nodes, s));
+    s
 }
 
 /// The spans as a Chrome trace (JSON array format; open it in Perfetto).

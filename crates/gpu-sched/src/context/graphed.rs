@@ -217,7 +217,7 @@ impl TaskContext {
         let t1 = std::time::Instant::now();
         let launched = r
             .and_then(|()| cap.take_recording())
-            .and_then(|rec| self.launch_recording(cache, rec, raw));
+            .and_then(|rec| self.launch_recording(cache, rec, sid, raw));
         cache.stats.last_body = t1 - t0;
         cache.stats.last_graph = t1.elapsed();
         // After the launch: the stamps now name queued work.
@@ -231,6 +231,7 @@ impl TaskContext {
         &self,
         cache: &mut GraphCache,
         mut rec: Recording,
+        sid: StreamId,
         raw: RawStream,
     ) -> Result<()> {
         let n = rec.len();
@@ -333,13 +334,22 @@ impl TaskContext {
                 raw_graph
             }
         };
+        // Traced as one span (`crate::trace`): its timing events are
+        // recorded on the stream around the launch, not in the graph.
+        let tracer = rt.tracer();
+        let span = tracer.open(drv, raw);
         cache.stats.nodes = n;
         cache.stats.edges = cache.built.as_ref().map_or(0, |b| b.edges);
         // SAFETY: the graph's operations are this run's (set above), whose
         // buffers were handed to this stream and stamped in its current
         // epoch (`tracked`); the scope's body still borrows them, and a
         // free of one meanwhile was deferred (`waits_for_building`).
-        unsafe { drv.graph_launch(graph, raw) }
+        let launched = unsafe { drv.graph_launch(graph, raw) };
+        if launched.is_ok() && span.is_some() {
+            let name = crate::trace::graph_name(n);
+            tracer.close(drv, span, sid, raw, name);
+        }
+        launched
     }
 }
 

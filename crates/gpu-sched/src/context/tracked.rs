@@ -176,7 +176,8 @@ impl TaskContext {
                 return Ok(r);
             }
             // No trace span: its records would go into the graph, between
-            // another task's dependencies and its operation.
+            // another task's dependencies and its operation (the graph's
+            // launch, `launch_graph`, gets one).
             let r = cap.submit(self.rt.driver(), &self.chain, &mem, || submit(&mem, raw))?;
             return Ok(r);
         }
