@@ -104,7 +104,11 @@ impl Slot {
             (st.waker.take(), st.orphan.take())
         };
         if let Some(w) = waker {
-            w.wake();
+            // A waker is the caller's code: its panic must not end the
+            // waiter thread, which every later future of the runtime needs
+            // (the panicking future is then not polled again; the others
+            // are).
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
         }
         if let Some(o) = orphan {
             o(ok);
@@ -247,23 +251,23 @@ fn query(rt: &Runtime, ev: RawEvent) -> Result<bool> {
     rt.driver().event_query(ev)
 }
 
-/// The first event `fence`'s completion still waits for: its own, then
+/// The first fence `fence`'s completion still waits for: itself, then
 /// those of the results it carries (other tasks' work, checked with it).
-/// `None` when all are done (a fence of a scope capture: at once).
-fn first_unfinished(fence: &Fence) -> Result<Option<(Runtime, RawEvent)>> {
+/// `None` when all are done (a fence of a scope capture: at once). The
+/// fence is returned, not its event, so that the caller holds it (and its
+/// pooled event out of the pool) until the wait is registered.
+fn first_unfinished(fence: &Fence) -> Result<Option<Fence>> {
     if fence.shared.nodes.is_some() {
         return Ok(None);
     }
-    let rt = fence.runtime();
-    let own = fence.event().raw;
-    if !query(rt, own)? {
-        return Ok(Some((rt.clone(), own)));
+    if !query(fence.runtime(), fence.event().raw)? {
+        return Ok(Some(fence.clone()));
     }
     let carried = carried_fences(&fence.shared.checks.lock());
     for f in carried {
         if let Some(ev) = f.shared.ev.as_ref() {
             if !query(&f.shared.rt, ev.raw)? {
-                return Ok(Some((f.shared.rt.clone(), ev.raw)));
+                return Ok(Some(f));
             }
         }
     }
@@ -314,7 +318,7 @@ impl Future for FenceFuture {
                 .expect("a FenceFuture polled after it completed");
             let next = first_unfinished(fence).and_then(|n| match n {
                 None => Ok(None),
-                Some((rt, ev)) => register(&rt, ev).map(Some),
+                Some(f) => register(f.runtime(), f.event().raw).map(Some),
             });
             match next {
                 // Every event is done: the synchronize does not wait.
