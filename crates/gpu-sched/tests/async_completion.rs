@@ -281,3 +281,51 @@ fn awaiting_a_failing_factorization_returns_its_error(rt: &Runtime) {
     rt.synchronize().unwrap();
 }
 backend_tests!(awaiting_a_failing_factorization_returns_its_error);
+
+/// A waker that panics when woken (the caller's code).
+struct Panics;
+impl Wake for Panics {
+    fn wake(self: Arc<Self>) {
+        panic!("a waker that panics");
+    }
+}
+
+/// A future polled with a waker that panics when its gated work ends: the
+/// runtime's waiter survives the panic, so a later future of the same
+/// runtime still completes (it hung before: the waiter thread died with
+/// its queue still registered).
+fn a_panicking_waker_does_not_stop_later_futures(rt: &Runtime) {
+    let w = rt.begin_task().unwrap();
+    let mut a = w.from_host(&[0.0f32; 16]).unwrap();
+    let g = rt.gate().unwrap();
+    k::gate(&w, &g, OPENED_BY_TEST).unwrap();
+    k::fill(&w, &mut a, 1.0).unwrap();
+    let mut first = w.fence().unwrap().wait_async();
+    assert!(poll_once(&mut first, &Waker::from(Arc::new(Panics))).is_pending());
+    g.open();
+    // Time for the waiter to wake the panicking waker (it ran on).
+    std::thread::sleep(Duration::from_millis(200));
+    // A second future on the same runtime, registered with the waiter
+    // (its work is gated too), completes once its gate opens.
+    let g2 = rt.gate().unwrap();
+    k::gate(&w, &g2, OPENED_BY_TEST).unwrap();
+    k::fill(&w, &mut a, 2.0).unwrap();
+    let second = w.fence().unwrap();
+    drop(w);
+    current_thread().block_on(async {
+        let opener = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            g2.open();
+        };
+        let wait = async {
+            tokio::time::timeout(Duration::from_secs(10), second)
+                .await
+                .expect("a later future hung after a waker panicked")
+                .unwrap();
+        };
+        tokio::join!(opener, wait);
+    });
+    drop(first);
+    assert_eq!(rt.begin_task().unwrap().to_vec(&a).unwrap(), [2.0; 16]);
+}
+backend_tests!(a_panicking_waker_does_not_stop_later_futures);
