@@ -41,7 +41,7 @@
 
 mod common;
 
-use common::backend_tests;
+use common::{backend_tests, values};
 use gpu_sched::blas::{self, Diag, Gemm, Gemv, Op, Side, Syrk, Trsm, Uplo};
 use gpu_sched::fft::{Complex, Plan};
 use gpu_sched::random::Rng;
@@ -163,19 +163,6 @@ impl Diffs {
             self.bad.join("\n")
         );
     }
-}
-
-/// Deterministic values in `[-1, 1)`.
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        })
-        .collect()
 }
 
 /// `x` rounded to `T` and back: the values the device holds.

@@ -7,25 +7,12 @@
 
 mod common;
 
-use common::{backend_tests, OPENED_BY_TEST};
+use common::{backend_tests, values, OPENED_BY_TEST};
 use gpu_kernels as k;
 use gpu_sched::fft::{self, Complex, Complex32, Plan, Real};
 use gpu_sched::{BackendKind, Error, Runtime};
 use std::f64::consts::PI;
 use std::time::Duration;
-
-/// Deterministic test values in `[-1, 1)`.
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        })
-        .collect()
-}
 
 /// The element types, with their tolerance: `|got - want| <= TOL * (1 +
 /// max |want|)` per element (the error of an FFT grows with the norm of

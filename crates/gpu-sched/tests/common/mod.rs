@@ -140,3 +140,16 @@ pub(crate) fn says(e: &gpu_sched::Error, parts: &[&str]) {
         assert!(msg.contains(p), "the message {msg:?} does not say {p:?}");
     }
 }
+
+/// Deterministic test values in `[-1, 1)` (xorshift from `seed`).
+pub(crate) fn values(n: usize, seed: u64) -> Vec<f64> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}

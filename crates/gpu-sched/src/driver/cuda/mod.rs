@@ -48,29 +48,9 @@ mod compat;
 mod device;
 mod error;
 mod graph;
-#[cfg(any(
-    feature = "nccl-02022",
-    feature = "nccl-02024",
-    feature = "nccl-02025",
-    feature = "nccl-02026",
-    feature = "nccl-02027",
-    feature = "nccl-02028",
-    feature = "nccl-02029",
-    feature = "nccl-02030",
-    feature = "nccl-version-from-build-system"
-))]
+#[cfg(feature = "nccl-any")]
 pub(crate) mod nccl;
-#[cfg(not(any(
-    feature = "nccl-02022",
-    feature = "nccl-02024",
-    feature = "nccl-02025",
-    feature = "nccl-02026",
-    feature = "nccl-02027",
-    feature = "nccl-02028",
-    feature = "nccl-02029",
-    feature = "nccl-02030",
-    feature = "nccl-version-from-build-system"
-)))]
+#[cfg(not(feature = "nccl-any"))]
 #[path = "nccl_off.rs"]
 pub(crate) mod nccl;
 mod probe;
