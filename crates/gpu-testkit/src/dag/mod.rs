@@ -81,6 +81,7 @@
 mod gen;
 mod gen_ops;
 pub mod multi;
+mod owed;
 mod report;
 mod run;
 
@@ -94,6 +95,7 @@ use gpu_kernels as k;
 #[allow(unused_imports)] // each user takes the part it needs
 pub use multi::run_watched;
 use multi::{MultiEnv, MultiOp};
+use owed::*;
 pub use report::*;
 use run::*;
 use std::collections::BTreeMap;
