@@ -314,7 +314,7 @@ fn defer(rt: &crate::Runtime, checks: Vec<Pending>, own: Option<Fence>) {
 /// each (the synchronize, after the device-wide wait: at once); else only
 /// those already seen done, the rest kept (never blocks).
 pub(crate) fn reap(rt: &crate::Runtime, wait: bool) {
-    if !rt.has_deferred_checks() {
+    if !rt.take_deferred_note() {
         return;
     }
     let list = std::mem::take(&mut *rt.deferred_checks().lock());

@@ -506,10 +506,12 @@ impl Runtime {
             .store(true, Ordering::Release);
     }
 
-    /// Whether `deferred_checks` may hold some (clears the note: the
-    /// caller takes the list).
-    pub(crate) fn has_deferred_checks(&self) -> bool {
-        self.inner.has_deferred_checks.swap(false, Ordering::AcqRel)
+    /// Whether `deferred_checks` may hold some, clearing the note (the
+    /// caller takes the list). One load when there are none: every ordered
+    /// free asks.
+    pub(crate) fn take_deferred_note(&self) -> bool {
+        self.inner.has_deferred_checks.load(Ordering::Acquire)
+            && self.inner.has_deferred_checks.swap(false, Ordering::AcqRel)
     }
 
     /// The error of a device that stopped answering waits, once one did
