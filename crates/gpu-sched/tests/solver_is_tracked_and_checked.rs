@@ -495,3 +495,79 @@ fn taken_over_results_travel_on(rt: &Runtime) {
     assert_eq!(q.to_vec(&b).unwrap(), [2.0]);
 }
 backend_tests!(taken_over_results_travel_on);
+
+/// A call with a zero dimension is LAPACK's quick return: it succeeds and
+/// leaves nothing behind for the next call. Each case runs on a thread of
+/// its own (the CUDA runtime keeps its last error per thread): the zero-
+/// dimension call, then a tall QR and an LU, which must succeed. Seen on
+/// an H100 before the quick returns: the first tall `geqrf` after a
+/// `getrf` with a zero dimension was `CUSOLVER_STATUS_EXECUTION_FAILED`.
+/// The first case has no zero-dimension call: the QR alone.
+fn zero_dimensions_leave_nothing_behind(rt: &Runtime) {
+    type Case = fn(&gpu_sched::TaskContext) -> gpu_sched::Result<()>;
+    let cases: [(&str, Case); 9] = [
+        ("nothing before", |_| Ok(())),
+        ("potrf n 0", |t| {
+            Potrf::new(0).run(t, &mut t.alloc::<f64>(1)?)
+        }),
+        ("potrs n 0", |t| {
+            Potrs::new(0, 2).run(t, &t.alloc::<f64>(1)?, &mut t.alloc::<f64>(1)?)
+        }),
+        ("potrs nrhs 0", |t| {
+            Potrs::new(3, 0).run(t, &t.from_host(&spd(3, 3, 9))?, &mut t.alloc::<f64>(3)?)
+        }),
+        ("getrf 3x0", |t| {
+            Getrf::new(3, 0)
+                .ld(3)
+                .run(t, &mut t.alloc::<f64>(1)?, &mut Pivots::new(t, 0)?)
+        }),
+        ("getrf 0x3", |t| {
+            Getrf::new(0, 3).run(t, &mut t.alloc::<f64>(1)?, &mut Pivots::new(t, 0)?)
+        }),
+        ("getrs nrhs 0", |t| {
+            let mut a = t.from_host(&values(9, 5))?;
+            let mut p = Pivots::new(t, 3)?;
+            Getrf::new(3, 3).run(t, &mut a, &mut p)?;
+            Getrs::new(3, 0).run(t, &a, &p, &mut t.alloc::<f64>(3)?)
+        }),
+        ("geqrf 0x2", |t| {
+            Geqrf::new(0, 2).run(t, &mut t.alloc::<f64>(1)?, &mut t.alloc::<f64>(1)?)
+        }),
+        ("geqrf 2x0", |t| {
+            Geqrf::new(2, 0).run(t, &mut t.alloc::<f64>(1)?, &mut t.alloc::<f64>(1)?)
+        }),
+    ];
+    for (name, case) in cases {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let t = rt.begin_task().unwrap();
+                let r = case(&t).and_then(|()| t.synchronize());
+                assert!(r.is_ok(), "{name}: {r:?}");
+                for f32_too in [false, true] {
+                    let r = if f32_too {
+                        let mut a = t
+                            .from_host(
+                                &values(19, 70).iter().map(|&x| x as f32).collect::<Vec<_>>(),
+                            )
+                            .unwrap();
+                        let mut tau = t.alloc::<f32>(3).unwrap();
+                        Geqrf::new(5, 3).ld(7).run(&t, &mut a, &mut tau)
+                    } else {
+                        let mut a = t.from_host(&values(19, 70)).unwrap();
+                        let mut tau = t.alloc::<f64>(3).unwrap();
+                        Geqrf::new(5, 3).ld(7).run(&t, &mut a, &mut tau)
+                    };
+                    let r = r.and_then(|()| t.synchronize());
+                    assert!(r.is_ok(), "{name}, then geqrf 5x3 (f32: {f32_too}): {r:?}");
+                }
+                let mut a = t.from_host(&values(25, 71)).unwrap();
+                let mut p = Pivots::new(&t, 5).unwrap();
+                let r = Getrf::new(5, 5)
+                    .run(&t, &mut a, &mut p)
+                    .and_then(|()| t.synchronize());
+                assert!(r.is_ok(), "{name}, then getrf 5x5: {r:?}");
+            });
+        });
+    }
+}
+backend_tests!(zero_dimensions_leave_nothing_behind);
