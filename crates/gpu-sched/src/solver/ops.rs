@@ -1,6 +1,10 @@
 //! The operations: [`Potrf`], [`Potrs`], [`Getrf`], [`Getrs`], [`Geqrf`],
 //! each a builder whose `run` checks its shapes, then queues one foreign
 //! operation (the library call with its workspace, or the host twin).
+//!
+//! A call with a zero dimension is LAPACK's quick return: it succeeds with
+//! nothing queued, and needs no library. cuSOLVER is never called with
+//! one (see `zero_dimensions_leave_nothing_behind` in the tests).
 
 use super::cuda::{self, fill, lwork, with_handle};
 use super::{bad_argument, check_later, host, judge_getrf, judge_potrf, ready, Op, Scalar, Uplo};
@@ -85,6 +89,9 @@ impl Potrf {
         let (n, uplo) = (self.n, self.uplo);
         let lda = self.lda.unwrap_or(n.max(1));
         operand(OP, "A", (n, n, lda), a.len())?;
+        if n == 0 {
+            return Ok(()); // LAPACK's quick return (the module's docs)
+        }
         ready(t)?;
         let dptr = a.device_ptr() as usize as *mut T;
         let lw = lwork(t, T::POTRF_LWORK.0, |h, w| {
@@ -184,6 +191,9 @@ impl Potrs {
         let ldb = self.ld[1].unwrap_or(n.max(1));
         operand(OP, "A", (n, n, lda), a.len())?;
         operand(OP, "B", (n, nrhs, ldb), b.len())?;
+        if n == 0 || nrhs == 0 {
+            return Ok(()); // LAPACK's quick return (the module's docs)
+        }
         ready(t)?;
         let word = t.runtime().info_word()?;
         let info = word.device();
@@ -313,6 +323,9 @@ impl Getrf {
         // them (a failure below leaves it wider, never too narrow).
         pivots.bound = pivots.bound.max(m);
         let ipiv = &mut pivots.buf;
+        if m == 0 || n == 0 {
+            return Ok(()); // LAPACK's quick return (the module's docs)
+        }
         ready(t)?;
         let dptr = a.device_ptr() as usize as *mut T;
         let lw = lwork(t, T::GETRF_LWORK.0, |h, w| {
@@ -423,6 +436,9 @@ impl Getrs {
             });
         }
         let ipiv = &pivots.buf;
+        if n == 0 || nrhs == 0 {
+            return Ok(()); // LAPACK's quick return (the module's docs)
+        }
         ready(t)?;
         let word = t.runtime().info_word()?;
         let info = word.device();
@@ -510,6 +526,9 @@ impl Geqrf {
         let lda = self.lda.unwrap_or(m.max(1));
         operand(OP, "A", (m, n, lda), a.len())?;
         vector(OP, "tau", m.min(n), tau.len())?;
+        if m == 0 || n == 0 {
+            return Ok(()); // LAPACK's quick return (the module's docs)
+        }
         ready(t)?;
         let dptr = a.device_ptr() as usize as *mut T;
         let lw = lwork(t, T::GEQRF_LWORK.0, |h, w| {
