@@ -23,13 +23,13 @@
 //!     (parameter lists, a launch's configuration, built-in modules)
 //!  1  ptx, driver/: what is checked of PTX text before a backend loads
 //!     it; the one trait a backend implements (driver/cuda/, driver/host/)
-//!  2  pool, trace, capture: stream and event pools; timelines; a scope's
-//!     capture into one graph (its shards, the recording)
+//!  2  pool, trace: stream and event pools; timelines
 //!  3  runtime/: the runtime of one device (state, options, the device
 //!     group, loaded modules, the libraries' result words)
 //!  4  handoff: the ledger's hand-off decisions and the ordered free
-//!  5  buffer, event, graph, fence: device buffers and views; user events;
-//!     executable graphs; fences
+//!  5  buffer, event, graph/, fence: device buffers and views; user
+//!     events; graphs (a capture into one graph, a graphed scope's
+//!     recording, the graph kept between its runs, lanes); fences
 //!  6  gate: an operation that blocks its stream until a test opens it
 //!  7  context/: `TaskContext`, a task on its stream, and its operations
 //!     by kind (tracked.rs: the path every operation takes)
@@ -83,7 +83,6 @@
 
 pub mod blas;
 mod buffer;
-mod capture;
 mod context;
 mod driver;
 mod error;
@@ -109,10 +108,9 @@ pub mod trace;
 mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
-pub use capture::CaptureHandle;
 pub use context::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphCache, GraphLaunch, GraphStats, ReadArg,
-    Reads, TaskContext, TouchList, Unchecked, WriteArg, Writes,
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, TaskContext,
+    TouchList, Unchecked, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.
@@ -128,7 +126,7 @@ pub use gate::Gate;
 pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
-pub use graph::Graph;
+pub use graph::{CaptureHandle, Graph, GraphCache, GraphStats};
 pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
 pub use loader::LoadedModule;
 pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};

@@ -4,10 +4,9 @@
 
 use super::{TaskContext, Touch, MAX_TOUCHES};
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::capture::ScopeCapture;
 use crate::driver::RawGraph;
 use crate::error::{Error, Result};
-use crate::graph::Graph;
+use crate::graph::{Graph, ScopeCapture};
 use gpu_epoch::Access;
 
 impl TaskContext {

@@ -9,9 +9,9 @@
 //! gate).
 
 use crate::buffer::{Buffer, DeviceRepr};
-use crate::capture::{CaptureHandle, ScopeCapture};
 use crate::driver::{MemAccess, Nodes, RawStream};
 use crate::error::{Error, Result};
+use crate::graph::{CaptureHandle, ScopeCapture};
 use crate::pool::Tail;
 use crate::runtime::Runtime;
 use gpu_epoch::{StreamId, Task};
@@ -39,7 +39,6 @@ pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
 };
 pub use graph::GraphLaunch;
-pub use graphed::{GraphCache, GraphStats};
 pub use raw::RawTask;
 pub(crate) use tracked::{wait_streams, waits_for_building, Touch, MAX_TOUCHES};
 

@@ -1,6 +1,20 @@
-//! Graphs (R12): the executable graph a capture makes, and the memory it
-//! touches. Capturing and launching are `TaskContext::capture`,
-//! `capture_scope` and `launch_graph` (context/graph.rs).
+//! Graphs (R12, DESIGN "Graphs without capture by hand"), in one wing:
+//! the executable graph a capture makes and the memory it touches (here);
+//! a scope's capture into one graph (`capture`); a graphed scope's
+//! recording (`recording`), the graph kept between its runs with the
+//! compare-or-build (`cache`), and the lanes of a built graph (`lanes`).
+//! `TaskContext`'s entry points stay with it: `capture`, `capture_scope`
+//! and `launch_graph` (context/graph.rs), `graphed_scope`
+//! (context/graphed.rs).
+
+mod cache;
+mod capture;
+mod lanes;
+mod recording;
+
+pub use cache::{GraphCache, GraphStats};
+pub use capture::CaptureHandle;
+pub(crate) use capture::ScopeCapture;
 
 use crate::driver::{MemAccess, RawGraph};
 use crate::runtime::Runtime;

@@ -28,6 +28,7 @@
 //! stream takes them in some order anyway); the lock is the capture's own,
 //! not the ledger's (R14).
 
+use super::recording::{Recorded, Recording, Shards};
 use crate::driver::{Driver, MemAccess, NodeOp, Nodes, RawNode, RawStream};
 use crate::error::{Error, Result};
 use gpu_epoch::{Access, StreamId, Task};
@@ -63,54 +64,6 @@ pub(crate) struct ScopeCapture {
     shards: Shards,
 }
 
-/// A graphed scope's operations as recorded: operation `i` (the `i`-th
-/// submitted) with its task's key and its index in its task (which name it
-/// from one run to the next), and the operations it follows (indices of
-/// earlier ones). Kept where the shards left them (an operation is a few
-/// hundred bytes, B13 records 30,046): `pos` finds each.
-pub(crate) struct Recording {
-    items: Vec<Recorded>,
-    /// `items[pos[i]]` is operation `i`.
-    pos: Vec<u32>,
-}
-
-impl Recording {
-    /// How many operations.
-    pub(crate) fn len(&self) -> usize {
-        self.pos.len()
-    }
-
-    /// Operation `i`'s key.
-    pub(crate) fn key(&self, i: u32) -> (u64, u32) {
-        self.at(i).key
-    }
-
-    /// Operation `i`.
-    pub(crate) fn op(&self, i: u32) -> &NodeOp {
-        &self.at(i).op
-    }
-
-    /// The operations `i` follows.
-    pub(crate) fn deps(&self, i: u32) -> &[u32] {
-        &self.at(i).deps
-    }
-
-    /// Operation `i`, taken out (an empty fill is left in its place).
-    pub(crate) fn take_op(&mut self, i: u32) -> NodeOp {
-        let p = self.pos[i as usize] as usize;
-        let none = NodeOp::Memset {
-            dst: 0,
-            value: 0,
-            count: 0,
-        };
-        std::mem::replace(&mut self.items[p].op, none)
-    }
-
-    fn at(&self, i: u32) -> &Recorded {
-        &self.items[self.pos[i as usize] as usize]
-    }
-}
-
 impl std::fmt::Debug for ScopeCapture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScopeCapture")
@@ -139,37 +92,6 @@ struct Deps {
     /// A graphed scope's operations recorded so far (the next one's
     /// index).
     recorded: u32,
-}
-
-/// One recorded operation of a graphed scope, with its index in the
-/// recording.
-struct Recorded {
-    i: u32,
-    key: (u64, u32),
-    op: NodeOp,
-    deps: smallvec::SmallVec<[u32; 4]>,
-}
-
-/// Where a graphed scope's recorded operations are kept: shards, each
-/// thread pushing to one of its own (mostly), so that the capture's lock is
-/// held only to order the operation (R14: short).
-struct Shards(Box<[Mutex<Vec<Recorded>>]>);
-
-impl Shards {
-    const COUNT: usize = 32;
-
-    fn new() -> Self {
-        Shards((0..Self::COUNT).map(|_| Mutex::new(Vec::new())).collect())
-    }
-
-    /// The calling thread's shard.
-    fn mine(&self) -> &Mutex<Vec<Recorded>> {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        thread_local! {
-            static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed);
-        }
-        &self.0[SHARD.with(|s| *s) % Self::COUNT]
-    }
 }
 
 impl Deps {
@@ -282,10 +204,7 @@ impl ScopeCapture {
         };
         *chain.borrow_mut() = smallvec::smallvec![RawNode(u64::from(i) + 1)];
         let deps = deps.iter().map(|n| (n.0 - 1) as u32).collect();
-        self.shards
-            .mine()
-            .lock()
-            .push(Recorded { i, key, op, deps });
+        self.shards.push(Recorded { i, key, op, deps });
         Ok(())
     }
 
@@ -298,23 +217,7 @@ impl ScopeCapture {
     /// ended; nothing of the recording may run then.
     pub(crate) fn take_recording(&self) -> Result<Recording> {
         let n = self.state.lock().recorded as usize;
-        let mut items = Vec::with_capacity(n);
-        for shard in self.shards.0.iter() {
-            items.append(&mut shard.lock());
-        }
-        // An operation numbered but not pushed (by a task kept past the
-        // scope, in flight when it ended) leaves a hole.
-        let mut pos = vec![u32::MAX; n];
-        for (p, r) in items.iter().enumerate() {
-            match pos.get_mut(r.i as usize) {
-                Some(slot) => *slot = p as u32,
-                None => return Err(Error::CaptureEnded),
-            }
-        }
-        if pos.contains(&u32::MAX) {
-            return Err(Error::CaptureEnded);
-        }
-        Ok(Recording { items, pos })
+        self.shards.take(n)
     }
 
     /// Errs once the capture ended.
