@@ -31,11 +31,11 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     // the fence") moves them out of `context`.
     ("runtime/mod.rs", "context"),
     ("fence.rs", "context"),
-    // The hand-off's waits (`wait_streams`, `waits_for_building`) and
-    // `reap` live in context/tracked.rs and context/checks.rs; no import
-    // circle (nothing imports `handoff`), but a call circle: a buffer's
-    // drop calls `Runtime::free_ordered` here. Issue 37 item 2
-    // ("hand-off below the context") moves the waits into the hand-off.
+    // The ordered free reaps the checks of dropped tasks and fences
+    // (`context::reap`), kept in context/checks.rs: no import circle
+    // (nothing imports `handoff` but `context`), but a call up all the
+    // same. Issue 37 item 2 ("the checks a fence carries beside the
+    // fence") moves them below the hand-off.
     ("handoff.rs", "context"),
     // Blocking a task's stream on a gate launches the gate kernel, a
     // `Builtin` of `typed`, which takes a `TaskContext`: the

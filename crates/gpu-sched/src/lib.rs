@@ -62,10 +62,10 @@
 //!   purpose.
 //!
 //! Two more exceptions close no import circle: `handoff.rs` -> `context`
-//! (`wait_streams`, `waits_for_building`, `reap`; issue 37 item 2 moves
-//! them into the hand-off), a call circle all the same, as a buffer's drop
-//! calls `Runtime::free_ordered` (handoff.rs), which calls up into
-//! `context`; and `pool/test.rs` -> `runtime` (the pool's unit tests open a
+//! (`reap`, the checks of dropped tasks and fences, which the ordered free
+//! concludes; they move below with the fence's checks), a call circle all
+//! the same, as a buffer's drop calls `Runtime::free_ordered`
+//! (handoff.rs), which calls up into `context`; and `pool/test.rs` -> `runtime` (the pool's unit tests open a
 //! whole runtime; test builds only).
 //!
 //! A type's core lives in its own module. A module above it may add an

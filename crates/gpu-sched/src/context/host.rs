@@ -1,10 +1,10 @@
 //! Where host code meets a task's stream: synchronizes, raw and host-sync
 //! pointers (R10, R11), and rejoining a split.
 
-use super::tracked::wait_streams;
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut, Split};
 use crate::error::{Error, Result};
+use crate::handoff::wait_streams;
 use gpu_epoch::Access;
 
 impl TaskContext {

@@ -40,7 +40,7 @@ pub use foreign::{
 };
 pub use graph::GraphLaunch;
 pub use raw::RawTask;
-pub(crate) use tracked::{wait_streams, waits_for_building, Touch, MAX_TOUCHES};
+pub(crate) use tracked::{Touch, MAX_TOUCHES};
 
 /// A running task's handle on its stream: every tracked operation goes
 /// through one. It owns its stream (R3) for as long as it lives; dropping it

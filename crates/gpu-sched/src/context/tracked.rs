@@ -1,15 +1,14 @@
 //! The core of every tracked operation (R1, R9): the buffers it touches,
 //! their hand-offs to the task's stream (the ledger's decision carried out
-//! by a device wait or a host wait, `wait_streams`, which the ordered free
-//! of handoff.rs takes too) and their stamps around the submission; the
+//! by `handoff::wait_streams`) and their stamps around the submission; the
 //! checks made before anything is submitted.
 
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::driver::{MemAccess, NodeOp, RawStream};
 use crate::error::{Error, Result};
-use crate::runtime::Runtime;
-use gpu_epoch::{Access, Decision, StreamId, Task, Uses};
+use crate::handoff::wait_streams;
+use gpu_epoch::{Access, Decision, Uses};
 
 /// One buffer an operation touches.
 pub(crate) struct Touch<'a> {
@@ -247,136 +246,4 @@ impl TaskContext {
     ) -> Result<()> {
         self.rt.check_same(b.runtime_id(), what)
     }
-}
-
-/// Carries out a hand-off decision for `task` on `s2`.
-pub(crate) fn wait_streams(
-    rt: &Runtime,
-    task: &Task,
-    s2: StreamId,
-    raw2: RawStream,
-    d: Decision,
-) -> Result<()> {
-    match d {
-        Decision::NoWait(_) => Ok(()),
-        Decision::DeviceWait(set) => {
-            for s in set.iter() {
-                let l = rt.ledger_rw();
-                let covered = l.closed_counted(s);
-                // The device whose stream `s` is (§11): the event is
-                // recorded there, and waited for here (a wait on another
-                // device's event is a device wait too). None: retired since
-                // the decision, idle.
-                let Some(core) = rt.group().owner(rt.core(), s) else {
-                    l.mark_ordered(task, s2, s, covered);
-                    continue;
-                };
-                refuse_building(&core.streams, s)?;
-                // While `s`'s owner captures it, its captured work runs only
-                // when the graph is launched: wait for what was queued
-                // before the capture, never record into another task's
-                // graph.
-                let slot = core.streams.capture_slot(s).lock();
-                // Read under the slot's lock, which a retiring stream's
-                // handle is taken away under (§9): 0 is a stream retired
-                // since the decision, idle, so its work is done.
-                let raw = core.streams.raw(s);
-                let r = match slot.as_ref() {
-                    Some(pre) => rt.driver().wait_event(raw2, pre.raw),
-                    None if raw.0 == 0 => Ok(()),
-                    None => {
-                        let ev = core.events.take(&*core.driver)?;
-                        // A record the ledger does not make: the event
-                        // covers nothing from now on (§8), or a user who
-                        // gets it from the pool next would learn a false
-                        // fact by synchronizing it.
-                        l.record_untracked(&ev.coverage);
-                        let r = core
-                            .driver
-                            .record(ev.raw, raw)
-                            .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
-                        // The wait captured the record: the event may be
-                        // reused now.
-                        core.events.give(ev);
-                        r
-                    }
-                };
-                drop(slot);
-                r?;
-                l.mark_ordered(task, s2, s, covered);
-            }
-            Ok(())
-        }
-        Decision::HostSync(set) => {
-            for s in set.iter() {
-                host_wait(rt, s)?;
-            }
-            Ok(())
-        }
-    }
-}
-
-/// Waits on the host for everything queued on `s` so far. A stream its
-/// owner is capturing cannot be synchronized (an error) nor recorded on
-/// (that would add to the owner's graph): wait for what was queued before
-/// the capture began, the only work of it that runs on the stream.
-fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
-    // The device whose stream `s` is (§11); none: retired, idle.
-    let Some(core) = rt.group().owner(rt.core(), s) else {
-        return Ok(());
-    };
-    refuse_building(&core.streams, s)?;
-    let slot = core.streams.capture_slot(s).lock();
-    if let Some(pre) = slot.as_ref() {
-        // Synchronized under the lock: once the lock is let go, the capture
-        // may end and its pre event go back to the pool and be recorded on
-        // another stream, and a synchronize then would wait for that
-        // stream instead. The capture's end waits for this (the work before
-        // the capture runs whatever the capture does: no deadlock); the
-        // lock is the pool's, no ledger lock (R14).
-        return core.driver.event_sync(pre.raw);
-    }
-    let raw = core.streams.raw(s);
-    if raw.0 == 0 {
-        // Retired since the decision (§9): idle, its work done.
-        return Ok(());
-    }
-    let ev = core.events.take(&*core.driver)?;
-    // Untracked record: the event covers nothing (§8).
-    rt.ledger_rw().record_untracked(&ev.coverage);
-    let recorded = core.driver.record(ev.raw, raw);
-    drop(slot);
-    let r = recorded.and_then(|_| core.driver.event_sync(ev.raw));
-    core.events.give(ev);
-    r
-}
-
-/// §14: a graphed scope in progress stamped the buffers its operations use
-/// on its stream `s`, in an epoch whose work is queued only when its graph
-/// is launched: a wait for `s` now would not cover it. Only work outside
-/// the scope asks (its own tasks are on `s`), for a buffer it got hold of
-/// meanwhile (through a lock): refused rather than waited for, which could
-/// wait for itself.
-#[inline]
-fn refuse_building(pool: &crate::pool::StreamPool, s: StreamId) -> Result<()> {
-    if pool.is_building(s) {
-        return Err(Error::Capturing {
-            what: "using a buffer that a graphed scope in progress used, from outside that scope (its graph is launched when its body returns)",
-        });
-    }
-    Ok(())
-}
-
-/// Whether `d` waits for a stream a graphed scope is recording for (see
-/// `refuse_building`): a free must wait for the graph's launch.
-pub(crate) fn waits_for_building(rt: &Runtime, d: &Decision) -> bool {
-    let set = match d {
-        Decision::NoWait(_) => return false,
-        Decision::DeviceWait(set) | Decision::HostSync(set) => set,
-    };
-    set.iter().any(|s| {
-        rt.group()
-            .owner(rt.core(), s)
-            .is_some_and(|core| core.streams.is_building(s))
-    })
 }

@@ -331,7 +331,7 @@ impl Runtime {
         let streams = &self.inner.core.streams;
         let (_held, all) = streams.all_held_with_ids();
         for (id, s) in all {
-            // Under the stream's capture slot lock, as `context::tracked::host_wait`:
+            // Under the stream's capture slot lock, as `handoff::host_wait`:
             // a stream a task is capturing cannot be synchronized (that
             // would fail, and end the capture), so wait for what it queued
             // before the capture, the only work of it that runs; any other
