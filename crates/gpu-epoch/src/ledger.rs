@@ -1,7 +1,7 @@
 //! The ledger: stream orders and the decisions made from them.
 
 use crate::counters::{CounterSnapshot, Counters, Reason};
-use crate::event::{unpack, EventCoverage, RecordTicket, Table, WaitTicket};
+use crate::event::{pack, unpack, EventCoverage, RecordTicket, Table, WaitTicket};
 use crate::primitive::{lock, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Mutex};
 use crate::set::{StreamSet, MAX_STREAMS};
 use crate::stamp::{contains, overlaps, Access, Entry, Use, Uses, MAX_ENTRIES, WHOLE};
@@ -112,6 +112,16 @@ impl StreamOrder {
             entry.store(v, Release);
         }
     }
+}
+
+/// What a hand-off's device wait teaches the ledger
+/// ([`Ledger::hand_off_facts`], [`Ledger::learn_hand_off`]).
+#[derive(Clone, Debug)]
+pub struct HandOffFacts {
+    stream: StreamId,
+    closed: StreamEpoch,
+    /// `waited[stream][t]`, packed (`event::pack`).
+    row: smallvec::SmallVec<[u64; 8]>,
 }
 
 /// How a task stands to a stream it submits to (R3).
@@ -850,6 +860,45 @@ impl Ledger {
             return false;
         }
         self.order(s2).raise(s, epoch.0);
+        true
+    }
+
+    /// What a hand-off's device wait for `s` will teach, read *before* the
+    /// hand-off's driver record on `s` (a pooled event recorded raw, or a
+    /// capture's event recorded as it began): `s`'s last counted close, as
+    /// [`Ledger::closed_counted`], and `s`'s ordered table (X1 for pooled
+    /// events): every `waited[s][t]` was raised after its device wait was
+    /// submitted on `s`, so before the record, and a stream ordered after
+    /// the record is ordered after those waits' sources too. Give it to
+    /// [`Ledger::learn_hand_off`] once the device wait was submitted.
+    pub fn hand_off_facts(&self, s: StreamId) -> HandOffFacts {
+        HandOffFacts {
+            stream: s,
+            closed: self.closed_counted(s),
+            row: self.waited_row(s).map(|(t, v)| pack(t, v)).collect(),
+        }
+    }
+
+    /// The Ordered facts of a hand-off: `task`'s stream `s2` waited on the
+    /// device for everything its source stream had queued when
+    /// `facts` were read ([`Ledger::hand_off_facts`]): `waited[s2][s]`
+    /// rises to `s`'s last counted close, and `waited[s2][t]` to
+    /// `waited[s][t]` for every `t`, if `task` owns `s2`, which is not
+    /// shared or capturing. Returns whether the facts were kept.
+    #[inline]
+    pub fn learn_hand_off(&self, task: &Task, s2: StreamId, facts: &HandOffFacts) -> bool {
+        let s = facts.stream;
+        if !self.may_learn(task, s2) || s == s2 {
+            return false;
+        }
+        let o = self.order(s2);
+        o.raise(s, facts.closed.0);
+        for &w in &facts.row {
+            let (t, v) = unpack(w);
+            if t != s2 {
+                o.raise(t, v);
+            }
+        }
         true
     }
 

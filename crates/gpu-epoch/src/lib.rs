@@ -34,7 +34,7 @@ mod task;
 pub use counters::{CounterSnapshot, Reason};
 pub use event::{EventCoverage, RecordTicket, WaitTicket};
 pub use ids::{Generation, StreamEpoch, StreamId, TaskId};
-pub use ledger::{Binding, Closed, Decision, Ledger, LedgerError};
+pub use ledger::{Binding, Closed, Decision, HandOffFacts, Ledger, LedgerError};
 pub use set::{StreamSet, MAX_STREAMS};
 pub use stamp::{Access, BufferStamps, Use, Uses, MAX_ENTRIES, WHOLE};
 pub use task::Task;

@@ -1101,10 +1101,10 @@ impl Sim {
                 let live: Vec<StreamId> = set.iter().filter(|s| !self.vacant[s.index()]).collect();
                 for s in live {
                     // Read before the driver records the pooled event on `s`.
-                    let c = self.ledger.closed_counted(s);
+                    let facts = self.ledger.hand_off_facts(s);
                     let (e, pooled) = self.hand_off_event(s.index());
                     // `s2` waits on it on the device.
-                    let tag = if self.ledger.mark_ordered(task, sid2, s, c) {
+                    let tag = if self.ledger.learn_hand_off(task, sid2, &facts) {
                         Cause::HandOff
                     } else {
                         self.tag_not_learnt(s2)

@@ -664,3 +664,43 @@ fn x3_ranges_coalesce_into_unknown_uses() {
     }
     assert!(u.is_unknown());
 }
+
+/// A hand-off's device wait teaches what the source stream was ordered
+/// after (X1 for the hand-off's pooled event): s1 waited for s0's epoch 1,
+/// then s2 waits for s1; s2 is ordered after s0's epoch 1 too, so a buffer
+/// s0 wrote there needs no wait on s2.
+#[test]
+fn a_hand_off_teaches_what_its_source_was_ordered_after() {
+    let (l, s) = ledger(3);
+    let (t0, t1, t2) = (l.begin_task(), l.begin_task(), l.begin_task());
+    l.bind(&t0, s[0]);
+    l.bind(&t1, s[1]);
+    l.bind(&t2, s[2]);
+    let mut a = BufferStamps::new();
+    assert!(l.stamp(a.get_mut(), s[0], Access::Write));
+    assert!(l.close(&t0, s[0]).counted);
+    // s1 takes `a`: a device wait for s0, learnt up to its counted close.
+    let d = l.hand_off(a.get_mut(), s[1], Access::Read, true);
+    assert_eq!(d, Decision::DeviceWait(set(&[s[0]])));
+    let facts = l.hand_off_facts(s[0]);
+    assert!(l.learn_hand_off(&t1, s[1], &facts));
+    assert_eq!(l.waited(s[1], s[0]), StreamEpoch(1));
+    // s1 writes `b`; s2 takes it: a device wait for s1...
+    let mut b = BufferStamps::new();
+    assert!(l.stamp(b.get_mut(), s[1], Access::Write));
+    assert!(l.close(&t1, s[1]).counted);
+    let d = l.hand_off(b.get_mut(), s[2], Access::Read, true);
+    assert_eq!(d, Decision::DeviceWait(set(&[s[1]])));
+    // ...which a task that does not own s2 learns nothing from...
+    let facts = l.hand_off_facts(s[1]);
+    assert!(!l.learn_hand_off(&t1, s[2], &facts));
+    assert_eq!(l.waited(s[2], s[0]), StreamEpoch(0));
+    // ...and s2's owner learns s1's row with it.
+    assert!(l.learn_hand_off(&t2, s[2], &facts));
+    assert_eq!(l.waited(s[2], s[1]), StreamEpoch(1));
+    assert_eq!(l.waited(s[2], s[0]), StreamEpoch(1));
+    assert_eq!(
+        l.hand_off(a.get_mut(), s[2], Access::Read, true),
+        Decision::NoWait(Reason::Ordered)
+    );
+}

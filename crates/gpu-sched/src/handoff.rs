@@ -209,13 +209,14 @@ pub(crate) fn wait_streams(
         Decision::DeviceWait(set) => {
             for s in set.iter() {
                 let l = rt.ledger_rw();
-                let covered = l.closed_counted(s);
+                // Read before the record below: what the wait teaches.
+                let facts = l.hand_off_facts(s);
                 // The device whose stream `s` is (§11): the event is
                 // recorded there, and waited for here (a wait on another
                 // device's event is a device wait too). None: retired since
                 // the decision, idle.
                 let Some(core) = rt.group().owner(rt.core(), s) else {
-                    l.mark_ordered(task, s2, s, covered);
+                    l.learn_hand_off(task, s2, &facts);
                     continue;
                 };
                 refuse_building(&core.streams, s)?;
@@ -250,7 +251,7 @@ pub(crate) fn wait_streams(
                 };
                 drop(slot);
                 r?;
-                l.mark_ordered(task, s2, s, covered);
+                l.learn_hand_off(task, s2, &facts);
             }
             Ok(())
         }
