@@ -128,16 +128,34 @@ pub(crate) fn split<'a>(
 /// once everything is queued; a matrix that is not positive definite is
 /// `Error::NotPositiveDefinite` at the next wait of the potrf's task.
 pub fn factor(tasks: &[TaskContext], a: &mut Tiles) -> Result<()> {
+    factor_with_panel(tasks, &[], a)
+}
+
+/// [`factor`] with the panel (each step's potrf and its column's trsms,
+/// the critical path) on `panel`'s tasks, tile `(i, k)`'s on
+/// `panel[i % panel.len()]` (for example tasks of
+/// [`gpu::Priority::High`]: [`panel_tasks`]), the trailing updates on
+/// `tasks` as in [`factor`]; with no panel tasks, [`factor`]. The ledger
+/// orders each tile's operations across the two sets of streams.
+pub fn factor_with_panel(
+    tasks: &[TaskContext],
+    panel: &[TaskContext],
+    a: &mut Tiles,
+) -> Result<()> {
     let (t, b) = (a.t, a.b);
     let on = |i: usize, j: usize| &tasks[(i + 2 * j) % tasks.len()];
+    let panel_on = |i: usize, k: usize| match panel.len() {
+        0 => on(i, k),
+        p => &panel[i % p],
+    };
     for k in 0..t {
         // The panel: factor the diagonal tile, then solve the column.
-        Potrf::new(b).run(on(k, k), &mut a.tiles[Tiles::at(k, k)])?;
+        Potrf::new(b).run(panel_on(k, k), &mut a.tiles[Tiles::at(k, k)])?;
         for i in k + 1..t {
             let (aik, tile) = split(&mut a.tiles, Tiles::at(i, k));
             // A(i,k) = A(i,k) L(k,k)^-T.
             Trsm::new(b, b).side(Side::Right).op(Op::T).run(
-                on(i, k),
+                panel_on(i, k),
                 tile(Tiles::at(k, k)),
                 aik,
             )?;
@@ -163,6 +181,18 @@ pub fn factor(tasks: &[TaskContext], a: &mut Tiles) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `count` tasks of `rt` for [`factor_with_panel`]'s panel, each to take
+/// a stream of [`gpu::Priority::High`].
+pub fn panel_tasks(rt: &Runtime, count: usize) -> Result<Vec<TaskContext>> {
+    (0..count)
+        .map(|_| {
+            let t = rt.begin_task()?;
+            t.set_priority(gpu::Priority::High);
+            Ok(t)
+        })
+        .collect()
 }
 
 /// `tasks` tasks of `rt`, one stream each.

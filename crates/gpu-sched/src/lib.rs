@@ -115,7 +115,7 @@ pub use context::{
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.
 pub use cudarc;
-pub use driver::{BackendChoice, BackendKind, SyncMode};
+pub use driver::{BackendChoice, BackendKind, Priority, SyncMode};
 #[doc(hidden)]
 pub use driver::{FaultInjector, FaultKind};
 pub use error::{Error, Result};

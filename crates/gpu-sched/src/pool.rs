@@ -1,7 +1,7 @@
 //! Stream and event pools (R13, X5): nothing is created or destroyed on the
 //! hot path once the pools are warm.
 
-use crate::driver::{Driver, RawEvent, RawStream};
+use crate::driver::{Driver, Priority, RawEvent, RawStream};
 use crate::error::Result;
 use gpu_epoch::{EventCoverage, Ledger, StreamId};
 use parking_lot::Mutex;
@@ -33,6 +33,11 @@ pub(crate) struct StreamPool {
     /// not queued yet: a hand-off from it by anyone else is refused, a free
     /// deferred, until the graph is launched.
     building: Box<[AtomicBool]>,
+    /// Per slot: its stream was made with [`Priority::High`] (set before
+    /// the handle is stored). A task is given a stream of its own
+    /// priority where one is free or can be made (DESIGN "Streams are a
+    /// resource").
+    high: Box<[AtomicBool]>,
     /// A word of mapped pinned memory per stream, which the device sets
     /// when a task's work is done (see [`Tail::Written`]).
     flags: OnceLock<Flags>,
@@ -118,6 +123,7 @@ impl StreamPool {
             free: Mutex::new(VecDeque::new()),
             captures: (0..capacity).map(|_| Mutex::new(None)).collect(),
             building: (0..capacity).map(|_| AtomicBool::new(false)).collect(),
+            high: (0..capacity).map(|_| AtomicBool::new(false)).collect(),
             flags: OnceLock::new(),
             issued: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
             flags_off: AtomicBool::new(false),
@@ -342,7 +348,7 @@ impl StreamPool {
     /// Creates `n` streams up front.
     pub(crate) fn warm(&self, driver: &dyn Driver, ledger: &Ledger, n: usize) -> Result<()> {
         for _ in 0..n {
-            let id = self.create(driver, ledger)?;
+            let id = self.create(driver, ledger, Priority::Normal)?;
             self.free.lock().push_back((id, Tail::Idle));
         }
         Ok(())
@@ -351,8 +357,8 @@ impl StreamPool {
     /// A new stream: the driver's first, so that a ledger slot is never
     /// taken by a stream that does not exist (§8); the ledger's second, and
     /// a driver stream the ledger has no room for is destroyed again.
-    fn create(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<StreamId> {
-        let raw = driver.create_stream()?;
+    fn create(&self, driver: &dyn Driver, ledger: &Ledger, priority: Priority) -> Result<StreamId> {
+        let raw = driver.create_stream_with(priority)?;
         let id = match ledger.add_stream() {
             Ok(id) => id,
             Err(e) => {
@@ -360,6 +366,7 @@ impl StreamPool {
                 return Err(e.into());
             }
         };
+        self.high[id.index()].store(priority == Priority::High, Release);
         self.raw[id.index()].store(raw.0, Release);
         self.created.fetch_add(1, Release);
         Ok(id)
@@ -391,7 +398,27 @@ impl StreamPool {
     /// oldest first, each asked with a driver query (about 1.5 us on the
     /// H200, against a load for a flag).
     pub(crate) fn acquire(&self, driver: &dyn Driver, ledger: &Ledger) -> Result<(StreamId, bool)> {
-        self.acquire_as(driver, ledger, false)
+        self.acquire_as(driver, ledger, false, Priority::Normal)
+    }
+
+    /// [`StreamPool::acquire`] for a task of priority `priority`: a free
+    /// stream of that priority first, else a new one of it while the
+    /// ledger has room, else (as `acquire` would) a busy free one, of that
+    /// priority first, or a shared one, whatever its priority: a task is
+    /// never refused a stream for its priority.
+    pub(crate) fn acquire_with(
+        &self,
+        driver: &dyn Driver,
+        ledger: &Ledger,
+        priority: Priority,
+    ) -> Result<(StreamId, bool)> {
+        self.acquire_as(driver, ledger, false, priority)
+    }
+
+    /// Whether `id`'s stream has `priority`.
+    #[inline]
+    fn has(&self, id: StreamId, priority: Priority) -> bool {
+        self.high[id.index()].load(Acquire) == (priority == Priority::High)
     }
 
     /// [`StreamPool::acquire`] for a task that must have its stream to
@@ -410,10 +437,11 @@ impl StreamPool {
         driver: &dyn Driver,
         ledger: &Ledger,
     ) -> Result<(StreamId, bool)> {
-        self.acquire_as(driver, ledger, true)
+        self.acquire_as(driver, ledger, true, Priority::Normal)
     }
 
-    /// [`StreamPool::acquire`], or [`StreamPool::acquire_own`] if `own`.
+    /// [`StreamPool::acquire_with`], or [`StreamPool::acquire_own`] if
+    /// `own`.
     ///
     /// A stream can be out of sight for a moment, neither free nor held
     /// (another thread asks the driver about it, hands it to its first
@@ -428,6 +456,7 @@ impl StreamPool {
         driver: &dyn Driver,
         ledger: &Ledger,
         own: bool,
+        priority: Priority,
     ) -> Result<(StreamId, bool)> {
         driver.check_sticky()?;
         // The first holder's count: a stream with no holder is shared by
@@ -435,19 +464,21 @@ impl StreamPool {
         // other task could see it held.
         let first = if own { OWN | 1 } else { 1 };
         loop {
-            if let Some(got) = self.idle(driver, ledger, first) {
+            if let Some(got) = self.idle(driver, ledger, first, priority) {
                 return Ok(got);
             }
             // Moves from now on could hide a stream from the looks below.
             let settled = self.settled.load(SeqCst);
             if ledger.live_stream_count() < ledger.capacity() {
-                if let Some(id) = self.create_held(driver, ledger, first) {
+                if let Some(id) = self.create_held(driver, ledger, first, priority) {
                     return Ok((id, true));
                 }
             }
             {
                 let mut free = self.free.lock();
-                if let Some((id, _)) = free.pop_front() {
+                // The oldest of this priority, else the oldest.
+                let i = free.iter().position(|&(id, _)| self.has(id, priority));
+                if let Some((id, _)) = free.remove(i.unwrap_or(0)) {
                     // Held before the list's lock goes: never out of sight.
                     self.holders[id.index()].store(first, Release);
                     return Ok((id, false));
@@ -482,14 +513,23 @@ impl StreamPool {
     /// most recently released one with no driver call first, then the
     /// others asked with a query (each out of sight, [`Transit`], from the
     /// moment it leaves the list until it is held or back).
-    fn idle(&self, driver: &dyn Driver, ledger: &Ledger, first: u32) -> Option<(StreamId, bool)> {
+    fn idle(
+        &self,
+        driver: &dyn Driver,
+        ledger: &Ledger,
+        first: u32,
+        priority: Priority,
+    ) -> Option<(StreamId, bool)> {
         let mut unknown = smallvec::SmallVec::<[StreamId; 16]>::new();
         {
             let mut free = self.free.lock();
-            let found = free.iter().rposition(|&(id, tail)| match tail {
-                Tail::Idle => true,
-                Tail::Written(v) => self.written(driver, id, v),
-                Tail::Unknown => false,
+            let found = free.iter().rposition(|&(id, tail)| {
+                self.has(id, priority)
+                    && match tail {
+                        Tail::Idle => true,
+                        Tail::Written(v) => self.written(driver, id, v),
+                        Tail::Unknown => false,
+                    }
             });
             if let Some(i) = found {
                 let (id, _) = free.remove(i).expect("a found index");
@@ -506,7 +546,7 @@ impl StreamPool {
             }
             unknown.extend(
                 free.iter()
-                    .filter(|(_, t)| matches!(t, Tail::Unknown))
+                    .filter(|&&(id, t)| matches!(t, Tail::Unknown) && self.has(id, priority))
                     .map(|&(id, _)| id),
             );
         }
@@ -542,9 +582,15 @@ impl StreamPool {
 
     /// A new stream, held by its first holder (`first`) before any other
     /// thread can look for it; `None` if the driver or the ledger refuses.
-    fn create_held(&self, driver: &dyn Driver, ledger: &Ledger, first: u32) -> Option<StreamId> {
+    fn create_held(
+        &self,
+        driver: &dyn Driver,
+        ledger: &Ledger,
+        first: u32,
+        priority: Priority,
+    ) -> Option<StreamId> {
         let t = Transit::new(self);
-        match self.create(driver, ledger) {
+        match self.create(driver, ledger, priority) {
             Ok(id) => {
                 self.holders[id.index()].store(first, Release);
                 Some(id)

@@ -198,14 +198,16 @@ mod scope;
 mod thread_pool;
 
 pub use gpu_sched::{
-    BackendChoice, BackendKind, Buffer, Error, Result, Runtime, RuntimeOptions, Split, TaskContext,
-    View, ViewMut,
+    BackendChoice, BackendKind, Buffer, Error, Priority, Result, Runtime, RuntimeOptions, Split,
+    TaskContext, View, ViewMut,
 };
 pub use iter::{par_chunks, par_chunks_mut};
 pub use join::join;
 pub use pipeline::par_map;
 pub use registry::{current_num_threads, install};
-pub use scope::{capture, capture_on, in_place_scope, scope, scope_on, Graphed, Scope};
+pub use scope::{
+    capture, capture_on, in_place_scope, scope, scope_on, Graphed, Scope, TaskBuilder,
+};
 pub use scope::{scope_async, scope_on_async};
 pub use thread_pool::{ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
 

@@ -97,6 +97,8 @@ pub struct TaskContext {
     /// The stream was handed out raw ([`RawTask::cu_stream`](crate::raw::RawTask::cu_stream)): work the
     /// runtime does not see may be on it.
     pub(crate) raw_used: std::cell::Cell<bool>,
+    /// The priority of the stream the task takes ([`TaskContext::set_priority`]).
+    pub(crate) priority: std::cell::Cell<crate::Priority>,
     /// Results of library operations to check at the next host wait
     /// (`checks.rs`).
     pub(crate) checks: std::cell::RefCell<Vec<Pending>>,
@@ -160,6 +162,7 @@ impl Runtime {
             submitted: std::cell::Cell::new(false),
             pending: std::cell::Cell::new(false),
             raw_used: std::cell::Cell::new(false),
+            priority: std::cell::Cell::new(crate::Priority::Normal),
             checks: Default::default(),
             _not_sync: PhantomData,
         })
@@ -232,6 +235,28 @@ impl TaskContext {
     /// Whether the task holds a stream yet.
     pub fn has_stream(&self) -> bool {
         self.slot.get().is_some()
+    }
+
+    /// Sets the priority of the stream this task takes at its first GPU
+    /// operation (a task takes its stream then: DESIGN "Streams are a
+    /// resource"): [`crate::Priority::High`] for the critical path. Returns
+    /// whether it applies: `false` once the task holds a stream (which
+    /// keeps its priority), and in a scope capture or graphed scope (the
+    /// task's work goes into the graph; the graph's launch has its
+    /// stream's priority). The pool gives a task a stream of its priority
+    /// where one is free or can be made, else any, as it would a task of
+    /// the other priority: a priority never costs a task its stream.
+    pub fn set_priority(&self, priority: crate::Priority) -> bool {
+        if self.has_stream() || self.capture.borrow().is_some() {
+            return false;
+        }
+        self.priority.set(priority);
+        true
+    }
+
+    /// The priority asked for with [`TaskContext::set_priority`].
+    pub fn priority(&self) -> crate::Priority {
+        self.priority.get()
     }
 
     /// Whether this task has submitted anything on its stream (an
@@ -380,7 +405,7 @@ impl TaskContext {
         } else {
             rt.core()
                 .streams
-                .acquire(self.rt.driver(), rt.ledger_rw())?
+                .acquire_with(self.rt.driver(), rt.ledger_rw(), self.priority.get())?
         };
         rt.ledger_rw().bind(self.task(), stream);
         let b = (stream, self.rt.raw_stream(stream));

@@ -248,6 +248,11 @@ impl Driver for FaultDriver {
         self.real.create_stream()
     }
 
+    fn create_stream_with(&self, priority: super::Priority) -> Result<RawStream> {
+        self.faults.enter("create_stream", 0)?;
+        self.real.create_stream_with(priority)
+    }
+
     fn destroy_stream(&self, s: RawStream) -> Result<()> {
         self.faults.enter("destroy_stream", 0)?;
         self.real.destroy_stream(s)

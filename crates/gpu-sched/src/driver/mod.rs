@@ -132,6 +132,21 @@ pub(crate) struct MemAccess {
     pub(crate) access: Access,
 }
 
+/// A task's priority (DESIGN "Streams are a resource"): the priority of
+/// the stream it takes, so that the device's scheduler runs its kernels
+/// ahead of waiting kernels of normal streams (CUDA stream priorities: a
+/// kernel already running is not preempted). The pool keeps streams of
+/// each priority apart. The host backend runs every stream alike.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, Hash)]
+pub enum Priority {
+    /// The default: CUDA's least priority.
+    #[default]
+    Normal,
+    /// CUDA's greatest stream priority: for the critical path (a
+    /// factorization's panel, a solver's reduction).
+    High,
+}
+
 /// How a stream synchronize waits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum SyncMode {
@@ -191,6 +206,12 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn total_memory(&self) -> usize;
 
     fn create_stream(&self) -> Result<RawStream>;
+    /// A stream of priority `priority`; by default (the host backend) the
+    /// same as [`Driver::create_stream`].
+    fn create_stream_with(&self, priority: Priority) -> Result<RawStream> {
+        let _ = priority;
+        self.create_stream()
+    }
     fn destroy_stream(&self, s: RawStream) -> Result<()>;
     /// True when all work on `s` finished.
     fn stream_query(&self, s: RawStream) -> Result<bool>;

@@ -110,3 +110,40 @@ fn each_flag_write_follows_the_stream_s_own_event() {
     assert!(pool.take_end_event(id).is_none(), "taken once");
     rt.driver().destroy_event(e).unwrap();
 }
+
+/// Issue 39 item 3: a task of high priority gets a stream made with it; a
+/// normal task does not take that stream while it can have one of its
+/// own; the high stream, given back idle, goes to the next high task.
+#[test]
+fn streams_are_kept_apart_by_priority() {
+    let rt = Runtime::new(RuntimeOptions {
+        backend: BackendChoice::Host,
+        warm_streams: 1,
+        ..RuntimeOptions::default()
+    })
+    .unwrap();
+    let pool = &rt.core().streams;
+    let high = |id: StreamId| pool.has(id, crate::Priority::High);
+    let t = rt.begin_task().unwrap();
+    assert!(t.set_priority(crate::Priority::High));
+    t.zeros::<u8>(4).unwrap();
+    t.synchronize().unwrap();
+    let h = t.stream_id();
+    assert!(high(h), "a high task's stream is a high one");
+    assert!(
+        !t.set_priority(crate::Priority::Normal),
+        "it holds a stream now"
+    );
+    drop(t);
+    // Idle and free: a normal task passes it over.
+    let n = rt.begin_task().unwrap();
+    n.zeros::<u8>(4).unwrap();
+    assert_ne!(n.stream_id(), h, "a normal task takes a normal stream");
+    assert!(!high(n.stream_id()));
+    // The next high task gets it back, recycled.
+    let t = rt.begin_task().unwrap();
+    t.set_priority(crate::Priority::High);
+    t.zeros::<u8>(4).unwrap();
+    assert_eq!(t.stream_id(), h, "the idle high stream is reused");
+    assert_eq!(t.priority(), crate::Priority::High);
+}

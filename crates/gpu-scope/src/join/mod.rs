@@ -21,7 +21,7 @@ impl Scope<'_, '_> {
         B: for<'r2, 's2> FnOnce(&Scope<'r2, 's2>) -> Result<RB> + Send,
         RB: Send,
     {
-        let ctx = self.task();
+        let ctx = self.context();
         if ctx.records_serially() {
             // `b` spawned after `a`: run at once on this thread, then.
             join_in_scope(ctx, a, b, Join::Always, false)

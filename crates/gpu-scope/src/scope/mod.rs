@@ -3,7 +3,7 @@
 //! scope of two sides).
 
 use crate::registry;
-use gpu_sched::{CaptureHandle, Error, Fence, Result, Runtime, TaskContext};
+use gpu_sched::{CaptureHandle, Error, Fence, Priority, Result, Runtime, TaskContext};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -63,7 +63,7 @@ fn run_child<'scope, F>(
     cap: &CaptureHandle,
     state: &'scope ScopeState,
     rayon: Option<&rayon_core::Scope<'scope>>,
-    fences: Fences,
+    (fences, priority): (Fences, Priority),
     f: F,
 ) where
     F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()>,
@@ -72,6 +72,9 @@ fn run_child<'scope, F>(
         Ok(c) => c,
         Err(e) => return state.fail(e),
     };
+    // Before its first operation, which takes its stream (a no-op in a
+    // capture: the task's work goes into the graph).
+    ctx.set_priority(priority);
     // Waited for on the device when the task binds a stream (its first GPU
     // operation); a task that submits nothing takes no stream (§9).
     for fence in fences {
@@ -179,6 +182,79 @@ pub struct Scope<'r, 'scope> {
     _invariant: std::marker::PhantomData<&'scope mut &'scope ()>,
 }
 
+/// A spawn with options, from [`Scope::task`]: set what differs from
+/// [`Scope::spawn`]'s defaults, then [`TaskBuilder::spawn`].
+///
+/// ```
+/// # fn main() -> gpu::Result<()> {
+/// let mut panel = gpu::Buffer::<f32>::zeros(64)?;
+/// let mut trailing = gpu::Buffer::<f32>::zeros(4096)?;
+/// gpu::scope(|s| {
+///     // The critical path on a stream of the greatest priority: its
+///     // kernels are scheduled ahead of the trailing update's waiting ones.
+///     s.task()
+///         .priority(gpu::Priority::High)
+///         .spawn(|t| gpu_kernels::fill(t, &mut panel, 1.0));
+///     s.spawn(|t| gpu_kernels::fill(t, &mut trailing, 2.0));
+///     Ok(())
+/// })?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a task builder does nothing until `spawn`"]
+pub struct TaskBuilder<'s, 'r, 'scope> {
+    scope: &'s Scope<'r, 'scope>,
+    priority: Priority,
+    device: Option<usize>,
+}
+
+impl std::fmt::Debug for TaskBuilder<'_, '_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskBuilder")
+            .field("priority", &self.priority)
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'scope> TaskBuilder<'_, '_, 'scope> {
+    /// The priority of the task's stream ([`Priority`]; default
+    /// [`Priority::Normal`]). On CUDA a [`Priority::High`] task runs on a
+    /// stream of the greatest priority, whose kernels the device schedules
+    /// ahead of other streams' waiting ones (running kernels are not
+    /// preempted); the host backend runs every stream alike. The task's
+    /// host code runs as any spawn's (the pool's job order is Rayon's:
+    /// it has no priorities). In a scope capture or a graphed scope it has
+    /// no effect (the task's work goes into the graph). Tasks it spawns
+    /// have the default priority unless given one.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Places the task on device `device` of the runtime's group, as
+    /// [`Scope::spawn_on`].
+    pub fn device(mut self, device: usize) -> Self {
+        self.device = Some(device);
+        self
+    }
+
+    /// Spawns the task, as [`Scope::spawn`] with these options.
+    pub fn spawn<F>(self, f: F)
+    where
+        F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
+    {
+        let s = self.scope;
+        let rt = match self.device {
+            None => s.ctx.runtime().clone(),
+            Some(d) => match s.ctx.runtime().device(d) {
+                Ok(rt) => rt,
+                Err(e) => return s.state.fail(e),
+            },
+        };
+        s.spawn_in(rt, self.priority, f)
+    }
+}
+
 impl<'r, 'scope> Scope<'r, 'scope> {
     /// The handle of a join's side on `ctx` (`crate::join`): its spawns go
     /// to `state`, the join's, with no Rayon scope.
@@ -194,7 +270,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
 
     /// The task this handle is on.
     #[inline]
-    pub(crate) fn task(&self) -> &'r TaskContext {
+    pub(crate) fn context(&self) -> &'r TaskContext {
         self.ctx
     }
 }
@@ -629,7 +705,18 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
-        self.spawn_in(self.ctx.runtime().clone(), f)
+        self.spawn_in(self.ctx.runtime().clone(), Priority::Normal, f)
+    }
+
+    /// A spawn with options: its stream's priority, its device
+    /// (`s.task().priority(gpu::Priority::High).spawn(|s| ..)`). See
+    /// [`TaskBuilder`].
+    pub fn task(&self) -> TaskBuilder<'_, 'r, 'scope> {
+        TaskBuilder {
+            scope: self,
+            priority: Priority::Normal,
+            device: None,
+        }
     }
 
     /// [`Scope::spawn`] with the task placed on device `device` of the
@@ -646,10 +733,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
-        match self.ctx.runtime().device(device) {
-            Ok(rt) => self.spawn_in(rt, f),
-            Err(e) => self.state.fail(e),
-        }
+        self.task().device(device).spawn(f)
     }
 
     /// The device ordinal of this task's runtime.
@@ -663,7 +747,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         self.ctx.runtime().device_count()
     }
 
-    fn spawn_in<F>(&self, rt: Runtime, f: F)
+    fn spawn_in<F>(&self, rt: Runtime, priority: Priority, f: F)
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
@@ -682,7 +766,8 @@ impl<'r, 'scope> Scope<'r, 'scope> {
                 // A serial graphed scope's task runs now, here (its host
                 // code only records; the graph overlaps its GPU work).
                 state.touch();
-                let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, None, fences, f));
+                let run =
+                    AssertUnwindSafe(|| run_child(&rt, &cap, state, None, (fences, priority), f));
                 if let Err(p) = catch_unwind(run) {
                     state.panicked(p);
                 }
@@ -697,7 +782,9 @@ impl<'r, 'scope> Scope<'r, 'scope> {
             rs.spawn(move |rs| {
                 // The task's own panic is caught inside; this catches one
                 // from the runtime around it.
-                let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, Some(rs), fences, f));
+                let run = AssertUnwindSafe(|| {
+                    run_child(&rt, &cap, state, Some(rs), (fences, priority), f)
+                });
                 if let Err(p) = catch_unwind(run) {
                     state.panicked(p);
                 }
@@ -707,7 +794,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let body = move || {
             // The task's own panic is caught inside; this catches one from
             // the runtime around it, so the count always drops.
-            let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, None, fences, f));
+            let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, None, (fences, priority), f));
             if let Err(p) = catch_unwind(run) {
                 state.panicked(p);
             }

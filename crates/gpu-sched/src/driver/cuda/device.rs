@@ -51,6 +51,9 @@ pub(crate) struct CudaDriver {
     pub(super) built: Mutex<std::collections::HashMap<u64, (u64, Vec<u64>)>>,
     /// (major, minor), for NVRTC's target.
     pub(super) compute_capability: (i32, i32),
+    /// The context's greatest stream priority, asked once
+    /// (`cuCtxGetStreamPriorityRange`).
+    pub(super) greatest_priority: OnceLock<i32>,
 }
 
 impl CudaDriver {
@@ -123,6 +126,7 @@ impl CudaDriver {
 
         let driver = CudaDriver {
             compute_capability,
+            greatest_priority: OnceLock::new(),
             id: NEXT_DRIVER_ID.fetch_add(1, Ordering::Relaxed),
             ordinal,
             device,

@@ -33,8 +33,8 @@
 //! the driver.
 
 use super::{
-    BackendKind, Driver, GraphSpec, KernelCall, KernelNode, MemAccess, Nodes, RawEvent, RawGraph,
-    RawNode, RawStream, SyncMode,
+    BackendKind, Driver, GraphSpec, KernelCall, KernelNode, MemAccess, Nodes, Priority, RawEvent,
+    RawGraph, RawNode, RawStream, SyncMode,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -111,6 +111,32 @@ impl Driver for CudaDriver {
         // SAFETY: `call` made the context current; `s` is a valid out-pointer.
         self.call("cuStreamCreate", || unsafe {
             sys::cuStreamCreate(&mut s, flags)
+        })?;
+        Ok(RawStream(s as usize as u64))
+    }
+
+    fn create_stream_with(&self, priority: Priority) -> Result<RawStream> {
+        if priority == Priority::Normal {
+            return self.create_stream();
+        }
+        let greatest = match self.greatest_priority.get() {
+            Some(&g) => g,
+            None => {
+                let (mut least, mut greatest) = (0, 0);
+                // SAFETY: `call` made the context current; both are valid
+                // out-pointers.
+                self.call("cuCtxGetStreamPriorityRange", || unsafe {
+                    sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest)
+                })?;
+                *self.greatest_priority.get_or_init(|| greatest)
+            }
+        };
+        let mut s: sys::CUstream = ptr::null_mut();
+        let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+        // SAFETY: `call` made the context current; `s` is a valid
+        // out-pointer; `greatest` is in the context's priority range.
+        self.call("cuStreamCreateWithPriority", || unsafe {
+            sys::cuStreamCreateWithPriority(&mut s, flags, greatest)
         })?;
         Ok(RawStream(s as usize as u64))
     }
