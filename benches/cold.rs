@@ -1,4 +1,4 @@
-//! B5-cold (DESIGN.md §15): `02-siblings`' measurement (eight tasks of a
+//! B5-cold (DESIGN "Cold start"): `02-siblings`' measurement (eight tasks of a
 //! 40 ms kernel against the same kernels on one stream, after a warm-up of
 //! kernels of no length) in each of 20 fresh processes, so that every run
 //! sees a runtime, a context and modules that are new. Not a criterion
@@ -38,7 +38,7 @@ fn one() -> Result<(), Box<dyn std::error::Error>> {
     // kernel, on its stream: when each kernel ended on the device (a late
     // one ran after another). Off by default: an event recorded there
     // comes before the task's end-of-work write, which itself changes what
-    // is measured (DESIGN.md §15).
+    // is measured (DESIGN "Cold start").
     let cuda = gpu::backend()? == gpu::BackendKind::Cuda
         && std::env::var_os("B5_COLD_EVENTS").is_some_and(|v| v == "1");
     let ends: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());

@@ -1,4 +1,4 @@
-//! Multi-GPU rows of `cargo xtask bench --multi-gpu` (DESIGN.md §12): the
+//! Multi-GPU rows of `cargo xtask bench --multi-gpu` (DESIGN "Benchmarks added"): the
 //! bandwidth of a tracked peer copy ([`TaskContext::copy_peer`]) against a
 //! raw `cuMemcpyPeerAsync` of the same bytes between the same buffers on
 //! the same stream. Not a criterion bench (`harness = false`): it prints

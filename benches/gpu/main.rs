@@ -1,4 +1,4 @@
-//! Benchmarks B1-B8, B10, B13-B17 (DESIGN.md §7, §13), a file per group, each measured side by side with
+//! Benchmarks B1-B8, B10, B13-B17 (DESIGN "Benchmarks", DESIGN "Capturing a scope"), a file per group, each measured side by side with
 //! what it is compared to, in the same process run. `cargo xtask bench` runs them
 //! on the GPU machine and turns criterion's medians into the results table
 //! and `ratio/B*` rows. On the host backend the raw-driver rows are skipped.

@@ -131,7 +131,7 @@ fn rayon_tree(depth: u32) {
     rayon_core::join(|| rayon_tree(depth - 1), || rayon_tree(depth - 1));
 }
 
-/// B10 (§9, §12): task overhead with no GPU work, against Rayon in the same
+/// B10 (DESIGN "Streams are a resource", DESIGN "Benchmarks added"): task overhead with no GPU work, against Rayon in the same
 /// binary, each from a worker thread of its own pool of the same size: a
 /// depth-16 join tree (65,535 joins) and 100,000 empty spawns in one scope.
 pub(crate) fn b10_rayon(c: &mut Criterion) {

@@ -2,7 +2,7 @@
 //! `benches/results/<date>-<commit>-<device>/bench.json` (and `table.md`)
 //! and prints a table against the device's newest committed run;
 //! `--report` makes `benches/results/README.md`, the README's results and
-//! DESIGN.md §7's table ([`report`]).
+//! DESIGN "Benchmarks"'s table ([`report`]).
 //!
 //! On a GPU machine without cargo it runs the bench binaries of the bundle
 //! (`bundle/bin/bench.*`, see `cargo xtask bundle`); elsewhere it builds

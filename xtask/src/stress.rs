@@ -10,7 +10,7 @@
 //! fewer GPUs) and `--library-failures` (factorizations in the tasks, some
 //! failing, injected from the seed: each top-level call must return the
 //! failures of the tasks it covers and no other, and nothing may be left
-//! for `Runtime::synchronize`; DESIGN §17).
+//! for `Runtime::synchronize`; DESIGN "Where a failure goes").
 //!
 //! On a GPU machine without cargo it runs the bundle's binary
 //! (`bundle/bin/bin.stress`, see `cargo xtask bundle`).

@@ -1,4 +1,4 @@
-//! B9 (DESIGN §7): the CPU cost of the ledger's hot operations: stamp (write
+//! B9 (DESIGN "Benchmarks"): the CPU cost of the ledger's hot operations: stamp (write
 //! and read), the hand-off decision (a read covered by an Ordered fact; a
 //! write with a writer and two readers, all covered), close, mark_ordered,
 //! a begin/finish_record pair, and bind's fast path. Each runs alone, then

@@ -10,7 +10,7 @@ use crossbeam_utils::CachePadded;
 use std::ops::Range;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 
-/// What the ledger knows of one stream (DESIGN §3 "stream order").
+/// What the ledger knows of one stream (DESIGN "Words" "stream order").
 ///
 /// ## Memory ordering
 ///
@@ -366,7 +366,7 @@ impl Ledger {
         }
     }
 
-    /// R3, §9: `s` is given to a second live task while its holder may still
+    /// R3, DESIGN "Streams are a resource": `s` is given to a second live task while its holder may still
     /// submit (the runtime ran out of streams): shared for good, until it is
     /// recycled, whoever owns it now. Call before the second task stamps
     /// anything on it.
@@ -419,7 +419,7 @@ impl Ledger {
         Generation(o.generation.fetch_add(1, AcqRel).wrapping_add(1))
     }
 
-    /// §9: `s` is idle, its tasks finished, and its driver stream goes
+    /// DESIGN "Streams are a resource": `s` is idle, its tasks finished, and its driver stream goes
     /// away: recycled (its generation moves on, so every stamp on it is
     /// covered, and what it was ordered after is done, as it is idle), and
     /// the slot left vacant for [`Ledger::add_stream`] to reuse for a new
@@ -666,7 +666,7 @@ impl Ledger {
         uses.unknown = false;
     }
 
-    /// X3, §8: the uses of a buffer are no longer known: its views may have
+    /// X3, DESIGN "Soundness": the uses of a buffer are no longer known: its views may have
     /// been used on any stream and not given back. Until the next write (or
     /// escape) of the whole stamps it, every hand-off of `uses` (of any
     /// range) waits for everything every other stream queued, whatever the
@@ -1011,7 +1011,7 @@ impl Ledger {
         Ok(ticket.closed)
     }
 
-    /// §8: `event` was (or is about to be) recorded by a driver call the
+    /// DESIGN "Soundness": `event` was (or is about to be) recorded by a driver call the
     /// ledger does not see (a hand-off's pooled event, a raw handle): it
     /// covers nothing from now on, and waits in flight on it give no fact.
     pub fn record_untracked(&self, event: &EventCoverage) {

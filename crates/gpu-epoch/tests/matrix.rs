@@ -1,4 +1,4 @@
-//! The test matrix of DESIGN §6 (T1-T15) at ledger level: each case asserts
+//! The test matrix of DESIGN "Tests" (T1-T15) at ledger level: each case asserts
 //! the hand-off's decision, its reason, and the counters' change. (The
 //! runtime's tests add the behaviour, with a gate, on both backends.)
 #![cfg(not(loom))]

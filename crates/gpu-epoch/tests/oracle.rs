@@ -1,4 +1,4 @@
-//! The ledger against a plain happens-before oracle (DESIGN §6).
+//! The ledger against a plain happens-before oracle (DESIGN "Tests").
 //!
 //! Random programs (tasks, streams of several devices, launches, records and
 //! re-records, stream waits, event syncs and queries, stream syncs,
@@ -12,7 +12,7 @@
 //! different tasks interleave.
 //!
 //! What the runtime does around those operations is in the programs too
-//! (DESIGN §8):
+//! (DESIGN "Soundness"):
 //!
 //! - **Pooled events.** One small pool of events serves hand-offs and users.
 //!   A hand-off's device wait takes an event, resets it
@@ -51,11 +51,11 @@
 //!   captured runs or was stamped.
 //! - **Task ends.** A task that submitted to its stream closes its epoch
 //!   there as it ends.
-//! - **Shared streams (§9).** The pool, out of streams, gives a stream a
+//! - **Shared streams (DESIGN "Streams are a resource").** The pool, out of streams, gives a stream a
 //!   live task holds (its home, bound or not yet) to a new task too: it
 //!   calls `share` before the new task binds or stamps anything; both
 //!   tasks' operations then go on it in submission order, interleaved.
-//! - **Retired and reused slots (§9).** The pool retires an idle stream no
+//! - **Retired and reused slots (DESIGN "Streams are a resource").** The pool retires an idle stream no
 //!   live task holds or bound (`retire`: a host observation that all its
 //!   work is done, like a recycle; the slot is vacant); a stream creation
 //!   (`add_stream`) reuses a vacant slot for a new driver stream, which in
@@ -65,7 +65,7 @@
 //!   host). Waits the ledger asks for on a vacant slot are skipped, as the
 //!   runtime skips them. (Oracle streams `n + devs..` are reused slots' new
 //!   streams; `Sim::ost` maps a slot to its stream.)
-//! - **Several devices, staging memory and collectives (§11, issue 23,
+//! - **Several devices, staging memory and collectives (DESIGN "Beyond one GPU", issue 23,
 //!   defects 2 and 3).** Streams of up to three devices share the ledger.
 //!   Host staging memory (page-locked, of one device) is copied from on a
 //!   stream of any device, then written by the host; collectives are one
@@ -383,7 +383,7 @@ struct Step {
 #[derive(Clone, Debug)]
 struct Program {
     streams: usize,
-    /// Devices (1..=3), sharing the ledger (§11): task stream `i` is of
+    /// Devices (1..=3), sharing the ledger (DESIGN "Beyond one GPU"): task stream `i` is of
     /// device `i % devs`; each device has its reclaim stream.
     devs: usize,
     /// How many tasks may be live at once (2..=SLOTS).
@@ -1920,7 +1920,7 @@ impl Sim {
         Ok(())
     }
 
-    /// §9: the pool is out of streams: it gives `slot`'s new task a stream
+    /// DESIGN "Streams are a resource": the pool is out of streams: it gives `slot`'s new task a stream
     /// a live task holds (the first from `a`), shared for good from now on
     /// (`share`, before the new task binds or stamps anything). Both tasks'
     /// operations then go on it in submission order.
@@ -1953,7 +1953,7 @@ impl Sim {
         Ok(())
     }
 
-    /// §9: the pool finds `s` idle (a host observation), held by no live
+    /// DESIGN "Streams are a resource": the pool finds `s` idle (a host observation), held by no live
     /// task and bound by none, and retires it: its driver stream goes away
     /// and the slot is vacant until `add_stream` reuses it. One task stream
     /// at least is kept.
@@ -1984,7 +1984,7 @@ impl Sim {
         Ok(())
     }
 
-    /// §9: the pool creates a stream: `add_stream` reuses a vacant slot
+    /// DESIGN "Streams are a resource": the pool creates a stream: `add_stream` reuses a vacant slot
     /// (the ledger is full otherwise), and a new driver stream is behind it:
     /// a new oracle stream, ordered after nothing. The slot keeps its
     /// epochs, completed value and `waited` row.
@@ -2375,7 +2375,7 @@ fn replay_a_non_owner_fact_between_a_record_and_its_finish() {
 
 #[test]
 fn replay_pooled_event_from_a_hand_off_given_to_a_user() {
-    // §8: a user event goes back to the pool covering s0's epoch; a
+    // DESIGN "Soundness": a user event goes back to the pool covering s0's epoch; a
     // hand-off records it raw on s2; handed out again, synchronized,
     // queried and waited on before any record of its new holder, it must
     // teach nothing about s0.
@@ -2505,7 +2505,7 @@ fn replay_free_after_reads_on_two_streams() {
 
 #[test]
 fn replay_abandoned_capture() {
-    // R12, §8: a task panics mid-capture: the capture ends (nothing it
+    // R12, DESIGN "Soundness": a task panics mid-capture: the capture ends (nothing it
     // captured was stamped or runs), its pre event goes back to the pool
     // (handed to a user next: no fact), its stream is recycled and taken
     // over, and the new owner's work is stamped again.
@@ -2544,7 +2544,7 @@ fn replay_abandoned_capture() {
 
 #[test]
 fn replay_shared_stream_then_a_needed_wait() {
-    // §9: the pool gives s0, held by T0 (which submitted nothing yet), to
+    // DESIGN "Streams are a resource": the pool gives s0, held by T0 (which submitted nothing yet), to
     // T1 too: `share` before T1 binds. T1's write is stamped, T0 records an
     // event on s0, then T1's write is submitted (after the record in stream
     // order): the record's close must not count, so a wait on the event
@@ -2577,7 +2577,7 @@ fn replay_shared_stream_then_a_needed_wait() {
 
 #[test]
 fn replay_retire_reuse_then_a_hand_off_from_an_old_stamp() {
-    // §9: s0 is synchronized (a Completed fact), its task ends and the pool
+    // DESIGN "Streams are a resource": s0 is synchronized (a Completed fact), its task ends and the pool
     // retires it; an escaped buffer's wait on the vacant slot is skipped;
     // the slot is reused for a new stream. Stamps from the old stream need
     // no wait, on the new stream of the same slot or elsewhere; the new

@@ -1,4 +1,4 @@
-//! One test per rule of DESIGN §4-5 (R1-R14, X1-X3), at ledger level.
+//! One test per rule of DESIGN "The seed's rules (R1-R14)" and "Beyond the seed (X1-X5)" (R1-R14, X1-X3), at ledger level.
 #![cfg(not(loom))]
 
 mod common;

@@ -42,7 +42,7 @@ unsafe impl<T: DeviceRepr> DeviceRepr for num_complex::Complex<T> {}
 /// `&mut` (X2).
 ///
 /// The runtime trusts a slice's address, length and stamps, so the trait is
-/// sealed (§8): only this crate's types implement it.
+/// sealed (DESIGN "Soundness"): only this crate's types implement it.
 ///
 /// Nor can safe code reach a slice's stamps, to reset them:
 ///
@@ -450,7 +450,7 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
             .map(|_| BufferStamps::from_uses(uses.clone()))
             .collect();
         // From here until a rejoin restamps it, the parent's uses are those
-        // of views that may be anywhere (§8): a leaked split cannot leave
+        // of views that may be anywhere (DESIGN "Soundness"): a leaked split cannot leave
         // stale stamps behind.
         rt.ledger_rw().forget_uses(parent.get_mut());
         Split {

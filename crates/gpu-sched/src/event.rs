@@ -34,7 +34,7 @@ impl Runtime {
     pub fn event(&self) -> Result<Event> {
         let p = self.take_event()?;
         // A new event covers nothing, whatever its last holder recorded
-        // (§8): synchronizing it before a record teaches nothing.
+        // (DESIGN "Soundness"): synchronizing it before a record teaches nothing.
         self.ledger_rw().record_untracked(&p.coverage);
         Ok(Event {
             rt: self.clone(),

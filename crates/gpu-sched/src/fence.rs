@@ -65,7 +65,7 @@ impl Fence {
     /// Waits on the host for the fence (R6) and consumes it. A fence of a
     /// scope capture returns at once: its work is not queued, it is in the
     /// graph. Results of library operations the fence carries (a task's
-    /// final fence, §14) are checked after the wait.
+    /// final fence, DESIGN "Numerical libraries and foreign work") are checked after the wait.
     ///
     /// # Errors
     ///

@@ -18,7 +18,7 @@ pub struct Gate {
     pub(crate) dev: u64,
     /// A fence after each operation blocked on the gate: the flags are
     /// freed only once all of them passed (fences, not streams: a stream
-    /// may be recycled or retired once its task ends, §9).
+    /// may be recycled or retired once its task ends, DESIGN "Streams are a resource").
     pub(crate) used_by: Mutex<Vec<Fence>>,
     /// An operation blocked on the gate that no fence follows (recording it
     /// failed): the drop synchronizes the device before freeing the flags.

@@ -64,7 +64,7 @@ impl Runtime {
         let raw = self.raw_stream(s);
         let d = self.decide(uses, s, Access::Write, true);
         if waits_for_building(self, &d) {
-            // The memory is in a graph not launched yet (§14): freed once
+            // The memory is in a graph not launched yet (DESIGN "Graphs without capture by hand"): freed once
             // it is (the graphed scope retries the deferred frees then).
             self.deferred_frees()
                 .lock()
@@ -211,7 +211,7 @@ pub(crate) fn wait_streams(
                 let l = rt.ledger_rw();
                 // Read before the record below: what the wait teaches.
                 let facts = l.hand_off_facts(s);
-                // The device whose stream `s` is (§11): the event is
+                // The device whose stream `s` is (DESIGN "Beyond one GPU"): the event is
                 // recorded there, and waited for here (a wait on another
                 // device's event is a device wait too). None: retired since
                 // the decision, idle.
@@ -226,7 +226,7 @@ pub(crate) fn wait_streams(
                 // graph.
                 let slot = core.streams.capture_slot(s).lock();
                 // Read under the slot's lock, which a retiring stream's
-                // handle is taken away under (§9): 0 is a stream retired
+                // handle is taken away under (DESIGN "Streams are a resource"): 0 is a stream retired
                 // since the decision, idle, so its work is done.
                 let raw = core.streams.raw(s);
                 let r = match slot.as_ref() {
@@ -235,7 +235,7 @@ pub(crate) fn wait_streams(
                     None => {
                         let ev = core.events.take(&*core.driver)?;
                         // A record the ledger does not make: the event
-                        // covers nothing from now on (§8), or a user who
+                        // covers nothing from now on (DESIGN "Soundness"), or a user who
                         // gets it from the pool next would learn a false
                         // fact by synchronizing it.
                         l.record_untracked(&ev.coverage);
@@ -269,7 +269,7 @@ pub(crate) fn wait_streams(
 /// (that would add to the owner's graph): wait for what was queued before
 /// the capture began, the only work of it that runs on the stream.
 fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
-    // The device whose stream `s` is (§11); none: retired, idle.
+    // The device whose stream `s` is (DESIGN "Beyond one GPU"); none: retired, idle.
     let Some(core) = rt.group().owner(rt.core(), s) else {
         return Ok(());
     };
@@ -286,11 +286,11 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
     }
     let raw = core.streams.raw(s);
     if raw.0 == 0 {
-        // Retired since the decision (§9): idle, its work done.
+        // Retired since the decision (DESIGN "Streams are a resource"): idle, its work done.
         return Ok(());
     }
     let ev = core.events.take(&*core.driver)?;
-    // Untracked record: the event covers nothing (§8).
+    // Untracked record: the event covers nothing (DESIGN "Soundness").
     rt.ledger_rw().record_untracked(&ev.coverage);
     let recorded = core.driver.record(ev.raw, raw);
     drop(slot);
@@ -299,7 +299,7 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
     r
 }
 
-/// §14: a graphed scope in progress stamped the buffers its operations use
+/// DESIGN "Graphs without capture by hand": a graphed scope in progress stamped the buffers its operations use
 /// on its stream `s`, in an epoch whose work is queued only when its graph
 /// is launched: a wait for `s` now would not cover it. Only work outside
 /// the scope asks (its own tasks are on `s`), for a buffer it got hold of

@@ -1,4 +1,4 @@
-//! Users' modules (§10): PTX from a string, or CUDA C compiled at run time
+//! Users' modules (DESIGN "Users' kernels and chunk iterators"): PTX from a string, or CUDA C compiled at run time
 //! by NVRTC for the runtime's device, loaded once per runtime and source
 //! (the built-in modules take the same path), and their kernels looked up
 //! by name as typed [`Kernel`]s checked against the PTX.

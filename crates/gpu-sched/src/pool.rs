@@ -28,7 +28,7 @@ pub(crate) struct StreamPool {
     /// capture's beginning and end.
     captures: Box<[Mutex<Option<Box<PooledEvent>>>]>,
     /// By ledger index: set while a graphed scope records the operations
-    /// of the graph it will launch on the stream (§14). Buffers its
+    /// of the graph it will launch on the stream (DESIGN "Graphs without capture by hand"). Buffers its
     /// operations used are stamped on the stream in an epoch whose work is
     /// not queued yet: a hand-off from it by anyone else is refused, a free
     /// deferred, until the graph is launched.
@@ -49,7 +49,7 @@ pub(crate) struct StreamPool {
     /// each flag write (0: none yet). See [`StreamPool::end_of_work`].
     end_events: Box<[AtomicU64]>,
     /// By ledger index: how many live tasks hold the stream (more than one
-    /// only when the pool ran out and streams are shared, §9), with [`OWN`]
+    /// only when the pool ran out and streams are shared, DESIGN "Streams are a resource"), with [`OWN`]
     /// set while its one holder has it to itself
     /// ([`StreamPool::acquire_own`]).
     holders: Box<[AtomicU32]>,
@@ -155,7 +155,7 @@ impl StreamPool {
         self.holders[id.index()].load(Acquire) & !OWN
     }
 
-    /// §9: every stream is held and no more can be made: a stream another
+    /// DESIGN "Streams are a resource": every stream is held and no more can be made: a stream another
     /// live task holds, shared from now on (R3: the ledger stops counting
     /// its closes). Never one being captured (the capture would take this
     /// task's work into its graph), nor the reclaim stream, nor one its
@@ -171,7 +171,7 @@ impl StreamPool {
             }
             let id = StreamId::from_index(i);
             let slot = self.captures[i].lock();
-            // Nor one a graphed scope records for (§14): this task's work
+            // Nor one a graphed scope records for (DESIGN "Graphs without capture by hand"): this task's work
             // would go on it before the graph its stamps wait for.
             if slot.is_some() || ledger.is_capturing(id) || self.building[i].load(Acquire) {
                 continue;
@@ -196,7 +196,7 @@ impl StreamPool {
         None
     }
 
-    /// §9, when [`StreamPool::share`] finds nothing: the reclaim stream,
+    /// DESIGN "Streams are a resource", when [`StreamPool::share`] finds nothing: the reclaim stream,
     /// shared with a task (while it is there: a runtime holds it). Its
     /// frees wait on the device only for records queued before them, so
     /// the task's synchronizes of it end; a capture on it is refused (two
@@ -263,7 +263,7 @@ impl StreamPool {
         // a running kernel, it sometimes held kernels launched just after
         // it on other streams back until that kernel ended (8 siblings of a
         // 40 ms kernel ran in two rounds in 20 of 112 fresh processes on an
-        // H200; DESIGN.md §15). Without an event (none could be made, or
+        // H200; DESIGN "Cold start"). Without an event (none could be made, or
         // the record failed) the write goes alone: still correct.
         if let Some(e) = self.end_event(driver, i) {
             let _ = driver.record(e, self.raw(id));
@@ -321,7 +321,7 @@ impl StreamPool {
     }
 
     /// Marks `id` (held by a graphed scope's task) as recording for a
-    /// graph (see the field), unless another live task holds it too (§9):
+    /// graph (see the field), unless another live task holds it too (DESIGN "Streams are a resource"):
     /// `false` then. Under the capture slot's lock, which [`StreamPool::share`]
     /// takes too: a stream is either shared first (and refused here) or
     /// marked first (and never shared while marked).
@@ -355,7 +355,7 @@ impl StreamPool {
     }
 
     /// A new stream: the driver's first, so that a ledger slot is never
-    /// taken by a stream that does not exist (§8); the ledger's second, and
+    /// taken by a stream that does not exist (DESIGN "Soundness"); the ledger's second, and
     /// a driver stream the ledger has no room for is destroyed again.
     fn create(&self, driver: &dyn Driver, ledger: &Ledger, priority: Priority) -> Result<StreamId> {
         let raw = driver.create_stream_with(priority)?;
@@ -422,7 +422,7 @@ impl StreamPool {
     }
 
     /// [`StreamPool::acquire`] for a task that must have its stream to
-    /// itself for as long as it holds it (a communicator's, §11: a stream
+    /// itself for as long as it holds it (a communicator's, DESIGN "Beyond one GPU": a stream
     /// shared by two communicators' tasks could queue their parts in
     /// opposite orders on two devices, and each call would wait for the
     /// other's for good). Never a stream another task holds, and no task
@@ -448,7 +448,7 @@ impl StreamPool {
     /// holder, lets it go, creates or retires it: [`Transit`]); an attempt
     /// that found nothing while one was, or while one came back, looks
     /// again: only a pool with nothing free, no room and nothing to share
-    /// is out of streams (§9: never because another thread held one in its
+    /// is out of streams (DESIGN "Streams are a resource": never because another thread held one in its
     /// hands at that moment). Each such moment is short (a driver query at
     /// most), so this never waits for a task.
     fn acquire_as(
@@ -484,7 +484,7 @@ impl StreamPool {
                     return Ok((id, false));
                 }
             }
-            // §9: more live tasks want streams than the ledger tracks: share
+            // DESIGN "Streams are a resource": more live tasks want streams than the ledger tracks: share
             // one rather than fail, as Rayon's depth is bounded only by the
             // stack (but not for a task that needs its own).
             if let Some(id) = (!own).then(|| self.share(ledger)).flatten() {
@@ -637,7 +637,7 @@ impl StreamPool {
         }
     }
 
-    /// §9: streams made for a burst of live tasks go away once idle: free
+    /// DESIGN "Streams are a resource": streams made for a burst of live tasks go away once idle: free
     /// streams beyond the warm size that are known idle (without a driver
     /// call) are retired, the oldest first. A stream's handle is taken away
     /// under its capture slot's lock, which a hand-off holds while it reads

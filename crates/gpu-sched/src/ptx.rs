@@ -1,4 +1,4 @@
-//! What the runtime checks of PTX text before any backend loads it (§10),
+//! What the runtime checks of PTX text before any backend loads it (DESIGN "Users' kernels and chunk iterators"),
 //! so that the host backend refuses what CUDA would: the header directives
 //! a module needs, and each kernel entry with its parameter list, which a
 //! typed kernel's signature is checked against. Not a PTX parser: the

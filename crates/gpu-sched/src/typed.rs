@@ -1,4 +1,4 @@
-//! Typed kernels (§10): a kernel's signature declared once, as a tuple of
+//! Typed kernels (DESIGN "Users' kernels and chunk iterators"): a kernel's signature declared once, as a tuple of
 //! parameter types, so that the compiler checks every launch's argument
 //! count, kinds and element types, and a host implementation written as
 //! safe Rust over slices and scalars.

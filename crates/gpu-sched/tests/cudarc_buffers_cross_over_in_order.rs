@@ -1,4 +1,4 @@
-//! cudarc both ways (§14): the runtime's context is cudarc's, a buffer
+//! cudarc both ways (DESIGN "Numerical libraries and foreign work"): the runtime's context is cudarc's, a buffer
 //! given to cudarc is ordered after the ledger's last use of it, and an
 //! adopted `CudaSlice` is ordered after cudarc's pending work on it, each
 //! across two streams held back by a gate, with one wait each way. On the

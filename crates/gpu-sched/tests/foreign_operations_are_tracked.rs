@@ -1,4 +1,4 @@
-//! Foreign operations (§14, `TaskContext::foreign`): a library call or any
+//! Foreign operations (DESIGN "Numerical libraries and foreign work", `TaskContext::foreign`): a library call or any
 //! work queued by hand, over declared buffers, is ordered as a kernel
 //! launch is (a hand-off before, stamps after), on both backends: on CUDA
 //! the device closure is a raw `cuMemcpyDtoDAsync` on the stream it is

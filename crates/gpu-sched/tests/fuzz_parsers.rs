@@ -1,4 +1,4 @@
-//! Property-based fuzzing of what the runtime reads of its users (§8: bad
+//! Property-based fuzzing of what the runtime reads of its users (DESIGN "Soundness": bad
 //! input is a typed error, never a panic, abort or hang), through the
 //! public API on the host backend:
 //!

@@ -1,5 +1,5 @@
 //! The host backend's allocations fail with a typed error, never an abort
-//! or a panic (§8), as CUDA's do: a size no layout holds, a block the
+//! or a panic (DESIGN "Soundness"), as CUDA's do: a size no layout holds, a block the
 //! address space has no room for, an allocator that refuses under an
 //! address-space limit. Before the fix the host backend called
 //! `handle_alloc_error` (an abort) or `expect` (a panic).

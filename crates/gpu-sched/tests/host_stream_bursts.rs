@@ -1,5 +1,5 @@
 //! Defect 6: on the host backend a stream is a thread, and the stream pool
-//! retires the streams a burst of live tasks made once they are idle (§9).
+//! retires the streams a burst of live tasks made once they are idle (DESIGN "Streams are a resource").
 //! The retired streams' threads were never joined: each kept its stack
 //! mapped, about 76 MiB of address space a burst of 40 tasks, 1.5 GiB over
 //! 20 bursts. Now a destroyed stream's thread is joined once it has run

@@ -1,4 +1,4 @@
-//! The test matrix of DESIGN §6 (T1-T15), through the runtime's public API,
+//! The test matrix of DESIGN "Tests" (T1-T15), through the runtime's public API,
 //! on both backends.
 //!
 //! Each case asserts the ledger's decision (the counters' change over the
@@ -580,7 +580,7 @@ fn t10_launch_through_pointer_taken_before(rt: &Runtime) {
 backend_tests!(t10_launch_through_pointer_taken_before);
 
 /// T11: capture gives no facts (a record on the capturing stream is refused,
-/// §8: a stream waiting on it would join the capture; captured operations
+/// DESIGN "Soundness": a stream waiting on it would join the capture; captured operations
 /// do not stamp), and the graph launch stamps every buffer of the graph on
 /// the launch stream.
 fn t11_capture_gives_no_facts(rt: &Runtime) {

@@ -1,4 +1,4 @@
-//! Issue 13, "bring your own kernel" (§10), on both backends: a user's
+//! Issue 13, "bring your own kernel" (DESIGN "Users' kernels and chunk iterators"), on both backends: a user's
 //! kernel from PTX text and from CUDA C through NVRTC, typed launches with
 //! host implementations in safe Rust, the checks the host backend makes as
 //! CUDA would (each a typed error, before anything is submitted), the

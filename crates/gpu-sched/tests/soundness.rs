@@ -1,4 +1,4 @@
-//! §8, soundness: one test per defect a review of the safe API found
+//! DESIGN "Soundness", soundness: one test per defect a review of the safe API found
 //! (`sound01`-`sound10`), the unneeded wait it found (`sound11`), and two
 //! found while writing the driver's `# Safety` sections (`sound12`,
 //! `sound13`), in safe code through the public API, on both backends. Each failed before its fix
@@ -346,7 +346,7 @@ fn sound10_failed_stream_creation_leaves_no_slot(rt: &Runtime) {
     let streams: Vec<_> = tasks.iter().map(|t| t.try_stream_id().unwrap()).collect();
     if rt2.backend() == gpu_sched::BackendKind::Host {
         // The limit is 3 (the reclaim stream and two): the third task shares
-        // a stream rather than fail (§9).
+        // a stream rather than fail (DESIGN "Streams are a resource").
         assert!(rt2.ledger().is_shared(streams[2]), "{streams:?}");
     }
     assert_eq!(

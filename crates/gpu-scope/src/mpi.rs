@@ -2,7 +2,7 @@
 //! `mpi` crate, re-exported as [`rsmpi`]).
 //!
 //! A task hands a buffer to MPI and goes on; the rest of the program's GPU
-//! work goes on without it. This is the seed's scenario (§11): a rank's
+//! work goes on without it. This is the seed's scenario (DESIGN "Beyond one GPU"): a rank's
 //! boundary goes to its neighbours while its interior is still being
 //! computed.
 //!

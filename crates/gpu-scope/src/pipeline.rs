@@ -212,7 +212,7 @@ where
                     f(t, xi, yo)?;
                     // `f` holds `&mut` to the output buffer and may have put
                     // another one in its place: the copy below writes
-                    // `yo.len()` elements into host memory (§8).
+                    // `yo.len()` elements into host memory (DESIGN "Soundness").
                     if yo.len() != len {
                         return Err(Error::LengthMismatch {
                             what: "par_map_pinned's output buffer after the closure",

@@ -4,7 +4,7 @@
 //! [`crate::ThreadPool`] and its builder are above them (rayon-core's
 //! `registry.rs` and `thread_pool/`).
 //!
-//! Design note (§9): the pool is rayon-core's thread pool, and a task is a
+//! Design note (DESIGN "Streams are a resource"): the pool is rayon-core's thread pool, and a task is a
 //! Rayon job plus a [`gpu_sched::TaskContext`]. A task takes a stream from
 //! the runtime's recyclable pool only at its first GPU operation, and gives
 //! it back when it finishes (R13); a task that submits nothing costs no

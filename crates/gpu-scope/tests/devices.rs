@@ -1,4 +1,4 @@
-//! Several devices in one process (§11): one ledger across them, tasks
+//! Several devices in one process (DESIGN "Beyond one GPU"): one ledger across them, tasks
 //! placed with `spawn_on`, peer copies as tracked operations, and a buffer
 //! of another device refused by a kernel. Each case runs on the host
 //! backend simulating two devices (one race detector over both, so a

@@ -1,4 +1,4 @@
-//! A failure injected at every driver call (§8: a driver failure gives a
+//! A failure injected at every driver call (DESIGN "Soundness": a driver failure gives a
 //! typed error, never a panic, a hang, a leak or silently lost work).
 //!
 //! A representative workload (scopes, spawns and joins, `par_chunks_mut`,

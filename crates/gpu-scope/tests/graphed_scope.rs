@@ -1,4 +1,4 @@
-//! `gpu::Graphed` (issue 26, DESIGN §14): a scope run again and again that
+//! `gpu::Graphed` (issue 26, DESIGN "Graphs without capture by hand"): a scope run again and again that
 //! becomes a graph by itself. On the runtime of `common::runtime()`: the
 //! host backend in CI, the GPU where `GPU_BACKEND=cuda` (the bundle's
 //! runs), where the graph's branches run concurrently and a missing

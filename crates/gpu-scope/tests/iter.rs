@@ -1,4 +1,4 @@
-//! The chunk iterators (issue 14, item 2; §10): every adaptor and terminal
+//! The chunk iterators (issue 14, item 2; DESIGN "Users' kernels and chunk iterators"): every adaptor and terminal
 //! method against the same computation on the CPU, chunk sizes that do not
 //! divide the length, the typed errors (zero chunk, zip of unequal chunk
 //! counts, `collect_into` of the wrong length) before any task runs, a

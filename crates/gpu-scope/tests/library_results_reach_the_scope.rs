@@ -1,4 +1,4 @@
-//! A factorization's result (cuSOLVER's `info`, §14) in a scope's task is
+//! A factorization's result (cuSOLVER's `info`, DESIGN "Numerical libraries and foreign work") in a scope's task is
 //! never lost: a spawned task that does not wait hands it to the scope,
 //! whose top-level end reports it; a parent that joins its children on the
 //! device reports it at its next wait; and a clean factorization adds no

@@ -1,4 +1,4 @@
-//! Collectives and point-to-point transfers between devices (§11,
+//! Collectives and point-to-point transfers between devices (DESIGN "Beyond one GPU",
 //! `gpu::nccl`): tracked operations ordered by the ledger like kernels.
 //! Each case runs on the host backend simulating two devices (its
 //! collectives are threads meeting at a rendezvous; one race detector over

@@ -1,4 +1,4 @@
-//! Hangs of the collectives (§8: bad use gives a typed error or works,
+//! Hangs of the collectives (DESIGN "Soundness": bad use gives a typed error or works,
 //! never a hang) that a review of the safe API found, each shown by a test
 //! that hung before its fix; a watchdog fails the test instead:
 //!

@@ -1,5 +1,5 @@
 //! Nothing returns, or hands its work over, before the GPU work it covers
-//! (§8, §9): four orderings a review found missing, each a test that
+//! (DESIGN "Soundness", DESIGN "Streams are a resource"): four orderings a review found missing, each a test that
 //! failed before its fix, on the host backend (and, through the global
 //! runtime, on the GPU machine):
 //!

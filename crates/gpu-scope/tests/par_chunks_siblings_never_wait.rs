@@ -42,7 +42,7 @@ fn add_scalar_on_chunks_is_correct_and_needs_no_device_wait() {
     // stream at the rejoin) need no wait: ordered by the join's fences,
     // completed, recycled since (only once idle), or on the same stream (a
     // task binds a stream at its first operation, so the joining task and a
-    // chunk's may get the same one, §9).
+    // chunk's may get the same one, DESIGN "Streams are a resource").
     assert!(
         d.switches_avoided() + d.avoided(gpu::diag::Reason::SameStream) >= 2 * CHUNKS as u64,
         "{d:?}"

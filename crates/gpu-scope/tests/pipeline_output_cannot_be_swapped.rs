@@ -1,4 +1,4 @@
-//! §8: `par_map_pinned` hands its closure `&mut` to each chunk's output
+//! DESIGN "Soundness": `par_map_pinned` hands its closure `&mut` to each chunk's output
 //! buffer, and copies that buffer into the pinned output without staging.
 //! A closure that puts a larger buffer in its place got a copy past the end
 //! of the host memory (safe code writing out of bounds); now the length is

@@ -1,4 +1,4 @@
-//! §9 on a stream pool too small for its tasks: when nothing is free and
+//! DESIGN "Streams are a resource" on a stream pool too small for its tasks: when nothing is free and
 //! the ledger has no room, a task shares a stream, never an error. Found by
 //! the stress run on small pools (seed 31, 2 to 8 streams): a task failed
 //! with "the ledger tracks at most N streams" where

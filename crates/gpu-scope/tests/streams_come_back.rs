@@ -1,4 +1,4 @@
-//! §9: streams are a resource. A burst of live tasks that each submit GPU
+//! DESIGN "Streams are a resource": streams are a resource. A burst of live tasks that each submit GPU
 //! work takes more streams than the ledger tracks (they are then shared,
 //! never an error), and once the burst is over and its streams are idle the
 //! pool gives back every stream beyond its warm size: the live counts fall

@@ -390,7 +390,7 @@ fn collectives_through_two_communicators_from_several_threads() {
     collectives(&two_devices_with_pool(256, 8), 2, 32, 2000);
 }
 
-/// On a small stream pool (streams shared once it runs out, §9), one
+/// On a small stream pool (streams shared once it runs out, DESIGN "Streams are a resource"), one
 /// device, no collective: 2 to 10 streams. Found hanging here (seed 31: at
 /// 8 streams 2 runs in 4, at scopes 6 and 21): two tasks on a shared stream,
 /// one recording an event while the other queued a wait for it, and the

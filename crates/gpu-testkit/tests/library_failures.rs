@@ -1,4 +1,4 @@
-//! DESIGN §17 ("Where a failure goes") in random programs: the random task
+//! DESIGN "Where a failure goes" ("Where a failure goes") in random programs: the random task
 //! DAGs of `gpu_testkit::dag` with Cholesky factorizations in their tasks,
 //! some of which fail (injected at random from the seed: a matrix that is
 //! not positive definite, known only after the device ran it). Each

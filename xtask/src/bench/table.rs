@@ -3,7 +3,7 @@
 //! over which) with their goals. Everything else reads it: the ratio step
 //! ([`add_ratios`], for `cargo xtask bench` and `--multi-gpu`), the goals
 //! of both runs ([`goal`], [`goals`]), the results page and README block
-//! (`report.rs`), and DESIGN.md §7's table ([`design_table`], written by
+//! (`report.rs`), and the table in DESIGN "Benchmarks" ([`design_table`], written by
 //! `--report` between its markers). A new benchmark is its code and one
 //! row here.
 
@@ -97,7 +97,7 @@ impl Ratio {
 pub(super) struct Bench {
     /// Its id, the prefix of its rows (`B13` of `B13/gpu-scope`).
     pub(super) id: &'static str,
-    /// What it measures (DESIGN §7's table).
+    /// What it measures (the table in DESIGN "Benchmarks").
     pub(super) what: &'static str,
     /// What that is compared with.
     pub(super) against: &'static str,
@@ -135,7 +135,7 @@ const fn rows(name: &'static str, a: &'static str, b: &'static str) -> Ratio {
     over(name, row(a), row(b))
 }
 
-/// The benchmarks (DESIGN.md §7). Ratios are ours over the comparison for
+/// The benchmarks (DESIGN "Benchmarks"). Ratios are ours over the comparison for
 /// times (lower is better) and the comparison over ours for throughputs;
 /// the goal says which way.
 pub(super) const BENCHES: &[Bench] = &[
@@ -198,7 +198,7 @@ pub(super) const BENCHES: &[Bench] = &[
     },
     Bench {
         id: "B5-cold",
-        what: "`02-siblings`' measurement in fresh processes (§15), each run's speed-up",
+        what: "`02-siblings`' measurement in fresh processes (see \"Cold start\"), each run's speed-up",
         against: "the same kernels on one stream",
         multi_gpu: false,
         code: &["benches/cold.rs"],
@@ -337,8 +337,8 @@ pub(super) const BENCHES: &[Bench] = &[
     },
     Bench {
         id: "B13",
-        what: "10,000-task random DAG of ~10 us kernels: a scope; captured (§13); a \
-               graphed scope (§16), 100 iterations and its build",
+        what: "10,000-task random DAG of ~10 us kernels: a scope; captured (see \"Capturing a scope\"); a \
+               graphed scope (see \"Graphs without capture by hand\"), 100 iterations and its build",
         against: "the DAG by hand on 8 PyTorch streams; one CUDA graph of it; raw launches \
                   from many threads; one plain run of the scope",
         multi_gpu: false,
@@ -554,7 +554,7 @@ pub(super) fn goals() -> impl Iterator<Item = (&'static Bench, &'static str, Goa
     })
 }
 
-/// DESIGN.md §7's table, made from [`BENCHES`] (between its markers).
+/// The table in DESIGN "Benchmarks", made from [`BENCHES`] (between its markers).
 pub(super) fn design_table() -> String {
     let mut s = String::from(
         "| id | what | compared with | ratios: `ratio/<name>` = rows (goal) | code |\n\

@@ -1,4 +1,4 @@
-//! Several devices in the oracle's programs (DESIGN §11; review 3, issue
+//! Several devices in the oracle's programs (DESIGN "Beyond one GPU"; review 3, issue
 //! 23): host staging memory, which copies read or write while they run, and
 //! collectives. Streams of every device share the one ledger; task stream
 //! `i` is of device `i % devs`, and each device has its reclaim stream.

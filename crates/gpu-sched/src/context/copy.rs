@@ -13,7 +13,7 @@ impl TaskContext {
     /// stages it); from page-locked memory (a [`crate::Staging`] buffer's
     /// slice, of this runtime or another, or memory another library pinned),
     /// which the device reads while the copy runs, it waits for the copy
-    /// (§8: the host could write or free the memory under it).
+    /// (DESIGN "Soundness": the host could write or free the memory under it).
     ///
     /// # Errors
     ///
@@ -200,7 +200,7 @@ impl TaskContext {
     }
 
     /// Copies `src` into `dst` where the two may be of different devices
-    /// of this runtime's group (§11): `cuMemcpyPeerAsync` on this task's
+    /// of this runtime's group (DESIGN "Beyond one GPU"): `cuMemcpyPeerAsync` on this task's
     /// stream (over NVLink where peer access is on), ordered like any
     /// copy: `src` is read and `dst` written, so their earlier users on any
     /// device are waited for on the device and later ones wait for this.

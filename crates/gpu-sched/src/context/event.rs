@@ -8,13 +8,13 @@ use crate::fence::{Fence, FenceEvent};
 use crate::pool::PooledEvent;
 
 impl TaskContext {
-    /// §8: a record inside a capture would be a node of the graph, and a
+    /// DESIGN "Soundness": a record inside a capture would be a node of the graph, and a
     /// stream that waits on it would join the capture: that stream's later
     /// work would go into this task's graph and never run. Refused.
     fn refuse_in_capture(&self, what: &'static str) -> Result<()> {
         // A graphed scope's stream is not captured, but a record there
         // would close the epoch its recorded operations are stamped in
-        // before the graph is launched (§14).
+        // before the graph is launched (DESIGN "Graphs without capture by hand").
         if self.capturing() {
             return Err(crate::Error::Capturing { what });
         }
@@ -23,7 +23,7 @@ impl TaskContext {
 
     /// R4: records `event` on this task's stream, closing its epoch. Not
     /// while capturing (another stream waiting on it would join the
-    /// capture, §8).
+    /// capture, DESIGN "Soundness").
     ///
     /// # Errors
     ///
@@ -49,7 +49,7 @@ impl TaskContext {
     ///
     /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn wait(&self, event: &Event) -> Result<()> {
-        // An event of another device of the group is waited for too (§11).
+        // An event of another device of the group is waited for too (DESIGN "Beyond one GPU").
         self.rt.check_group(&event.rt, "the event")?;
         self.bind()?;
         let p = event.pooled();
@@ -139,7 +139,7 @@ impl TaskContext {
     /// [`crate::Error::WrongDevice`]; driver errors.
     pub fn wait_fence(&self, fence: Fence) -> Result<()> {
         self.adopt_checks(&fence);
-        // A fence of another device of the group is waited for too (§11).
+        // A fence of another device of the group is waited for too (DESIGN "Beyond one GPU").
         self.rt.check_group(fence.runtime(), "the fence")?;
         self.bind()?;
         let capture = self.capture.borrow().as_ref().map(|c| c.id);
@@ -185,7 +185,7 @@ impl TaskContext {
     /// Driver errors.
     pub fn sync_fence(&self, fence: Fence) -> Result<()> {
         // The fence's own runtime: its event and coverage belong to that
-        // ledger and driver, whichever task asks (§8).
+        // ledger and driver, whichever task asks (DESIGN "Soundness").
         fence.synchronize()
     }
 }

@@ -23,7 +23,7 @@ impl TaskContext {
         self.begin_capture()?;
         *self.capture_log.borrow_mut() = Some(Vec::new());
         // If `body` panics, the guard ends the capture as the panic unwinds
-        // (§8): the stream never goes back to the pool capturing, where the
+        // (DESIGN "Soundness"): the stream never goes back to the pool capturing, where the
         // next task's work would vanish into a graph nobody launches.
         let mut guard = CaptureGuard {
             ctx: self,
@@ -63,12 +63,12 @@ impl TaskContext {
         // What this stream queued before the capture: other tasks' hand-offs
         // from it wait for this while it is captured (see `wait_streams`).
         let pre = self.rt.take_event()?;
-        // Recorded below with a raw call: it covers nothing (§8).
+        // Recorded below with a raw call: it covers nothing (DESIGN "Soundness").
         l.record_untracked(&pre.coverage);
         let slot = self.rt.core().streams.capture_slot(self.sid());
         let mut slot = slot.lock();
         if self.rt.core().streams.holders(self.sid()) > 1 {
-            // §9: another live task submits to this stream (the pool ran
+            // DESIGN "Streams are a resource": another live task submits to this stream (the pool ran
             // out): its work would vanish into this graph.
             self.rt.give_event(pre);
             return Err(Error::Unsupported(
@@ -119,7 +119,7 @@ impl TaskContext {
         ));
         self.chain.borrow_mut().clear();
         *self.capture.borrow_mut() = Some(cap.clone());
-        // Ends the capture on every path out, unwinding included (§8).
+        // Ends the capture on every path out, unwinding included (DESIGN "Soundness").
         let mut guard = ScopeCaptureGuard {
             ctx: self,
             cap: &cap,
@@ -325,7 +325,7 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         // log) lies in a buffer passed here with the access it needs
         // (checked above), which `tracked` hands to this stream (the
         // batches above, then the last one here); a capture
-        // takes no host memory (§8), a gate's flags outlive a graph that
+        // takes no host memory (DESIGN "Soundness"), a gate's flags outlive a graph that
         // waits on them (the gate keeps them when no fence follows), and
         // raw pointers are the launch's caller's (`Untracked`, `Kernel::launch`).
         ctx.tracked("graph", rest, |_, stream| unsafe {

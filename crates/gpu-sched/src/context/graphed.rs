@@ -1,4 +1,4 @@
-//! Graphed scopes (§14): a scope that becomes a CUDA graph by itself. Each
+//! Graphed scopes (DESIGN "Graphs without capture by hand"): a scope that becomes a CUDA graph by itself. Each
 //! run records its operations as nodes (no stream capture, no driver call
 //! per operation), ordered as a scope capture orders them
 //! (`crate::capture`); the first run builds an executable graph through the
@@ -58,7 +58,7 @@ impl Drop for EndBuild<'_> {
 }
 
 impl TaskContext {
-    /// Runs `body` as a graphed scope (§14): the operations of this task
+    /// Runs `body` as a graphed scope (DESIGN "Graphs without capture by hand"): the operations of this task
     /// and of every task begun with its [`TaskContext::capture_handle`]
     /// while `body` runs are recorded, then launched as one graph on this
     /// task's stream when `body` returns: the graph `cache` holds if the
@@ -90,7 +90,7 @@ impl TaskContext {
         let (sid, raw) = self.bind()?;
         let rt = &self.rt;
         if !rt.core().streams.begin_building(sid) {
-            // §9: another live task submits to this stream (the pool ran
+            // DESIGN "Streams are a resource": another live task submits to this stream (the pool ran
             // out): its work would go on it before the graph, and its
             // records would close the epoch the recorded operations are
             // stamped in. (Once marked, the stream is not shared.)

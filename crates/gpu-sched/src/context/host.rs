@@ -12,7 +12,7 @@ impl TaskContext {
 
     /// R5: waits on the host until this task's stream finished everything
     /// submitted so far; its epoch becomes Completed. Then checks the
-    /// results library operations left (a factorization's `info`, §14):
+    /// results library operations left (a factorization's `info`, DESIGN "Numerical libraries and foreign work"):
     /// every wait on the host built on this one (`to_vec`,
     /// `copy_to_host`, `host_sync_ptr`) reports them.
     ///
@@ -33,7 +33,7 @@ impl TaskContext {
         self.bind()?;
         if self.in_graphed_scope() {
             // Nothing of the scope has run yet; and the synchronize would
-            // close the epoch its operations are stamped in (§14).
+            // close the epoch its operations are stamped in (DESIGN "Graphs without capture by hand").
             return Err(Error::Capturing {
                 what: "synchronizing the stream",
             });
@@ -88,7 +88,7 @@ impl TaskContext {
     ///
     /// Safe to call, as [`RawTask::raw_ptr`](crate::raw::RawTask::raw_ptr) is: the address does
     /// nothing by itself, and reading through it is `unsafe`, with the
-    /// caller vouching for the above (§8).
+    /// caller vouching for the above (DESIGN "Soundness").
     ///
     /// # Errors
     ///

@@ -1,4 +1,4 @@
-//! cudarc buffers both ways (§14): a `CudaSlice` adopted as a `Buffer`,
+//! cudarc buffers both ways (DESIGN "Numerical libraries and foreign work"): a `CudaSlice` adopted as a `Buffer`,
 //! ordered after the slice's pending work, and a `Buffer` given back as a
 //! `CudaSlice`, ordered after the ledger's last use; one event wait each
 //! way, and from then on one tracker (cudarc's or the ledger) per buffer.

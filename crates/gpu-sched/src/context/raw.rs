@@ -1,4 +1,4 @@
-//! Escape hatches (R10, §8): a task's raw stream handle, raw device
+//! Escape hatches (R10, DESIGN "Soundness"): a task's raw stream handle, raw device
 //! pointers of its buffers, and sharing another task's stream, behind one
 //! trait that code imports on purpose (`use gpu_sched::raw::RawTask`), so
 //! they are not among the methods of every task and scope. Library calls
@@ -26,7 +26,7 @@ pub trait RawTask: sealed::Sealed {
     /// on it directly must end before the task does (the runtime marks the
     /// end of the task's work on this stream). The handle is the task's
     /// while it lives: once the task ended, the runtime may give the stream
-    /// to another task, or destroy it once idle (§9).
+    /// to another task, or destroy it once idle (DESIGN "Streams are a resource").
     ///
     /// # Panics
     ///
@@ -46,7 +46,7 @@ pub trait RawTask: sealed::Sealed {
     /// passed to the `unsafe` [`crate::Kernel::launch`] or
     /// [`crate::Builtin::launch`]) is `unsafe`, with the caller vouching
     /// that the memory is alive (as long as `buf` is) and the work ordered
-    /// (§8). No safe function of this crate uses a raw address: an
+    /// (DESIGN "Soundness"). No safe function of this crate uses a raw address: an
     /// `Untracked` only carries it to an `unsafe` launch.
     ///
     /// # Errors

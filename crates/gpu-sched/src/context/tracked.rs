@@ -76,7 +76,7 @@ impl TaskContext {
 
     /// R1 + R9 around one submission: hands every touched buffer off to this
     /// stream, stamps, submits, stamps again. Refused in a graphed scope
-    /// (§14), which takes only operations [`TaskContext::tracked_node`]
+    /// (DESIGN "Graphs without capture by hand"), which takes only operations [`TaskContext::tracked_node`]
     /// can record.
     #[inline]
     pub(crate) fn tracked<R>(
@@ -93,7 +93,7 @@ impl TaskContext {
         )
     }
 
-    /// [`TaskContext::tracked`] for an operation a graphed scope (§14)
+    /// [`TaskContext::tracked`] for an operation a graphed scope (DESIGN "Graphs without capture by hand")
     /// records as a node: `node` gives it (from what it touches) in place
     /// of `submit`.
     #[inline]
@@ -157,7 +157,7 @@ impl TaskContext {
         if let Some(cap) = &*self.capture.borrow() {
             if cap.is_build() {
                 // Recorded, to run in the graph this scope launches on this
-                // stream when its body ends (§14): the stamps above, on
+                // stream when its body ends (DESIGN "Graphs without capture by hand"): the stamps above, on
                 // this stream in its current epoch, stand for that launch
                 // (nothing closes the epoch before it: records and
                 // synchronizes are refused in the scope).
@@ -203,7 +203,7 @@ impl TaskContext {
         Ok(r)
     }
 
-    /// Whether this task is in a graphed scope (§14).
+    /// Whether this task is in a graphed scope (DESIGN "Graphs without capture by hand").
     #[inline]
     pub(crate) fn in_graphed_scope(&self) -> bool {
         self.capture.borrow().as_ref().is_some_and(|c| c.is_build())
@@ -219,7 +219,7 @@ impl TaskContext {
                 .is_some_and(|(s, _)| self.rt.ledger_rw().is_capturing(s))
     }
 
-    /// §8: an operation that reads or writes host memory cannot go into a
+    /// DESIGN "Soundness": an operation that reads or writes host memory cannot go into a
     /// graph: the graph would keep the host pointer past the borrow and use
     /// it at every launch. Checked before anything is submitted.
     pub(crate) fn host_memory_outside_capture(&self, what: &'static str) -> Result<()> {

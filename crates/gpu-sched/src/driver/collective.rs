@@ -1,4 +1,4 @@
-//! The collectives seam (§11): what a backend does for a communicator, as
+//! The collectives seam (DESIGN "Beyond one GPU"): what a backend does for a communicator, as
 //! [`super::Driver::collectives`] hands it out, and the calls it takes (raw
 //! addresses, counts and streams, one [`RankCall`] per local rank's part).
 //! The CUDA backend hands them to NCCL ([`super::cuda::nccl`]); the host

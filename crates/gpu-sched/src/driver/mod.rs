@@ -445,7 +445,7 @@ pub(crate) trait Driver: Send + Sync + Debug {
         Ok(Nodes::new())
     }
 
-    /// The backend's collectives (§11): NCCL on CUDA, threads on the host
+    /// The backend's collectives (DESIGN "Beyond one GPU"): NCCL on CUDA, threads on the host
     /// backend. No driver call.
     fn collectives(&self) -> &dyn Collectives;
 

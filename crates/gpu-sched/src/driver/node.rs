@@ -1,4 +1,4 @@
-//! The operations a graph is built from without a stream capture (§14): a
+//! The operations a graph is built from without a stream capture (DESIGN "Graphs without capture by hand"): a
 //! graphed scope records each of its operations as one of these, with the
 //! nodes it follows, and a backend builds an executable graph of them
 //! through its explicit graph API (`Driver::graph_build`), or sets a

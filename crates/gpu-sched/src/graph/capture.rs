@@ -1,4 +1,4 @@
-//! Capturing a whole scope into one graph (R12, DESIGN §12).
+//! Capturing a whole scope into one graph (R12, DESIGN "Benchmarks added").
 //!
 //! [`crate::TaskContext::capture_scope`] begins a capture on its task's
 //! stream and runs a body in which every task begun with the capture's
@@ -53,7 +53,7 @@ pub(crate) struct ScopeCapture {
     /// Set when the capture ends: a task of it that outlived it (sent
     /// away and kept) submits nothing more.
     ended: AtomicBool,
-    /// A graphed scope's (§14): operations are recorded as nodes
+    /// A graphed scope's (DESIGN "Graphs without capture by hand"): operations are recorded as nodes
     /// ([`ScopeCapture::record`]), not captured from a stream.
     build: bool,
     /// A serial graphed scope's: its tasks run at their spawn, on the
@@ -139,7 +139,7 @@ impl ScopeCapture {
         Self::with_mode(rt_id, task, slot, false, false)
     }
 
-    /// A graphed scope's (§14): its operations are recorded, to be built
+    /// A graphed scope's (DESIGN "Graphs without capture by hand"): its operations are recorded, to be built
     /// into a graph launched on `slot`'s stream, which is not captured;
     /// with `serial`, its tasks run at their spawn ([`CaptureHandle::serial`]).
     pub(crate) fn new_build(

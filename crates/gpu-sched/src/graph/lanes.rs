@@ -5,7 +5,7 @@
 /// How many lanes a graph's nodes are spread over by default (`lanes`).
 /// On an H100, B13's graph (30,046 nodes) without lanes took 23 ms a
 /// `cuGraphLaunch`; with 16, 64 or 256 lanes 6.3-10.6 ms, and a serial
-/// replay to its end 93 ms without, 62 ms with 64 (DESIGN §16).
+/// replay to its end 93 ms without, 62 ms with 64 (DESIGN "Graphs without capture by hand").
 pub(crate) const GRAPH_LANES: usize = 64;
 
 /// Per operation, the operations it follows (or the graph's edges into it).

@@ -1,4 +1,4 @@
-//! Collectives and point-to-point transfers between devices (§11): NCCL on
+//! Collectives and point-to-point transfers between devices (DESIGN "Beyond one GPU"): NCCL on
 //! the CUDA backend, threads on the host backend, both as tracked
 //! operations.
 //!
@@ -273,7 +273,7 @@ impl std::fmt::Debug for Communicator {
 }
 
 impl Communicator {
-    /// A communicator over every device of `rt`'s group (§11), rank `d` on
+    /// A communicator over every device of `rt`'s group (DESIGN "Beyond one GPU"), rank `d` on
     /// device `d`, all in this process (CUDA: `ncclCommInitAll`).
     ///
     /// # Errors
@@ -308,7 +308,7 @@ impl Communicator {
     /// # Safety
     ///
     /// The other ranks are in other processes, where this one cannot check
-    /// them (§8): every rank of `id` makes the same calls on its
+    /// them (DESIGN "Soundness"): every rank of `id` makes the same calls on its
     /// communicator, in the same order, with the same element type, count
     /// (per rank, for `reduce_scatter` and `all_gather`), operation and root,
     /// and each `send` is matched by a `recv` of the same count and type on

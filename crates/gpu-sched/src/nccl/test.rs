@@ -194,7 +194,7 @@ fn streams_are_its_own(comm: &Communicator) -> bool {
     })
 }
 
-/// §11: a communicator's tasks never share a stream, even when the pool
+/// DESIGN "Beyond one GPU": a communicator's tasks never share a stream, even when the pool
 /// has none left to give (R3 would share one): a second communicator on
 /// the streams of the first could queue its parts in the other order on
 /// one device than on the other, and the two calls would wait for each
@@ -243,7 +243,7 @@ fn a_communicators_streams_are_its_own_when_the_pool_runs_out() {
                 assert!(streams_are_its_own(&second), "max_streams {max_streams}");
                 assert!(streams_are_its_own(&first), "max_streams {max_streams}");
                 // A task after them, with every other stream held: it
-                // shares none of theirs, but the reclaim stream (§9: never
+                // shares none of theirs, but the reclaim stream (DESIGN "Streams are a resource": never
                 // an error).
                 let late = rt.begin_task().unwrap();
                 late.zeros::<f32>(8)

@@ -1,4 +1,4 @@
-//! The runtime's device context as cudarc's (§14): the same primary
+//! The runtime's device context as cudarc's (DESIGN "Numerical libraries and foreign work"): the same primary
 //! context, so cudarc's streams, buffers and libraries work with the
 //! runtime's memory and streams.
 

@@ -1,6 +1,6 @@
 //! A runtime's kernel modules: the built-in ones, loaded on first use into
 //! lock-free slots a launch scans, and modules loaded from text (users' PTX
-//! and CUDA C, §10), loaded once per source and options; the PTX check
+//! and CUDA C, DESIGN "Users' kernels and chunk iterators"), loaded once per source and options; the PTX check
 //! every module passes before the driver sees it.
 
 use super::Runtime;

@@ -35,7 +35,7 @@ pub struct RuntimeOptions {
     /// behind a running kernel, it sometimes held kernels launched just
     /// after it on other streams back until that kernel ended, and with the
     /// event before it, still in 1 of 20 fresh processes on an H100
-    /// (DESIGN.md §15): sibling overlap on a cold start comes first.
+    /// (DESIGN "Cold start"): sibling overlap on a cold start comes first.
     pub end_flags: bool,
     /// Host backend: how many devices it simulates (one driver, one race
     /// detector, so that ordering across devices is checked). CUDA counts

@@ -1,5 +1,5 @@
 //! Parallel iterators over the chunks of device buffers, named and shaped
-//! like Rayon's (§10): [`par_chunks`] (read), [`par_chunks_mut`] (write),
+//! like Rayon's (DESIGN "Users' kernels and chunk iterators"): [`par_chunks`] (read), [`par_chunks_mut`] (write),
 //! [`zip`](ParChunks::zip), [`enumerate`](ParChunks::enumerate),
 //! [`map`](ParChunks::map), then [`for_each`](ParChunks::for_each),
 //! [`reduce`](Map::reduce), [`sum`](Map::sum), [`min`](Map::min) /
@@ -19,7 +19,7 @@
 //! Rayon's own traits (`ParallelIterator`, `IndexedParallelIterator`) are
 //! not implemented: a chunk borrows a split that is rejoined when the call
 //! returns, and Rayon's items cannot borrow from the call that drives them;
-//! Rayon's closures get no task to submit GPU work on (§10 says more).
+//! Rayon's closures get no task to submit GPU work on (DESIGN "Users' kernels and chunk iterators" says more).
 //!
 //! ```
 //! use gpu_kernels as k;

@@ -1,5 +1,5 @@
 //! `Graphed`: a scope run many times that becomes a CUDA graph by itself
-//! (DESIGN §14; the machinery is `gpu_sched`'s `TaskContext::graphed_scope`).
+//! (DESIGN "Graphs without capture by hand"; the machinery is `gpu_sched`'s `TaskContext::graphed_scope`).
 
 use super::{end_top_level, run_scope, Join, Scope};
 use gpu_sched::{GraphCache, GraphStats, Result, Runtime};

@@ -76,7 +76,7 @@ fn run_child<'scope, F>(
     // capture: the task's work goes into the graph).
     ctx.set_priority(priority);
     // Waited for on the device when the task binds a stream (its first GPU
-    // operation); a task that submits nothing takes no stream (§9).
+    // operation); a task that submits nothing takes no stream (DESIGN "Streams are a resource").
     for fence in fences {
         if let Err(e) = ctx.after_fence(fence) {
             return state.fail(e);
@@ -99,7 +99,7 @@ fn run_child<'scope, F>(
 /// A task's end: what its joiner must be ordered after goes to the scope's
 /// state. A task that submitted hands a fence of its stream; one that did
 /// not hands the fences it was itself to wait for (its nested scopes'
-/// tasks', §9), which would otherwise go with it.
+/// tasks', DESIGN "Streams are a resource"), which would otherwise go with it.
 pub(crate) fn hand_over_final(ctx: &TaskContext, state: &ScopeState) {
     if !ctx.has_submitted() {
         match ctx.fences_for_child() {
@@ -368,7 +368,7 @@ impl std::ops::Deref for Scope<'_, '_> {
 /// **Soundness.** Safe code, through the public API, cannot make two unordered
 /// accesses to one buffer where one writes, read or free memory still in use,
 /// read or write outside a buffer, or leave the runtime in a state that
-/// silently drops work (design note §8; tests `sound01`-`sound17` in
+/// silently drops work (design note DESIGN "Soundness"; tests `sound01`-`sound17` in
 /// `crates/gpu-sched/tests/soundness.rs`, on both backends, each shown to fail
 /// with its fix taken out). What the runtime cannot check is `unsafe`, with its
 /// contract written on the function:
@@ -671,7 +671,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     /// that), and overlaps what the spawner submits afterwards. The order in
     /// which sibling tasks run, on the host or the device, is not guaranteed.
     ///
-    /// **Streams are a resource (§9).** A task takes a stream at its first GPU
+    /// **Streams are a resource (DESIGN "Streams are a resource").** A task takes a stream at its first GPU
     /// operation and gives it back when it ends; a task that submits nothing (a
     /// CPU-only Rayon program, any nesting) holds none, and waits on the device
     /// for what it is ordered after only when it binds one. A scope's spawns
@@ -720,7 +720,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     }
 
     /// [`Scope::spawn`] with the task placed on device `device` of the
-    /// runtime's group (§11): its stream and the buffers it allocates are
+    /// runtime's group (DESIGN "Beyond one GPU"): its stream and the buffers it allocates are
     /// that device's. It is ordered after this task's work on the device
     /// (a wait on this device's event), and the scope's end after its
     /// work, as for any spawn. Buffers of another device passed to its

@@ -200,7 +200,7 @@ impl ScopeState {
 
     /// Orders `ctx` after every task of the scope: a device wait on each
     /// final fence when all went well (when `ctx` binds a stream, if it has
-    /// none yet: §9); a host wait for each when a task failed, so the
+    /// none yet: DESIGN "Streams are a resource"); a host wait for each when a task failed, so the
     /// failure surfaces after every sibling's GPU work.
     pub(super) fn join_into(&self, ctx: &TaskContext, failed: bool) -> Result<()> {
         let mut first = None;

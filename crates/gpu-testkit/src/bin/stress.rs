@@ -43,11 +43,11 @@
 //!   task it covers had one, no wait of a task that holds none may report
 //!   one, every value (the factors too) must be the model's, an unrelated
 //!   `to_vec` after each call must keep its data, and `Runtime::synchronize`
-//!   must have nothing left (DESIGN §17; see `dag/mod.rs`). With `--multi`,
+//!   must have nothing left (DESIGN "Where a failure goes"; see `dag/mod.rs`). With `--multi`,
 //!   the runs over two devices inject them too.
 //!
 //! Small stream pools (`--max-streams 2` and up, streams shared once they
-//! run out) exercise stream sharing (§9); CI runs seed 31 on 2 to 10
+//! run out) exercise stream sharing (DESIGN "Streams are a resource"); CI runs seed 31 on 2 to 10
 //! streams, with and without collectives (see `tests/stress.rs`).
 //!
 //! (`cargo xtask stress` builds and runs it; `soak` runs the same

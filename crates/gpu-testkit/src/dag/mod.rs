@@ -62,7 +62,7 @@
 //! integer factor, uploaded into the buffers they hold, and in a share of
 //! the top-level calls ([`Config::failing`]) some of those matrices are not
 //! positive definite: failures injected at random, known only after the
-//! device ran them (DESIGN §17). The top-level calls then vary too
+//! device ran them (DESIGN "Where a failure goes"). The top-level calls then vary too
 //! ([`Entry`]: `scope_on`, `in_place_scope`, `join`, a top-level chunk
 //! iterator). The harness checks that each call returns
 //! `Error::NotPositiveDefinite` exactly when a task it covers had a failure,

@@ -199,7 +199,7 @@ impl Generator {
             _ => StageVia::Upload,
         };
         let dev = if via == StageVia::CopyFromHost && self.rng.chance(70) {
-            // Another device's page-locked memory (§8: the copy must still
+            // Another device's page-locked memory (DESIGN "Soundness": the copy must still
             // be waited for).
             (here + 1 + self.rng.below(self.cfg.devices - 1)) % self.cfg.devices
         } else {

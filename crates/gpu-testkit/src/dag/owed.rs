@@ -1,5 +1,5 @@
 //! What a running task knows of the factorizations' failures it holds
-//! (DESIGN §17), and the judgement of a wait against it.
+//! (DESIGN "Where a failure goes"), and the judgement of a wait against it.
 
 use super::*;
 
@@ -9,7 +9,7 @@ pub(super) fn is_failure(e: &Error) -> bool {
 }
 
 /// What a running task knows of the factorizations' failures it holds,
-/// unreported (DESIGN §17): its own, and those handed to it by the nested
+/// unreported (DESIGN "Where a failure goes"): its own, and those handed to it by the nested
 /// scopes, joins and chunk runs it joined. Shared by the bodies that run on
 /// the task (a nested scope's, a join's `a` side); a spawned task, a join's
 /// `b` side and a chunk have their own.

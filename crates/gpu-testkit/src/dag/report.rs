@@ -58,7 +58,7 @@ pub mod harness_kinds {
     /// A shared event dropped (back to the pool) and a new one taken.
     pub const EVENT_REPLACED: &str = "shared event replaced";
     /// A capture refused because its task's stream was shared (the pool
-    /// ran out, §9); a graph's work then ran uncaptured.
+    /// ran out, DESIGN "Streams are a resource"); a graph's work then ran uncaptured.
     pub const CAPTURE_ON_SHARED_STREAM: &str = "capture refused on a shared stream";
     /// A top-level call that covered an injected failure and returned it.
     pub const CALL_REPORTED: &str = "top-level call that returned its failure";

@@ -121,7 +121,7 @@ pub(super) struct Stats {
     pub(super) ops: AtomicUsize,
     pub(super) wrong: AtomicUsize,
     pub(super) first_wrong: Mutex<Option<String>>,
-    /// Captures refused because the task's stream was shared (§9: the
+    /// Captures refused because the task's stream was shared (DESIGN "Streams are a resource": the
     /// pool ran out).
     pub(super) shared_captures: AtomicUsize,
     /// Waits inside tasks that reported a factorization's failure the task
@@ -171,7 +171,7 @@ pub(super) struct Env<'e> {
 }
 
 /// Whether `e` is the refusal of a capture on a stream that another live
-/// task shares (§9: more tasks than streams), a typed error the programs
+/// task shares (DESIGN "Streams are a resource": more tasks than streams), a typed error the programs
 /// expect on a small stream pool.
 pub(super) fn shared_stream(e: &Error) -> bool {
     matches!(e, Error::Unsupported(m) if m.contains("stream shared"))

@@ -1,5 +1,5 @@
 //! Tests: the table of benchmarks is whole, its ratios are made from the
-//! rows it names, and its ids are in the benches and in DESIGN §7.
+//! rows it names, and its ids are in the benches and in DESIGN "Benchmarks".
 
 use super::*;
 use crate::workspace_root;
@@ -47,7 +47,7 @@ fn every_row_s_id_is_in_its_code_and_in_design_s_table() {
         }
         assert!(
             s7.contains(&format!("\n| {} ", b.id)),
-            "DESIGN §7 has no row {}",
+            "DESIGN \"Benchmarks\" has no row {}",
             b.id
         );
     }
@@ -57,7 +57,7 @@ fn every_row_s_id_is_in_its_code_and_in_design_s_table() {
             "<!-- benches:begin -->\n{}<!-- benches:end -->",
             design_table()
         )),
-        "DESIGN §7's table is not `design_table()`: run `cargo xtask bench --report`"
+        "The table in DESIGN \"Benchmarks\" is not `design_table()`: run `cargo xtask bench --report`"
     );
 }
 

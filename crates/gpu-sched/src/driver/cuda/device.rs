@@ -271,7 +271,7 @@ impl Drop for CudaDriver {
 
 /// `GPU_SLOW_CALLS_US`, read once: report every driver call that takes at
 /// least this many microseconds (a diagnostic: which call holds a task's
-/// thread, and when; DESIGN.md §15). Unset or not a number: off.
+/// thread, and when; DESIGN "Cold start"). Unset or not a number: off.
 fn slow_calls() -> Option<(Duration, Instant)> {
     static SLOW: OnceLock<Option<(Duration, Instant)>> = OnceLock::new();
     *SLOW.get_or_init(|| {

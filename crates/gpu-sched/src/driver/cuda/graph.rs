@@ -1,4 +1,4 @@
-//! Graphs built through the explicit graph API (§14): a graphed scope's
+//! Graphs built through the explicit graph API (DESIGN "Graphs without capture by hand"): a graphed scope's
 //! recorded operations become kernel, memcpy and memset nodes of a
 //! `CUgraph`, each added after the nodes it follows, then instantiated. The
 //! `CUgraph` and its nodes are kept beside the executable graph, so that a

@@ -1,4 +1,4 @@
-//! NCCL, the CUDA backend's collectives (§11, [`Collectives`]), through
+//! NCCL, the CUDA backend's collectives (DESIGN "Beyond one GPU", [`Collectives`]), through
 //! cudarc's raw bindings (`cudarc::nccl::sys`), loaded at run time. Every
 //! raw NCCL call of the crate is here; [`crate::nccl`] is the tracked,
 //! public side.

@@ -521,7 +521,7 @@ fn queries_and_waits_follow_a_gate() {
 /// page-locked allocations, an end-of-work write queued behind the gate.
 /// The calls measured to wait on the H200 (`cuMemFreeHost`,
 /// `cuModuleLoadData`, and under lazy loading `cuModuleGetFunction`) are
-/// printed, not asserted: the runtime keeps them off those paths (§15).
+/// printed, not asserted: the runtime keeps them off those paths (DESIGN "Cold start").
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn task_path_calls_do_not_wait_for_other_streams() {
@@ -746,7 +746,7 @@ fn task_path_calls_do_not_wait_for_other_streams() {
         );
         if !on_task_path {
             // Kept off the paths that run while other streams are busy
-            // (DESIGN.md §15): printed, not asserted.
+            // (DESIGN "Cold start"): printed, not asserted.
         } else if held {
             waited.push(*name);
         } else if !ran {

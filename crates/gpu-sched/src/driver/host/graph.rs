@@ -1,6 +1,6 @@
 //! The host backend's captures and graphs: the operations a capture
 //! records, with their dependencies, and the orders a graph's launch
-//! replays them in; graphs built from recorded operations (§14) and the
+//! replays them in; graphs built from recorded operations (DESIGN "Graphs without capture by hand") and the
 //! host bodies of a launch, a device copy and a fill, which streams and
 //! graphs share.
 

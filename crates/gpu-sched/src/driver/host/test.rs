@@ -179,7 +179,7 @@ fn ordered_history_is_pruned_and_races_are_still_found() {
 }
 
 /// Found by the stress run on a small stream pool (seed 31): two threads
-/// use one stream (shared, §9), one recording an event on it while the
+/// use one stream (shared, DESIGN "Streams are a resource"), one recording an event on it while the
 /// other queues a wait for that event there. `record` made the event's new
 /// record visible before queueing it, so a wait read in between was queued
 /// ahead of the record it waited for, and the stream waited for itself for
