@@ -61,48 +61,48 @@ pub(crate) use tracked::{Touch, MAX_TOUCHES};
 /// # Ok(()) }
 /// ```
 pub struct TaskContext {
-    pub(crate) rt: Runtime,
+    pub(super) rt: Runtime,
     /// The ledger's task, made when first needed (its stream's binding):
     /// a task that never submits costs the ledger nothing.
-    pub(crate) task: std::cell::OnceCell<Task>,
+    pub(super) task: std::cell::OnceCell<Task>,
     /// The task's stream, once it has one: bound at the first operation
     /// that needs it (§9), so a task that never submits GPU work holds none.
-    pub(crate) slot: std::cell::Cell<Option<(StreamId, RawStream)>>,
+    pub(super) slot: std::cell::Cell<Option<(StreamId, RawStream)>>,
     /// Fences the task is ordered after (its spawn's, its joined tasks'),
     /// waited for on the device when it binds its stream: a task that never
     /// submits never waits.
-    pub(crate) after: std::cell::RefCell<smallvec::SmallVec<[crate::fence::Fence; 1]>>,
+    pub(super) after: std::cell::RefCell<smallvec::SmallVec<[crate::fence::Fence; 1]>>,
     /// While capturing: the memory the captured operations touch (R12).
-    pub(crate) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
+    pub(super) capture_log: std::cell::RefCell<Option<Vec<MemAccess>>>,
     /// The scope capture this task joined, or began (`crate::capture`).
-    pub(crate) capture: std::cell::RefCell<Option<std::sync::Arc<ScopeCapture>>>,
+    pub(super) capture: std::cell::RefCell<Option<std::sync::Arc<ScopeCapture>>>,
     /// In a scope capture: the graph nodes of the task's last operation and
     /// of the fences it waited for since, which its next operation follows.
-    pub(crate) chain: std::cell::RefCell<Nodes>,
+    pub(super) chain: std::cell::RefCell<Nodes>,
     /// In a scope capture: the task's name, the same from one run of the
     /// scope to the next (its spawner's key and its place among the
     /// spawner's children, `capture_handle`), which with `ops` names each
     /// operation of a graphed scope (§14) whatever order the tasks ran in.
-    pub(crate) key: std::cell::Cell<u64>,
+    pub(super) key: std::cell::Cell<u64>,
     /// Tasks this one started in its capture (`capture_handle`).
-    pub(crate) spawned: std::cell::Cell<u32>,
+    pub(super) spawned: std::cell::Cell<u32>,
     /// Operations this task recorded in a graphed scope.
-    pub(crate) ops: std::cell::Cell<u32>,
+    pub(super) ops: std::cell::Cell<u32>,
     /// Whether the task submitted anything on its stream (or handed the
     /// stream out raw): see [`TaskContext::has_submitted`].
-    pub(crate) submitted: std::cell::Cell<bool>,
+    pub(super) submitted: std::cell::Cell<bool>,
     /// Whether the stream may have work in flight: it was not idle when the
     /// task got it, or the task submitted since it last synchronized it.
-    pub(crate) pending: std::cell::Cell<bool>,
+    pub(super) pending: std::cell::Cell<bool>,
     /// The stream was handed out raw ([`RawTask::cu_stream`](crate::raw::RawTask::cu_stream)): work the
     /// runtime does not see may be on it.
-    pub(crate) raw_used: std::cell::Cell<bool>,
+    pub(super) raw_used: std::cell::Cell<bool>,
     /// The priority of the stream the task takes ([`TaskContext::set_priority`]).
-    pub(crate) priority: std::cell::Cell<crate::Priority>,
+    pub(super) priority: std::cell::Cell<crate::Priority>,
     /// Results of library operations to check at the next host wait
     /// (`checks.rs`).
-    pub(crate) checks: std::cell::RefCell<Vec<Pending>>,
-    pub(crate) _not_sync: PhantomData<std::cell::Cell<()>>,
+    pub(super) checks: std::cell::RefCell<Vec<Pending>>,
+    pub(super) _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
 impl std::fmt::Debug for TaskContext {
