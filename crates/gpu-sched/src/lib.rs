@@ -35,9 +35,9 @@
 //!     by kind (tracked.rs: the path every operation takes)
 //!  8  typed: typed kernels (a signature declared once, checked against
 //!     the PTX entry: users' `Kernel`s and the `Builtin` statics)
-//!  9  loader, staging, nccl/, future: users' modules (PTX or CUDA C,
-//!     loaded once per runtime and source); pinned staging memory;
-//!     collectives; completion as futures
+//!  9  loader, staging, nccl/, future, plumbing: users' modules (PTX or
+//!     CUDA C, loaded once per runtime and source); pinned staging memory;
+//!     collectives; completion as futures; the hooks gpu-scope builds on
 //! 10  libs/: what the vendor libraries' wrappers share
 //! 11  blas/, fft/, random/: cuBLAS, cuFFT, cuRAND (on the host backend:
 //!     host twins)
@@ -97,6 +97,8 @@ mod kernel;
 mod libs;
 mod loader;
 pub mod nccl;
+#[doc(hidden)]
+pub mod plumbing;
 mod pool;
 mod ptx;
 pub mod random;

@@ -11,6 +11,7 @@ mod common;
 
 use common::{backend_tests, OPENED_BY_TEST};
 use gpu_kernels as k;
+use gpu_sched::plumbing::TaskHooks;
 use gpu_sched::solver::Potrf;
 use gpu_sched::{Error, Runtime, Staging};
 use std::future::Future;

@@ -9,6 +9,7 @@ mod common;
 
 use common::{backend_tests, values, OPENED_BY_TEST};
 use gpu_kernels as k;
+use gpu_sched::plumbing::TaskHooks;
 use gpu_sched::solver::{Geqrf, Getrf, Getrs, Op, Pivots, Potrf, Potrs, Uplo};
 use gpu_sched::{Error, Runtime};
 use std::time::Duration;

@@ -10,6 +10,7 @@ use common::{assert_no_races, runtime, zeroed};
 use gpu::raw::RawTask;
 use gpu::{Buffer, Error, Runtime};
 use gpu_kernels as k;
+use gpu_sched::plumbing::{RuntimeHooks, TaskHooks};
 use gpu_testkit::b13;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;

@@ -22,6 +22,7 @@ use gpu::{
     BackendKind, Buffer, Error, Result, Runtime, Scope, Split, TaskContext, ThreadPool,
     ThreadPoolBuildError, View, ViewMut,
 };
+use gpu_sched::plumbing::TaskHooks;
 
 /// The runtime's and a task's methods, each result named.
 fn runtime_and_task(rt: &Runtime, t: &TaskContext, b: &mut Buffer<f32>) -> Result<()> {

@@ -130,8 +130,7 @@ impl TaskContext {
     /// # Errors
     ///
     /// As [`TaskContext::fence`] (the results then stay with this task).
-    #[doc(hidden)]
-    pub fn final_fence(&self) -> Result<Fence> {
+    pub(crate) fn final_fence(&self) -> Result<Fence> {
         let f = self.fence()?;
         if f.shared.ev.is_none() {
             // A fence of a scope capture stands for graph nodes, not for
@@ -147,11 +146,10 @@ impl TaskContext {
     }
 
     /// Takes over the results `fence` carries (a task's
-    /// [`TaskContext::final_fence`]) without waiting for it: checked at
+    /// [`TaskHooks::final_fence`](crate::plumbing::TaskHooks::final_fence)) without waiting for it: checked at
     /// this task's next host wait, after a host wait for the fence. For
     /// `gpu`'s scopes, whose end drops the fences it need not wait for.
-    #[doc(hidden)]
-    pub fn take_results_of(&self, fence: &Fence) {
+    pub(crate) fn take_results_of(&self, fence: &Fence) {
         self.adopt_checks(fence);
     }
 
@@ -197,8 +195,7 @@ impl TaskContext {
     /// the fence of its work), for its own joiner: what a task that
     /// queued nothing of its own hands on instead of a final fence. Its
     /// own results (none without work of its own) stay.
-    #[doc(hidden)]
-    pub fn take_unchecked(&self) -> Unchecked {
+    pub(crate) fn take_unchecked(&self) -> Unchecked {
         let mut mine = self.checks.borrow_mut();
         if mine.iter().all(|p| p.after.is_some()) {
             return Unchecked(std::mem::take(&mut *mine));
@@ -210,10 +207,9 @@ impl TaskContext {
         Unchecked(taken)
     }
 
-    /// Takes over `results` ([`TaskContext::take_unchecked`] of a task
+    /// Takes over `results` ([`TaskHooks::take_unchecked`](crate::plumbing::TaskHooks::take_unchecked) of a task
     /// this one joined): checked at this task's next host wait.
-    #[doc(hidden)]
-    pub fn adopt_unchecked(&self, mut results: Unchecked) {
+    pub(crate) fn adopt_unchecked(&self, mut results: Unchecked) {
         if !results.0.is_empty() {
             self.checks.borrow_mut().append(&mut results.0);
         }

@@ -90,7 +90,7 @@ impl TaskContext {
     }
 
     /// Captures into one graph the operations of this task and of every
-    /// task begun with its [`TaskContext::capture_handle`] while `body`
+    /// task begun with its [`TaskHooks::capture_handle`](crate::plumbing::TaskHooks::capture_handle) while `body`
     /// runs (with `gpu`, the tasks a scope spawns, `gpu::capture`, and
     /// their spawns and joins, which pass the handle on). Nothing runs; [`TaskContext::launch_graph`]
     /// replays it, ordered as the tasks would have been on their own

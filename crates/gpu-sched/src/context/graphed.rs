@@ -59,7 +59,7 @@ impl Drop for EndBuild<'_> {
 
 impl TaskContext {
     /// Runs `body` as a graphed scope (DESIGN "Graphs without capture by hand"): the operations of this task
-    /// and of every task begun with its [`TaskContext::capture_handle`]
+    /// and of every task begun with its [`TaskHooks::capture_handle`](crate::plumbing::TaskHooks::capture_handle)
     /// while `body` runs are recorded, then launched as one graph on this
     /// task's stream when `body` returns: the graph `cache` holds if the
     /// recording has its shape (after setting changed kernel arguments in

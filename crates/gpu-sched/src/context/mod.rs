@@ -125,7 +125,7 @@ impl Runtime {
     }
 
     /// [`Runtime::begin_task`] for a task started by a task of a scope
-    /// capture (`capture` from its [`TaskContext::capture_handle`]): the new
+    /// capture (`capture` from its [`TaskHooks::capture_handle`](crate::plumbing::TaskHooks::capture_handle)): the new
     /// task joins that capture (its work goes into the graph). `gpu`'s pool
     /// starts spawned and joined tasks this way. Not for direct use.
     ///
@@ -133,8 +133,7 @@ impl Runtime {
     ///
     /// As [`Runtime::begin_task`]; [`Error::Unsupported`] for a task of
     /// another device than the capture's; [`Error::CaptureEnded`].
-    #[doc(hidden)]
-    pub fn begin_task_in(&self, capture: &CaptureHandle) -> Result<TaskContext> {
+    pub(crate) fn begin_task_in(&self, capture: &CaptureHandle) -> Result<TaskContext> {
         self.driver().check_sticky()?;
         let (capture, key) = (capture.0.clone(), capture.1);
         let task = std::cell::OnceCell::new();
@@ -271,17 +270,15 @@ impl TaskContext {
 
     /// Whether this task records for a serial graphed scope
     /// (`gpu::Graphed::serial`): `gpu` runs its spawns and joins at once,
-    /// on this thread. Unlike [`TaskContext::capture_handle`], names no
+    /// on this thread. Unlike [`TaskHooks::capture_handle`](crate::plumbing::TaskHooks::capture_handle), names no
     /// child.
-    #[doc(hidden)]
-    pub fn records_serially(&self) -> bool {
+    pub(crate) fn records_serially(&self) -> bool {
         self.capture.borrow().as_ref().is_some_and(|c| c.serial)
     }
 
     /// The scope capture this task's spawned jobs join (none outside one);
     /// for `gpu`'s pool, which enters it around each job.
-    #[doc(hidden)]
-    pub fn capture_handle(&self) -> CaptureHandle {
+    pub(crate) fn capture_handle(&self) -> CaptureHandle {
         let cap = self.capture.borrow().clone();
         if cap.is_none() {
             return CaptureHandle::default();

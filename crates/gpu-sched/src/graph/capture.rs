@@ -284,8 +284,8 @@ impl ScopeCapture {
 }
 
 /// The scope capture (if any) that a task's spawned jobs join: `gpu`'s pool
-/// takes one from the spawning task ([`crate::TaskContext::capture_handle`])
-/// and begins each job's task with it ([`crate::Runtime::begin_task_in`]).
+/// takes one from the spawning task ([`TaskHooks::capture_handle`](crate::plumbing::TaskHooks::capture_handle))
+/// and begins each job's task with it ([`RuntimeHooks::begin_task_in`](crate::plumbing::RuntimeHooks::begin_task_in)).
 /// Passed explicitly, never ambient: a job that a thread runs while a
 /// captured task waits there (Rayon runs other jobs in its waits) begins
 /// its tasks as it would anywhere. Not for direct use.

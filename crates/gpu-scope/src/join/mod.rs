@@ -6,6 +6,7 @@ use crate::registry;
 use crate::scope::{
     end_top_level, extend, hand_over_final, run_scope_with, Fences, Join, Scope, ScopeState,
 };
+use gpu_sched::plumbing::{RuntimeHooks, TaskHooks};
 use gpu_sched::{CaptureHandle, Error, Result, Runtime, TaskContext};
 
 impl Scope<'_, '_> {

@@ -1,6 +1,7 @@
 //! A scope whose device work is awaited: [`scope_async`], [`scope_on_async`].
 
 use super::{run_scope, Join, Scope};
+use gpu_sched::plumbing::TaskHooks;
 use gpu_sched::{Fence, Result, Runtime};
 
 /// [`crate::scope`] for async code: the scope's host part runs when the

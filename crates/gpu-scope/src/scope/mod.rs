@@ -3,6 +3,7 @@
 //! scope of two sides).
 
 use crate::registry;
+use gpu_sched::plumbing::{RuntimeHooks, TaskHooks};
 use gpu_sched::{CaptureHandle, Error, Fence, Priority, Result, Runtime, TaskContext};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;

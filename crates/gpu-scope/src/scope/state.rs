@@ -3,6 +3,7 @@
 //! wait at its end.
 
 use super::Join;
+use gpu_sched::plumbing::TaskHooks;
 use gpu_sched::{Error, Fence, Result, TaskContext, Unchecked};
 use std::any::Any;
 use std::panic::resume_unwind;
