@@ -50,7 +50,7 @@ impl Runtime {
     /// A driver error from allocating mapped pinned memory.
     pub fn gate(&self) -> Result<Gate> {
         let (host, dev) = self.driver().alloc_host(GATE_BYTES, true)?;
-        self.pinned_bytes().fetch_add(GATE_BYTES, Ordering::Relaxed);
+        self.usage().pinned_allocated(GATE_BYTES);
         let g = Gate {
             rt: self.clone(),
             host,
@@ -113,8 +113,6 @@ impl Drop for Gate {
         // of a stream of this runtime: `block_on` checks; captures are
         // refused), and `&mut self` leaves no reference to them.
         let _ = unsafe { self.rt.driver().free_host(self.host, GATE_BYTES) };
-        self.rt
-            .pinned_bytes()
-            .fetch_sub(GATE_BYTES, Ordering::Relaxed);
+        self.rt.usage().pinned_freed(GATE_BYTES);
     }
 }

@@ -33,14 +33,7 @@ impl Runtime {
     /// The frees whose hand-off failed on a live context, tried again
     /// (each kept again if it fails again). Never blocks.
     pub(crate) fn retry_deferred_frees(&self) {
-        let retry = {
-            let mut d = self.deferred_frees().lock();
-            if d.is_empty() {
-                return;
-            }
-            std::mem::take(&mut *d)
-        };
-        for (ptr, bytes, uses) in retry {
+        for (ptr, bytes, uses) in self.deferred_frees().take_all() {
             // SAFETY: deferred by `free_or_defer`, whose caller's contract
             // holds still: no operation on the memory was submitted since,
             // and it left the list above, once.
@@ -66,16 +59,12 @@ impl Runtime {
         if waits_for_building(self, &d) {
             // The memory is in a graph not launched yet (DESIGN "Graphs without capture by hand"): freed once
             // it is (the graphed scope retries the deferred frees then).
-            self.deferred_frees()
-                .lock()
-                .push((ptr, bytes, uses.clone()));
+            self.deferred_frees().keep(ptr, bytes, uses);
             return;
         }
         if let Err(e) = wait_streams(self, self.reclaimer(), s, raw, d) {
             if !e.is_sticky() {
-                self.deferred_frees()
-                    .lock()
-                    .push((ptr, bytes, uses.clone()));
+                self.deferred_frees().keep(ptr, bytes, uses);
             }
             return;
         }
@@ -83,10 +72,7 @@ impl Runtime {
         // by this driver, freed once and used no more; the hand-off above
         // ordered every use before the reclaim stream reaches the free.
         if unsafe { self.driver().free(ptr, device_bytes(bytes), raw) }.is_ok() {
-            self.allocations()
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            self.device_bytes()
-                .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+            self.usage().device_freed(bytes);
         }
     }
 

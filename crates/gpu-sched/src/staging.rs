@@ -4,7 +4,6 @@ use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::context::{TaskContext, Touch};
 use crate::error::{Error, Result};
 use crate::runtime::Runtime;
-use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 /// Host copies of at least this many bytes run on the copy threads.
@@ -396,30 +395,22 @@ impl Runtime {
     /// Pinned host memory of `bytes`, from the runtime's cache when it has
     /// a block of that size (pinning pages costs milliseconds).
     pub(crate) fn pinned_take(&self, bytes: usize) -> Result<*mut u8> {
-        let cached = {
-            let mut c = self.pinned_cache().lock();
-            c.iter()
-                .position(|(b, _)| *b == bytes)
-                .map(|i| c.swap_remove(i).1)
-        };
-        let ptr = match cached {
+        let ptr = match self.pinned().take_cached(bytes) {
             Some(p) => p as *mut u8,
             None => {
                 let (p, _) = self.driver().alloc_host(bytes, false)?;
-                self.pinned_bytes().fetch_add(bytes, Ordering::Relaxed);
+                self.usage().pinned_allocated(bytes);
                 p
             }
         };
-        self.pinned_live().lock().push((ptr as usize, bytes));
+        self.pinned().hand_out(ptr as usize, bytes);
         Ok(ptr)
     }
 
     /// Whether `[addr, addr + bytes)` overlaps page-locked memory this
     /// runtime handed out (a [`Staging`] buffer's).
     pub(crate) fn is_pinned(&self, addr: usize, bytes: usize) -> bool {
-        let live = self.pinned_live().lock();
-        live.iter()
-            .any(|&(p, n)| addr < p + n && p < addr + bytes.max(1))
+        self.pinned().overlaps_live(addr, bytes)
     }
 
     /// Gives pinned memory back to the cache (up to 1 GiB cached; the rest
@@ -431,34 +422,23 @@ impl Runtime {
     /// back once; no copy through it is in flight and no reference into it
     /// is left.
     pub(crate) unsafe fn pinned_give(&self, ptr: *mut u8, bytes: usize) {
-        {
-            let mut live = self.pinned_live().lock();
-            if let Some(i) = live.iter().position(|&(p, _)| p == ptr as usize) {
-                live.swap_remove(i);
-            }
-        }
-        let mut c = self.pinned_cache().lock();
-        let cached: usize = c.iter().map(|(b, _)| *b).sum();
-        if cached + bytes <= 1 << 30 {
-            c.push((bytes, ptr as usize));
+        if self.pinned().give_back(ptr as usize, bytes) {
             return;
         }
-        drop(c);
         // SAFETY: the caller's contract; the block is not in the cache.
         if unsafe { self.driver().free_host(ptr, bytes) }.is_ok() {
-            self.pinned_bytes().fetch_sub(bytes, Ordering::Relaxed);
+            self.usage().pinned_freed(bytes);
         }
     }
 
     /// Frees the cached pinned memory.
     pub fn release_cached_memory(&self) {
-        let blocks = std::mem::take(&mut *self.pinned_cache().lock());
-        for (bytes, p) in blocks {
+        for (p, bytes) in self.pinned().drain_cache() {
             // SAFETY: a cached block came from `alloc_host` with `bytes` and
             // was given back with no copy in flight (`pinned_give`); it left
             // the cache above, once.
             if unsafe { self.driver().free_host(p as *mut u8, bytes) }.is_ok() {
-                self.pinned_bytes().fetch_sub(bytes, Ordering::Relaxed);
+                self.usage().pinned_freed(bytes);
             }
         }
     }

@@ -127,12 +127,7 @@ impl<T: DeviceRepr> Buffer<T> {
         let me = std::mem::ManuallyDrop::new(self);
         let (ptr, len) = (me.ptr, me.len);
         let bytes = len * std::mem::size_of::<T>();
-        me.rt
-            .allocations()
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        me.rt
-            .device_bytes()
-            .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+        me.rt.usage().device_freed(bytes);
         // SAFETY: `me` is never dropped (ManuallyDrop) nor used after these
         // reads, so its two owning fields are each read out, and dropped,
         // once; the other fields own nothing.

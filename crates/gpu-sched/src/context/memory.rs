@@ -46,12 +46,7 @@ impl TaskContext {
     /// earlier use of the memory.
     pub(super) fn own<T: DeviceRepr>(&self, ptr: u64, len: usize) -> Buffer<T> {
         let rt = &self.rt;
-        rt.allocations()
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        rt.device_bytes().fetch_add(
-            len * std::mem::size_of::<T>(),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        rt.usage().device_allocated(len * std::mem::size_of::<T>());
         let mut b = Buffer {
             ptr,
             len,

@@ -6,7 +6,7 @@ use crate::driver::{BackendChoice, BackendKind, Driver, SyncMode};
 use crate::error::{Error, Result};
 use crate::pool::{EventPool, StreamPool};
 use gpu_epoch::{Ledger, StreamId};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 /// One device's driver and pools: what every runtime of the group reaches
@@ -202,14 +202,11 @@ impl Group {
             loading: parking_lot::Mutex::new(()),
             by_source: Default::default(),
             sync_mode: self.opts.sync_mode,
-            allocations: AtomicUsize::new(0),
-            device_bytes: AtomicUsize::new(0),
-            pinned_bytes: AtomicUsize::new(0),
+            usage: Default::default(),
             reclaimer,
             reclaim_stream,
             tracer: Default::default(),
-            pinned_cache: Default::default(),
-            pinned_live: Default::default(),
+            pinned: Default::default(),
             deferred_frees: Default::default(),
             cudarc: OnceLock::new(),
             blas: Default::default(),

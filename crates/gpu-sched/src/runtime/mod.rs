@@ -9,14 +9,17 @@ use crate::pool::PooledEvent;
 use crate::ptx::LoadedPtx;
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+mod deferred;
 mod group;
 mod info;
 mod interop;
 mod modules;
 mod options;
+mod pinned;
+mod usage;
 
 use group::Member;
 pub(crate) use group::{DeviceCore, Group};
@@ -59,22 +62,17 @@ pub(crate) struct RuntimeInner {
     /// modules and users' alike.
     by_source: parking_lot::Mutex<HashMap<String, LoadSlot>>,
     sync_mode: SyncMode,
-    allocations: AtomicUsize,
-    device_bytes: AtomicUsize,
-    pinned_bytes: AtomicUsize,
+    /// Live device allocations and bytes, live page-locked bytes.
+    usage: usage::Usage,
     /// The task that frees memory (X4), and its stream.
     reclaimer: Task,
     reclaim_stream: StreamId,
     tracer: crate::trace::Tracer,
-    /// Pinned host blocks kept for reuse: (bytes, address).
-    pinned_cache: parking_lot::Mutex<Vec<(usize, usize)>>,
-    /// Pinned host blocks handed out (address, bytes): a safe copy from
-    /// one of them must wait for the device (§8).
-    pinned_live: parking_lot::Mutex<Vec<(usize, usize)>>,
-    /// Buffers' frees whose hand-off failed on a live context (address,
-    /// bytes, uses): tried again at the next free and synchronize
-    /// (`Runtime::retry_deferred_frees`), and at the drop.
-    deferred_frees: parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>>,
+    /// Page-locked host blocks handed out and cached for reuse.
+    pinned: pinned::PinnedPool,
+    /// Buffers' frees kept for later (`Runtime::retry_deferred_frees`),
+    /// and at the drop.
+    deferred_frees: deferred::DeferredFrees,
     /// cudarc's handle on this device's primary context, made on first
     /// use ([`Runtime::cuda_context`]).
     cudarc: OnceLock<Arc<cudarc::driver::CudaContext>>,
@@ -301,14 +299,15 @@ impl Runtime {
     /// Live resources.
     pub fn live(&self) -> LiveCounts {
         let i = &self.inner;
+        let (allocations, device_bytes, pinned_bytes) = i.usage.now();
         LiveCounts {
             streams: i.core.streams.created(),
             streams_in_use: i.core.streams.created() - i.core.streams.idle_count(),
             events: i.core.events.created(),
             events_in_use: i.core.events.created() - i.core.events.idle_count(),
-            allocations: i.allocations.load(Ordering::Relaxed),
-            device_bytes: i.device_bytes.load(Ordering::Relaxed),
-            pinned_bytes: i.pinned_bytes.load(Ordering::Relaxed),
+            allocations,
+            device_bytes,
+            pinned_bytes,
         }
     }
 
@@ -471,18 +470,6 @@ impl Runtime {
         self.inner.sync_mode
     }
 
-    /// The count of live device allocations.
-    #[inline]
-    pub(crate) fn allocations(&self) -> &AtomicUsize {
-        &self.inner.allocations
-    }
-
-    /// The count of bytes of live device allocations.
-    #[inline]
-    pub(crate) fn device_bytes(&self) -> &AtomicUsize {
-        &self.inner.device_bytes
-    }
-
     /// cuBLAS's handles of this runtime, per stream.
     #[inline]
     pub(crate) fn blas_handles(&self) -> &crate::blas::Handles {
@@ -492,6 +479,22 @@ impl Runtime {
     /// A word for a library's result, zeroed.
     pub(crate) fn info_word(&self) -> Result<InfoWord> {
         self.inner.info.take(&*self.inner.core.driver)
+    }
+
+    /// What the runtime's memory holds, counted.
+    #[inline]
+    pub(crate) fn usage(&self) -> &usage::Usage {
+        &self.inner.usage
+    }
+
+    /// The page-locked blocks handed out and cached (staging.rs).
+    pub(crate) fn pinned(&self) -> &pinned::PinnedPool {
+        &self.inner.pinned
+    }
+
+    /// The frees kept for later (handoff.rs).
+    pub(crate) fn deferred_frees(&self) -> &deferred::DeferredFrees {
+        &self.inner.deferred_frees
     }
 
     /// The checks deferred by dropped tasks and fences.
@@ -563,12 +566,6 @@ impl Runtime {
         &self.inner.rand
     }
 
-    /// The count of bytes of live pinned host allocations.
-    #[inline]
-    pub(crate) fn pinned_bytes(&self) -> &AtomicUsize {
-        &self.inner.pinned_bytes
-    }
-
     /// The task that frees memory (X4).
     #[inline]
     pub(crate) fn reclaimer(&self) -> &Task {
@@ -585,22 +582,6 @@ impl Runtime {
     #[inline]
     pub(crate) fn tracer(&self) -> &crate::trace::Tracer {
         &self.inner.tracer
-    }
-
-    /// Pinned host blocks kept for reuse: (bytes, address).
-    pub(crate) fn pinned_cache(&self) -> &parking_lot::Mutex<Vec<(usize, usize)>> {
-        &self.inner.pinned_cache
-    }
-
-    /// Pinned host blocks handed out: (address, bytes).
-    pub(crate) fn pinned_live(&self) -> &parking_lot::Mutex<Vec<(usize, usize)>> {
-        &self.inner.pinned_live
-    }
-
-    /// Buffers' frees whose hand-off failed on a live context: (address,
-    /// bytes, uses).
-    pub(crate) fn deferred_frees(&self) -> &parking_lot::Mutex<Vec<(u64, usize, gpu_epoch::Uses)>> {
-        &self.inner.deferred_frees
     }
 
     pub(crate) fn take_event(&self) -> Result<Box<PooledEvent>> {
@@ -647,7 +628,7 @@ impl Drop for RuntimeInner {
             self.fft.clear();
             self.rand.clear();
         }
-        let deferred = std::mem::take(&mut *self.deferred_frees.lock());
+        let deferred = self.deferred_frees.take_all();
         if !deferred.is_empty() {
             // A deferred free's users may be streams of any device of the
             // group (a peer copy): all of them finish first.
@@ -667,7 +648,7 @@ impl Drop for RuntimeInner {
             }
         }
         self.info.free_all(&*c.driver);
-        for (bytes, p) in std::mem::take(&mut *self.pinned_cache.lock()) {
+        for (p, bytes) in self.pinned.drain_cache() {
             // SAFETY: a cached block came from `alloc_host` with `bytes` and
             // was given back with no copy through it in flight
             // (`pinned_give`); it leaves the cache here, once.
