@@ -94,14 +94,30 @@ impl<T> DevicePtrMut<T> {
     }
 }
 
-/// The task's stream as a foreign operation's device closure gets it.
+/// The task's stream as a foreign operation's device closure gets it (or
+/// [`TaskContext::foreign_stream`] outside one).
 #[derive(Debug)]
 pub struct ForeignStream<'t> {
     raw: u64,
+    slot: usize,
     rt: &'t crate::Runtime,
 }
 
 impl ForeignStream<'_> {
+    /// The stream's slot in its runtime's stream pool (its ledger index,
+    /// [`crate::StreamId::index`]): what a library keys its per-stream
+    /// objects by (handles, plans, generators: see
+    /// [`crate::Runtime::extension`]). Slots are bounded by the pool's
+    /// capacity, so a pool of objects per slot stays bounded. A slot holds
+    /// one stream at a time, and a slot's stream is retired idle (every
+    /// piece of its work finished) before another is made in it: an object
+    /// last bound to the slot's earlier stream has no work pending when it
+    /// is bound to the new one (which may have the same address: bind it
+    /// again at each use).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
     /// The `CUstream` (a library's `cudaStream_t`), as an integer: queue
     /// the operation's work on it and nowhere else.
     pub fn raw(&self) -> u64 {
@@ -389,6 +405,32 @@ impl TaskContext {
     }
 }
 
+impl TaskContext {
+    /// This task's stream as a foreign operation's device closure sees it,
+    /// outside one (binding a stream first if the task has none, and
+    /// making the runtime's context current on this thread, as
+    /// [`Foreign::run`] does): for a library's work that queues nothing,
+    /// such as size queries and making the objects it keeps per stream
+    /// slot ([`ForeignStream::slot`]). Unlike
+    /// [`RawTask::cu_stream`](crate::raw::RawTask::cu_stream) it does not
+    /// count as a use of the stream: work queued on it is not tracked,
+    /// and must go through [`TaskContext::foreign`] instead.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from getting a stream or binding the context.
+    pub fn foreign_stream(&self) -> Result<ForeignStream<'_>> {
+        let (sid, raw) = self.bound()?;
+        let rt = self.runtime();
+        rt.driver().bind_context()?;
+        Ok(ForeignStream {
+            raw: raw.0,
+            slot: sid.index(),
+            rt,
+        })
+    }
+}
+
 impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>> Foreign<'_, 'b, '_, RE, WE, R, W, ()> {
     /// Gives the operation a host twin: safe code over the same buffers as
     /// slices (`&[T]` for the reads, `&mut [T]` for the writes, in the
@@ -545,7 +587,16 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
                     // The closure calls the driver API itself: the
                     // runtime's context must be current on this thread.
                     rt.driver().bind_context()?;
-                    device(&ForeignStream { raw: raw.0, rt }, reads, writes)
+                    let slot = t.sid().index();
+                    device(
+                        &ForeignStream {
+                            raw: raw.0,
+                            slot,
+                            rt,
+                        },
+                        reads,
+                        writes,
+                    )
                 })
             }
             BackendKind::Host => {

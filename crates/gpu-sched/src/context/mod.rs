@@ -31,10 +31,8 @@ mod memory;
 mod raw;
 mod tracked;
 
-pub use checks::Unchecked;
-pub(crate) use checks::{
-    carried_fences, conclude_at_fence_drop, conclude_carried, reap, Check, Judge, Pending,
-};
+pub(crate) use checks::{carried_fences, conclude_at_fence_drop, conclude_carried, reap, Pending};
+pub use checks::{StatusJudge, Unchecked};
 pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
 };
