@@ -297,7 +297,7 @@ impl<L: Library> HandlePool<L> {
     /// at the same address. The handle goes back to the slot after `f`.
     /// The library is probed and the runtime's context current on this
     /// thread (a foreign operation's device closure, or
-    /// [`TaskContext::foreign_stream`], binds it).
+    /// [`TaskContext::stream_slot`], binds it).
     pub(crate) fn with_handle<R>(
         &self,
         (slot, stream): (usize, u64),

@@ -104,7 +104,7 @@ pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, V
 pub use capture::CaptureHandle;
 pub use context::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphCache, GraphLaunch, GraphStats, ReadArg,
-    Reads, StatusJudge, TaskContext, TouchList, Unchecked, WriteArg, Writes,
+    Reads, StatusJudge, StreamSlot, TaskContext, TouchList, Unchecked, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.

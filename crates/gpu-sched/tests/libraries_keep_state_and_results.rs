@@ -136,7 +136,7 @@ fn a_status_word_is_checked_at_the_next_wait(rt: &Runtime) {
     if let Some(slot) = slot {
         assert_eq!(slot, t.stream_id().index());
     }
-    assert_eq!(t.foreign_stream().unwrap().slot(), t.stream_id().index());
+    assert_eq!(t.stream_slot().unwrap().slot(), t.stream_id().index());
 
     let word = t.status_word().unwrap();
     write_status(&t, &word, 7);

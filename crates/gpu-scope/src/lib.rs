@@ -319,7 +319,7 @@ pub mod foreign {
     pub use gpu_sched::cudarc;
     pub use gpu_sched::{
         DevicePtr, DevicePtrMut, Extension, Foreign, ForeignStream, ReadArg, Reads, StatusJudge,
-        StatusWord, WriteArg, Writes,
+        StatusWord, StreamSlot, WriteArg, Writes,
     };
 }
 

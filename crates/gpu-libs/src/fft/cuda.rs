@@ -213,8 +213,8 @@ pub(super) fn with_plan<T: Sealed>(
     };
     // Making a plan calls the CUDA runtime: the runtime's context must be
     // current on this thread; the task may have no stream yet (nothing
-    // queued so far): `foreign_stream` binds both.
-    let slot = t.foreign_stream()?.slot();
+    // queued so far): `stream_slot` binds both.
+    let slot = t.stream_slot()?.slot();
     let pool = rt.extension::<Plans>();
     let p = pool.take(slot, key)?;
     let r = t

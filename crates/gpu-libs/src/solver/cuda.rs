@@ -173,7 +173,7 @@ pub(super) fn with_handle<R>(
     call: &'static str,
     f: impl FnOnce(H) -> (St, R),
 ) -> Result<R> {
-    let s = t.foreign_stream()?;
+    let s = t.stream_slot()?;
     HandlePool::<Cusolver>::of(t.runtime()).with_handle((s.slot(), s.raw()), |h| {
         let (status, out) = f(h);
         Cusolver::check(status, call).map(|()| out)

@@ -284,7 +284,7 @@ fn product<T: Scalar>(
     let size = match rt.backend() {
         BackendKind::Host => 0,
         BackendKind::Cuda => {
-            let s = t.foreign_stream()?;
+            let s = t.stream_slot()?;
             let p = Ptrs {
                 row_ptr: a.row_ptr.device_ptr(),
                 col_idx: a.col_idx.device_ptr(),

@@ -94,8 +94,8 @@ impl<T> DevicePtrMut<T> {
     }
 }
 
-/// The task's stream as a foreign operation's device closure gets it (or
-/// [`TaskContext::foreign_stream`] outside one).
+/// The task's stream as a foreign operation's device closure gets it
+/// (outside one: [`TaskContext::stream_slot`]).
 #[derive(Debug)]
 pub struct ForeignStream<'t> {
     raw: u64,
@@ -405,28 +405,50 @@ impl TaskContext {
     }
 }
 
+/// A task's stream as a library sees it outside a foreign operation
+/// ([`TaskContext::stream_slot`]): its slot and its driver handle, for
+/// work that queues nothing on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamSlot {
+    slot: usize,
+    raw: u64,
+}
+
+impl StreamSlot {
+    /// The stream's slot in its runtime's stream pool, as
+    /// [`ForeignStream::slot`].
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The `CUstream` as an integer, as [`ForeignStream::raw`]: to bind a
+    /// library's object to (a handle made or reused for a size query).
+    /// Work queued on it here is not tracked: queue work through
+    /// [`TaskContext::foreign`].
+    pub fn raw(&self) -> u64 {
+        self.raw
+    }
+}
+
 impl TaskContext {
-    /// This task's stream as a foreign operation's device closure sees it,
-    /// outside one (binding a stream first if the task has none, and
-    /// making the runtime's context current on this thread, as
-    /// [`Foreign::run`] does): for a library's work that queues nothing,
-    /// such as size queries and making the objects it keeps per stream
-    /// slot ([`ForeignStream::slot`]). Unlike
+    /// This task's stream slot and stream, outside a foreign operation
+    /// (binding a stream first if the task has none, and making the
+    /// runtime's context current on this thread, as [`Foreign::run`]
+    /// does): for a library's work that queues nothing, such as a size
+    /// query, or making the objects it keeps per stream slot
+    /// ([`ForeignStream::slot`]). Unlike
     /// [`RawTask::cu_stream`](crate::raw::RawTask::cu_stream) it does not
-    /// count as a use of the stream: work queued on it is not tracked,
-    /// and must go through [`TaskContext::foreign`] instead.
+    /// count as a use of the stream.
     ///
     /// # Errors
     ///
     /// Driver errors from getting a stream or binding the context.
-    pub fn foreign_stream(&self) -> Result<ForeignStream<'_>> {
+    pub fn stream_slot(&self) -> Result<StreamSlot> {
         let (sid, raw) = self.bound()?;
-        let rt = self.runtime();
-        rt.driver().bind_context()?;
-        Ok(ForeignStream {
-            raw: raw.0,
+        self.runtime().driver().bind_context()?;
+        Ok(StreamSlot {
             slot: sid.index(),
-            rt,
+            raw: raw.0,
         })
     }
 }
