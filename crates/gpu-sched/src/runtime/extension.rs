@@ -22,6 +22,11 @@ use std::sync::Arc;
 /// not called and the objects are left to the process's end.
 /// The value itself is dropped after `teardown` (or later, while a clone of
 /// the [`Arc`] that [`Runtime::extension`] returned lives).
+///
+/// `Default` may run more than once for one runtime when threads ask for
+/// the extension first at the same time: one value is kept, the others are
+/// dropped unused, without `teardown`. Make what needs tearing down later,
+/// on use, not in `default`.
 pub trait Extension: Default + Send + Sync + 'static {
     /// Destroys what needs the runtime's context, which is current; every
     /// stream of the runtime is idle. Called at most once. The default does
@@ -58,20 +63,32 @@ fn teardown_of<E: Extension>(value: &(dyn Any + Send + Sync)) {
 }
 
 impl Extensions {
-    /// The extension of type `E`, made now if there is none.
+    /// The extension of type `E`, made now if there is none. `E::default`
+    /// runs without the lock held (it may ask for another extension); if
+    /// two threads make one at once, the first stored wins.
     fn get<E: Extension>(&self) -> Arc<E> {
         let ty = TypeId::of::<E>();
-        let mut entries = self.entries.lock();
-        let value = match entries.iter().find(|e| e.ty == ty) {
-            Some(e) => e.value.clone(),
+        let found =
+            |entries: &[Entry]| entries.iter().find(|e| e.ty == ty).map(|e| e.value.clone());
+        // The guard is dropped at the end of this statement, before
+        // `E::default` runs.
+        let existing = found(&self.entries.lock());
+        let value = match existing {
+            Some(v) => v,
             None => {
-                let value: Arc<dyn Any + Send + Sync> = Arc::new(E::default());
-                entries.push(Entry {
-                    ty,
-                    value: value.clone(),
-                    teardown: teardown_of::<E>,
-                });
-                value
+                let made: Arc<dyn Any + Send + Sync> = Arc::new(E::default());
+                let mut entries = self.entries.lock();
+                match found(&entries) {
+                    Some(v) => v,
+                    None => {
+                        entries.push(Entry {
+                            ty,
+                            value: made.clone(),
+                            teardown: teardown_of::<E>,
+                        });
+                        made
+                    }
+                }
             }
         };
         value
