@@ -129,7 +129,7 @@ fn a_status_word_is_checked_at_the_next_wait(rt: &Runtime) {
     let t = rt.begin_task().unwrap();
     let word = t.status_word().unwrap();
     let slot = write_status(&t, &word, 0);
-    t.check_status_later(word, "zero", judge);
+    t.check_status_later(word, "zero", judge).unwrap();
     assert!(t.has_unchecked_results());
     t.synchronize().unwrap();
     assert!(!t.has_unchecked_results());
@@ -140,7 +140,7 @@ fn a_status_word_is_checked_at_the_next_wait(rt: &Runtime) {
 
     let word = t.status_word().unwrap();
     write_status(&t, &word, 7);
-    t.check_status_later(word, "seven", judge);
+    t.check_status_later(word, "seven", judge).unwrap();
     match t.synchronize() {
         Err(Error::Library {
             call: "seven",
@@ -158,7 +158,7 @@ fn a_status_word_is_checked_at_the_next_wait(rt: &Runtime) {
         let u = rt.begin_task().unwrap();
         let word = u.status_word().unwrap();
         write_status(&u, &word, -2);
-        u.check_status_later(word, "dropped", judge);
+        u.check_status_later(word, "dropped", judge).unwrap();
     }
     match rt.synchronize() {
         Err(Error::Library {
@@ -168,5 +168,17 @@ fn a_status_word_is_checked_at_the_next_wait(rt: &Runtime) {
         }) => {}
         r => panic!("expected the dropped task's status error, got {r:?}"),
     }
+
+    // A word of another runtime is refused (its pages may be gone when
+    // this task's wait would read it), and nothing is left to check.
+    let other = common::same_backend(rt, RuntimeOptions::default());
+    let foreign_word = other.begin_task().unwrap().status_word().unwrap();
+    drop(other);
+    match t.check_status_later(foreign_word, "elsewhere", judge) {
+        Err(Error::WrongDevice { .. }) => {}
+        r => panic!("expected a refusal of another runtime's word, got {r:?}"),
+    }
+    assert!(!t.has_unchecked_results());
+    t.synchronize().unwrap();
 }
 backend_tests!(a_status_word_is_checked_at_the_next_wait);

@@ -107,15 +107,18 @@ fn ready(t: &TaskContext) -> Result<()> {
 
 /// Registers the check of `op`'s result word once the work that writes it
 /// may have been queued (`queued`); otherwise the word goes back unused
-/// (nothing writes it), so no check waits for work that never was.
+/// (nothing writes it), so no check waits for work that never was. The
+/// word is `t`'s runtime's (`TaskContext::status_word`), so the check is
+/// never refused.
 fn check_later(
     t: &TaskContext,
     word: gpu_sched::StatusWord,
     op: &'static str,
     queued: bool,
     judge: gpu_sched::StatusJudge,
-) {
+) -> Result<()> {
     if queued {
-        t.check_status_later(word, op, judge);
+        t.check_status_later(word, op, judge)?;
     }
+    Ok(())
 }

@@ -136,7 +136,7 @@ impl Potrf {
         // queued the kernel that writes the word; a word never written
         // stays 0); a refusal before it queued nothing (a capture, another
         // device's buffer): the word goes back unused.
-        check_later(t, word, OP, r.is_ok() || reached.get(), judge_potrf);
+        check_later(t, word, OP, r.is_ok() || reached.get(), judge_potrf)?;
         r
     }
 }
@@ -229,7 +229,7 @@ impl Potrs {
         // queued the kernel that writes the word; a word never written
         // stays 0); a refusal before it queued nothing (a capture, another
         // device's buffer): the word goes back unused.
-        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument);
+        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument)?;
         r
     }
 }
@@ -368,7 +368,7 @@ impl Getrf {
         // queued the kernel that writes the word; a word never written
         // stays 0); a refusal before it queued nothing (a capture, another
         // device's buffer): the word goes back unused.
-        check_later(t, word, OP, r.is_ok() || reached.get(), judge_getrf);
+        check_later(t, word, OP, r.is_ok() || reached.get(), judge_getrf)?;
         r
     }
 }
@@ -483,7 +483,7 @@ impl Getrs {
         // queued the kernel that writes the word; a word never written
         // stays 0); a refusal before it queued nothing (a capture, another
         // device's buffer): the word goes back unused.
-        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument);
+        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument)?;
         r
     }
 }
@@ -570,7 +570,7 @@ impl Geqrf {
         // queued the kernel that writes the word; a word never written
         // stays 0); a refusal before it queued nothing (a capture, another
         // device's buffer): the word goes back unused.
-        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument);
+        check_later(t, word, OP, r.is_ok() || reached.get(), bad_argument)?;
         r
     }
 }

@@ -129,8 +129,21 @@ impl TaskContext {
     /// runtime, whose next [`crate::Runtime::synchronize`] reports a
     /// failure (DESIGN "Where a failure goes"). Whether results are
     /// pending: [`TaskContext::has_unchecked_results`].
-    pub fn check_status_later(&self, word: StatusWord, op: &'static str, judge: StatusJudge) {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`] for a word of another runtime (which may be
+    /// gone when this task's wait reads it); the word is dropped.
+    pub fn check_status_later(
+        &self,
+        word: StatusWord,
+        op: &'static str,
+        judge: StatusJudge,
+    ) -> Result<()> {
+        self.runtime()
+            .check_same(word.runtime_id(), "a status word of another runtime")?;
         self.check_later(Check { word, op, judge });
+        Ok(())
     }
 
     /// Checks `check` at this task's next host wait.

@@ -483,7 +483,9 @@ impl Runtime {
     /// A word for a library's result, zeroed
     /// ([`crate::TaskContext::status_word`]).
     pub(crate) fn status_word(&self) -> Result<StatusWord> {
-        self.inner.status_words.take(&*self.inner.core.driver)
+        self.inner
+            .status_words
+            .take(&*self.inner.core.driver, self.inner.id)
     }
 
     /// The checks deferred by dropped tasks and fences.

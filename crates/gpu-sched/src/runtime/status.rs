@@ -42,6 +42,9 @@ struct Pages {
 pub struct StatusWord {
     host: *mut i32,
     dev: u64,
+    /// The id of the runtime whose pages hold it: a check reads it only
+    /// in a task of that runtime, which keeps the pages alive.
+    runtime: u64,
     at: (usize, usize),
     pages: Arc<Mutex<Pages>>,
 }
@@ -54,6 +57,11 @@ unsafe impl Send for StatusWord {}
 unsafe impl Sync for StatusWord {}
 
 impl StatusWord {
+    /// The id of the runtime the word belongs to.
+    pub(crate) fn runtime_id(&self) -> u64 {
+        self.runtime
+    }
+
     /// The device address of the word (an `int*` for the library's call),
     /// valid while the word lives.
     pub fn device_ptr(&self) -> u64 {
@@ -88,7 +96,7 @@ impl Drop for StatusWord {
 
 impl StatusWords {
     /// A free word, set to zero (a new page of them if none is free).
-    pub(crate) fn take(&self, driver: &dyn Driver) -> Result<StatusWord> {
+    pub(crate) fn take(&self, driver: &dyn Driver, runtime: u64) -> Result<StatusWord> {
         let mut p = self.inner.lock();
         if p.free.is_empty() {
             let (host, dev) = driver.alloc_host(WORDS * 4, true)?;
@@ -108,6 +116,7 @@ impl StatusWords {
         Ok(StatusWord {
             host,
             dev: dev + 4 * i as u64,
+            runtime,
             at: (page, i),
             pages: self.inner.clone(),
         })
