@@ -31,7 +31,7 @@
 //!
 //! Each library is a folder with the same files: `mod.rs` (its types and
 //! operations), `cuda.rs` (its calls), `host.rs` (the host twins),
-//! `sealed.rs` where it has per-type tables. `shared.rs` holds what they
+//! `sealed.rs` where it has per-type tables. `shared/` holds what they
 //! share: the one-time probe of a library, its status as the typed error,
 //! and the per-stream-slot pool of its objects.
 

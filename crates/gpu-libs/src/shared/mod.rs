@@ -326,3 +326,6 @@ impl<L: Library> HandlePool<L> {
         r
     }
 }
+
+#[cfg(test)]
+mod test;
