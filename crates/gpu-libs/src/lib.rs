@@ -29,11 +29,13 @@
 //!
 //! # Layout (for readers of the source)
 //!
-//! Each library is a folder with the same files: `mod.rs` (its types and
-//! operations), `cuda.rs` (its calls), `host.rs` (the host twins),
-//! `sealed.rs` where it has per-type tables. `shared/` holds what they
-//! share: the one-time probe of a library, its status as the typed error,
-//! and the per-stream-slot pool of its objects.
+//! Each library is a folder with the same core files: `mod.rs` (its types
+//! and operations, or their entry points beside it: `gemm.rs`, `ops.rs`,
+//! `plan.rs`, ...), `cuda.rs` (its `Library` implementation and
+//! its calls), `host.rs` (the host twins), and `sealed.rs` where it has
+//! per-type tables. `shared/` holds what they share: the `Library` trait,
+//! the one-time probe of a library, its status as the typed error, and the
+//! per-stream-slot pools of its objects.
 
 #[cfg(feature = "cublas")]
 pub mod blas;
