@@ -20,7 +20,7 @@ use std::process::Command;
 mod test;
 
 /// Crates whose tests go in the bundle.
-const PACKAGES: &[&str] = &["gpu-sched", "gpu-kernels", "gpu-scope"];
+const PACKAGES: &[&str] = &["gpu-sched", "gpu-kernels", "gpu-libs", "gpu-scope"];
 
 pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     match args.first().map(String::as_str) {

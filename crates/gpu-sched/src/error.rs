@@ -225,7 +225,7 @@ pub enum Error {
     /// A Cholesky factorization (`potrf`) found the leading minor of
     /// order `minor` (1-based, as LAPACK's `info`) not positive definite:
     /// the factor is incomplete. Reported at the task's next wait
-    /// ([`crate::solver`]).
+    /// (`gpu_libs::solver`).
     #[error(
         "{op}: the matrix is not positive definite (its leading minor of order {minor} is not)"
     )]
@@ -239,7 +239,7 @@ pub enum Error {
     /// An LU factorization (`getrf`) found the pivot `U(pivot, pivot)`
     /// (1-based, as LAPACK's `info`) exactly zero: the matrix is singular
     /// and a solve with its factors would divide by zero. Reported at the
-    /// task's next wait ([`crate::solver`]).
+    /// task's next wait (`gpu_libs::solver`).
     #[error("{op}: the matrix is singular (U({pivot}, {pivot}) is exactly zero)")]
     Singular {
         /// The operation (`"getrf"`).

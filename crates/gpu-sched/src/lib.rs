@@ -11,10 +11,10 @@
 //! # Layout (for readers of the source)
 //!
 //! Every module, in layers from the bottom (the driver, and the pools and
-//! runtime that use the ledger) to the top (the vendor libraries); a
-//! folder ends in `/`. A module names (`use crate::..`, or a `crate::..`
-//! path, the crate root's re-exports included) only modules of layers
-//! below its own, never one beside it, but for the exceptions below.
+//! runtime that use the ledger) to the top (users' modules, collectives,
+//! futures); a folder ends in `/`. A module names (`use crate::..`, or a
+//! `crate::..` path, the crate root's re-exports included) only modules of
+//! layers below its own, never one beside it, but for the exceptions below.
 //! `xtask/tests/layers.rs` reads this table and checks every `crate::`
 //! path under `src/` against it, and that it lists each module once:
 //!
@@ -25,7 +25,7 @@
 //!     it; the one trait a backend implements (driver/cuda/, driver/host/)
 //!  2  pool, trace: stream and event pools; timelines
 //!  3  runtime/: the runtime of one device (state, options, the device
-//!     group, loaded modules, the libraries' result words)
+//!     group, loaded modules, libraries' extensions and status words)
 //!  4  handoff: the ledger's hand-off decisions and the ordered free
 //!  5  buffer, event, graph/, fence: device buffers and views; user
 //!     events; graphs (a capture into one graph, a graphed scope's
@@ -38,25 +38,23 @@
 //!  9  loader, staging, nccl/, future, plumbing: users' modules (PTX or
 //!     CUDA C, loaded once per runtime and source); pinned staging memory;
 //!     collectives; completion as futures; the hooks gpu-scope builds on
-//! 10  libs/: what the vendor libraries' wrappers share
-//! 11  blas/, fft/, random/: cuBLAS, cuFFT, cuRAND (on the host backend:
-//!     host twins)
-//! 12  solver/, sparse/: cuSOLVER, cuSPARSE (on `blas`'s element types)
 //! ```
 //!
-//! **The import circle, today.** One, of 13 modules: `runtime` and
-//! everything between it and the libraries (`buffer`, `event`, `graph`,
-//! `fence`, `gate`, `context`, `typed`, `blas`, `fft`, `random`, `solver`,
-//! `sparse`). These edges against the table close it, each named in the
-//! test's exceptions with the issue that removes it:
-//! - `runtime/mod.rs` -> `blas`, `fft`, `random`, `solver`, `sparse`: the
-//!   libraries' handle pools sit in `RuntimeInner` (issue 37 item 1 moves
-//!   the libraries into a crate of their own on the public API);
+//! The vendor libraries (cuBLAS, cuSOLVER, cuSPARSE, cuFFT, cuRAND) are
+//! not here: they are the crate `gpu-libs`, built on this crate's public
+//! API only ([`TaskContext::foreign`], [`Runtime::extension`] for their
+//! per-stream handles, [`TaskContext::check_status_later`] for their
+//! status words), as any other library can be.
+//!
+//! **The import circle, today.** One, of 8 modules: `runtime` and
+//! everything between it and `typed` (`buffer`, `event`, `graph`,
+//! `fence`, `gate`, `context`, `typed`). These edges against the table
+//! close it, each named in the test's exceptions with the issue that
+//! removes it:
 //! - `runtime/mod.rs` -> `context` (`Pending`, `reap`: the checks of
 //!   dropped tasks and fences, kept by the runtime) and `fence.rs` ->
 //!   `context` (`Pending`, `conclude_*`: the checks a fence carries):
-//!   issue 37 item 2 puts them beside the fence (item 1 alone leaves a
-//!   circle of 8 modules through these two);
+//!   issue 37 item 2 puts them beside the fence;
 //! - `context/gate.rs` -> `typed`: the gate kernel is a `Builtin`. With the
 //!   edges above gone, `context` and `typed` are the circle left: kept on
 //!   purpose.
@@ -81,38 +79,32 @@
 //! circle above), which an import check cannot see. Everything else of a
 //! type is in its module.
 
-pub mod blas;
 mod buffer;
 mod context;
 mod driver;
 mod error;
 mod event;
 mod fence;
-pub mod fft;
 mod future;
 mod gate;
 mod graph;
 mod handoff;
 mod kernel;
-mod libs;
 mod loader;
 pub mod nccl;
 #[doc(hidden)]
 pub mod plumbing;
 mod pool;
 mod ptx;
-pub mod random;
 mod runtime;
-pub mod solver;
-pub mod sparse;
 mod staging;
 pub mod trace;
 mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use context::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, TaskContext,
-    TouchList, Unchecked, WriteArg, Writes,
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, StatusJudge,
+    StreamSlot, TaskContext, TouchList, Unchecked, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.
@@ -131,7 +123,7 @@ pub use gpu_epoch::{
 pub use graph::{CaptureHandle, Graph, GraphCache, GraphStats};
 pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
 pub use loader::LoadedModule;
-pub use runtime::{LedgerView, LiveCounts, Runtime, RuntimeOptions};
+pub use runtime::{Extension, LedgerView, LiveCounts, Runtime, RuntimeOptions, StatusWord};
 pub use staging::{par_copy, Staging};
 pub use typed::{Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked};
 

@@ -11,9 +11,7 @@ mod common;
 
 use common::{backend_tests, OPENED_BY_TEST};
 use gpu_kernels as k;
-use gpu_sched::plumbing::TaskHooks;
-use gpu_sched::solver::Potrf;
-use gpu_sched::{Error, Runtime, Staging};
+use gpu_sched::{Runtime, Staging};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -236,52 +234,6 @@ fn a_dropped_fence_future_keeps_no_waker(rt: &Runtime) {
     assert!(!g.timed_out(), "the gate timed out");
 }
 backend_tests!(a_dropped_fence_future_keeps_no_waker);
-
-/// The await of a failing factorization's final fence returns its error,
-/// as `Fence::synchronize` does; so does that of a fence that carries a
-/// joined task's failure (taken over with `after_fence`), whose work is
-/// held by a gate while the await starts.
-fn awaiting_a_failing_factorization_returns_its_error(rt: &Runtime) {
-    let c = rt.begin_task().unwrap();
-    let mut a = c.from_host(&[-1.0f64]).unwrap();
-    Potrf::new(1).run(&c, &mut a).unwrap();
-    let f = c.final_fence().unwrap();
-    drop(c);
-    match current_thread().block_on(async { f.await }) {
-        Err(Error::NotPositiveDefinite { minor: 1, .. }) => {}
-        r => panic!("expected the factorization's failure, got {r:?}"),
-    }
-    // A grandchild's failure, behind a gate, carried by the child's fence.
-    let c = rt.begin_task().unwrap();
-    let gate = rt.gate().unwrap();
-    let mut a = c.from_host(&[-1.0f64]).unwrap();
-    k::gate(&c, &gate, OPENED_BY_TEST).unwrap();
-    Potrf::new(1).run(&c, &mut a).unwrap();
-    let f = c.final_fence().unwrap();
-    drop(c);
-    let p = rt.begin_task().unwrap();
-    p.take_results_of(&f);
-    let mut b = p.from_host(&[4.0f64]).unwrap();
-    Potrf::new(1).run(&p, &mut b).unwrap();
-    let g = p.final_fence().unwrap();
-    drop(p);
-    current_thread().block_on(async {
-        let opener = async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            gate.open();
-        };
-        let (_, r) = tokio::join!(opener, async { g.await });
-        match r {
-            Err(Error::NotPositiveDefinite { minor: 1, .. }) => {}
-            r => panic!("expected the joined task's failure, got {r:?}"),
-        }
-    });
-    assert!(!gate.timed_out(), "the gate timed out");
-    drop(f);
-    // Nothing left over for the runtime's synchronize.
-    rt.synchronize().unwrap();
-}
-backend_tests!(awaiting_a_failing_factorization_returns_its_error);
 
 /// A waker that panics when woken (the caller's code).
 struct Panics;

@@ -310,45 +310,61 @@ pub mod foreign {
     //! ([`TaskContext::into_cudarc`](crate::TaskContext::into_cudarc)), the
     //! task's stream as cudarc's inside a foreign operation
     //! ([`ForeignStream::cudarc`]). [`cudarc`] is the version these take.
+    //!
+    //! What a library built this way keeps (how `gpu-libs`, the crate of
+    //! [`crate::blas`], [`crate::solver`], ..., is built): its per-stream
+    //! handles as a runtime's [`Extension`]
+    //! ([`Runtime::extension`](crate::Runtime::extension), keyed by
+    //! [`ForeignStream::slot`]), and a result the device writes as a
+    //! [`StatusWord`] checked at the task's next wait
+    //! ([`TaskContext::check_status_later`](crate::TaskContext::check_status_later)).
     pub use gpu_sched::cudarc;
     pub use gpu_sched::{
-        DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, WriteArg, Writes,
+        DevicePtr, DevicePtrMut, Extension, Foreign, ForeignStream, ReadArg, Reads, StatusJudge,
+        StatusWord, StreamSlot, WriteArg, Writes,
     };
 }
 
+#[cfg(feature = "blas")]
 pub mod blas {
     //! Dense linear algebra on a task's stream: cuBLAS on the CUDA backend,
     //! `matrixmultiply` on the host backend, each operation tracked like a
     //! launch and its shapes checked before anything is queued
-    //! ([`gpu_sched::blas`]).
-    pub use gpu_sched::blas::*;
+    //! ([`gpu_libs::blas`]; feature `blas`, on by default).
+    pub use gpu_libs::blas::*;
 }
 
+#[cfg(feature = "solver")]
 pub mod solver {
     //! Dense factorizations and solves on a task's stream: cuSOLVER on the
     //! CUDA backend, `faer` on the host backend; a factorization's `info`
-    //! is checked at the task's next wait ([`gpu_sched::solver`]).
-    pub use gpu_sched::solver::*;
+    //! is checked at the task's next wait ([`gpu_libs::solver`]; feature
+    //! `solver`, on by default).
+    pub use gpu_libs::solver::*;
 }
 
+#[cfg(feature = "sparse")]
 pub mod sparse {
     //! Sparse matrices (CSR) and their products on a task's stream:
     //! cuSPARSE on the CUDA backend, loops on the host backend
-    //! ([`gpu_sched::sparse`]).
-    pub use gpu_sched::sparse::*;
+    //! ([`gpu_libs::sparse`]; feature `sparse`, on by default).
+    pub use gpu_libs::sparse::*;
 }
 
+#[cfg(feature = "fft")]
 pub mod fft {
     //! Fast Fourier transforms on a task's stream: cuFFT on the CUDA
-    //! backend, `rustfft` on the host backend ([`gpu_sched::fft`]).
-    pub use gpu_sched::fft::*;
+    //! backend, `rustfft` on the host backend ([`gpu_libs::fft`]; feature
+    //! `fft`, on by default).
+    pub use gpu_libs::fft::*;
 }
 
+#[cfg(feature = "rand")]
 pub mod rand {
     //! Random fills of buffers on a task's stream: cuRAND on the CUDA
     //! backend, a seeded ChaCha generator on the host backend
-    //! ([`gpu_sched::random`]).
-    pub use gpu_sched::random::*;
+    //! ([`gpu_libs::random`]; feature `rand`, on by default).
+    pub use gpu_libs::random::*;
 }
 
 pub mod raw {

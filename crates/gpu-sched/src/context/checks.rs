@@ -16,18 +16,22 @@
 use super::TaskContext;
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::runtime::InfoWord;
+use crate::runtime::StatusWord;
 
-/// Turns a nonzero result of `op` into its error.
-pub(crate) type Judge = fn(op: &'static str, value: i32) -> Error;
+/// Turns a nonzero value of a [`StatusWord`] written by `op` into its error
+/// ([`TaskContext::check_status_later`]): a library's meaning of its
+/// status (cuSOLVER's positive `info` of a potrf is
+/// [`Error::NotPositiveDefinite`], a negative one
+/// [`Error::Library`]).
+pub type StatusJudge = fn(op: &'static str, value: i32) -> Error;
 
 /// One result to check: the word the library writes, the operation, and
 /// what a nonzero value means.
 #[derive(Debug)]
 pub(crate) struct Check {
-    pub(crate) word: InfoWord,
+    pub(crate) word: StatusWord,
     pub(crate) op: &'static str,
-    pub(crate) judge: Judge,
+    pub(crate) judge: StatusJudge,
 }
 
 impl Check {
@@ -95,6 +99,53 @@ fn wait_for(f: &Fence) -> bool {
 }
 
 impl TaskContext {
+    /// A status word of this task's runtime, zeroed, for a library's
+    /// device work to write its result into: pass its
+    /// [`StatusWord::device_ptr`] to the call (or have the host twin write
+    /// [`StatusWord::host_ptr`]), then hand it to
+    /// [`TaskContext::check_status_later`]. Words are pooled per runtime
+    /// (pages of mapped page-locked memory): taking one allocates only when
+    /// every word of the pages is in use.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from allocating a page of words.
+    pub fn status_word(&self) -> Result<StatusWord> {
+        self.runtime().status_word()
+    }
+
+    /// Registers `word` to be read at this task's next host wait
+    /// ([`TaskContext::synchronize`] and every wait built on it), after
+    /// the work queued on this task's stream so far: a nonzero value is
+    /// `judge(op, value)`, that wait's error. Call it once the work that
+    /// writes `word` is queued on this task's stream (a foreign
+    /// operation's device closure ran, or its host twin was queued); a
+    /// word that nothing was queued to write is simply dropped instead.
+    ///
+    /// The check is never lost, and never waits by itself: if the task
+    /// ends unwaited, it travels with the task's final fence to the task
+    /// that joins it (`gpu`'s scopes), which checks it at its own next
+    /// wait; a task or fence dropped with it unchecked defers it to the
+    /// runtime, whose next [`crate::Runtime::synchronize`] reports a
+    /// failure (DESIGN "Where a failure goes"). Whether results are
+    /// pending: [`TaskContext::has_unchecked_results`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongDevice`] for a word of another runtime (which may be
+    /// gone when this task's wait reads it); the word is dropped.
+    pub fn check_status_later(
+        &self,
+        word: StatusWord,
+        op: &'static str,
+        judge: StatusJudge,
+    ) -> Result<()> {
+        self.runtime()
+            .check_same(word.runtime_id(), "a status word of another runtime")?;
+        self.check_later(Check { word, op, judge });
+        Ok(())
+    }
+
     /// Checks `check` at this task's next host wait.
     pub(crate) fn check_later(&self, check: Check) {
         self.checks

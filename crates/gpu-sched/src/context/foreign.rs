@@ -94,14 +94,30 @@ impl<T> DevicePtrMut<T> {
     }
 }
 
-/// The task's stream as a foreign operation's device closure gets it.
+/// The task's stream as a foreign operation's device closure gets it
+/// (outside one: [`TaskContext::stream_slot`]).
 #[derive(Debug)]
 pub struct ForeignStream<'t> {
     raw: u64,
+    slot: usize,
     rt: &'t crate::Runtime,
 }
 
 impl ForeignStream<'_> {
+    /// The stream's slot in its runtime's stream pool (its ledger index,
+    /// [`crate::StreamId::index`]): what a library keys its per-stream
+    /// objects by (handles, plans, generators: see
+    /// [`crate::Runtime::extension`]). Slots are bounded by the pool's
+    /// capacity, so a pool of objects per slot stays bounded. A slot holds
+    /// one stream at a time, and a slot's stream is retired idle (every
+    /// piece of its work finished) before another is made in it: an object
+    /// last bound to the slot's earlier stream has no work pending when it
+    /// is bound to the new one (which may have the same address: bind it
+    /// again at each use).
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
     /// The `CUstream` (a library's `cudaStream_t`), as an integer: queue
     /// the operation's work on it and nowhere else.
     pub fn raw(&self) -> u64 {
@@ -389,6 +405,54 @@ impl TaskContext {
     }
 }
 
+/// A task's stream as a library sees it outside a foreign operation
+/// ([`TaskContext::stream_slot`]): its slot and its driver handle, for
+/// work that queues nothing on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamSlot {
+    slot: usize,
+    raw: u64,
+}
+
+impl StreamSlot {
+    /// The stream's slot in its runtime's stream pool, as
+    /// [`ForeignStream::slot`].
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// The `CUstream` as an integer, as [`ForeignStream::raw`]: to bind a
+    /// library's object to (a handle made or reused for a size query).
+    /// Work queued on it here is not tracked: queue work through
+    /// [`TaskContext::foreign`].
+    pub fn raw(&self) -> u64 {
+        self.raw
+    }
+}
+
+impl TaskContext {
+    /// This task's stream slot and stream, outside a foreign operation
+    /// (binding a stream first if the task has none, and making the
+    /// runtime's context current on this thread, as [`Foreign::run`]
+    /// does): for a library's work that queues nothing, such as a size
+    /// query, or making the objects it keeps per stream slot
+    /// ([`ForeignStream::slot`]). Unlike
+    /// [`RawTask::cu_stream`](crate::raw::RawTask::cu_stream) it does not
+    /// count as a use of the stream.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from getting a stream or binding the context.
+    pub fn stream_slot(&self) -> Result<StreamSlot> {
+        let (sid, raw) = self.bound()?;
+        self.runtime().driver().bind_context()?;
+        Ok(StreamSlot {
+            slot: sid.index(),
+            raw: raw.0,
+        })
+    }
+}
+
 impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>> Foreign<'_, 'b, '_, RE, WE, R, W, ()> {
     /// Gives the operation a host twin: safe code over the same buffers as
     /// slices (`&[T]` for the reads, `&mut [T]` for the writes, in the
@@ -545,7 +609,16 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
                     // The closure calls the driver API itself: the
                     // runtime's context must be current on this thread.
                     rt.driver().bind_context()?;
-                    device(&ForeignStream { raw: raw.0, rt }, reads, writes)
+                    let slot = t.sid().index();
+                    device(
+                        &ForeignStream {
+                            raw: raw.0,
+                            slot,
+                            rt,
+                        },
+                        reads,
+                        writes,
+                    )
                 })
             }
             BackendKind::Host => {

@@ -31,12 +31,11 @@ mod memory;
 mod raw;
 mod tracked;
 
-pub use checks::Unchecked;
-pub(crate) use checks::{
-    carried_fences, conclude_at_fence_drop, conclude_carried, reap, Check, Judge, Pending,
-};
+pub(crate) use checks::{carried_fences, conclude_at_fence_drop, conclude_carried, reap, Pending};
+pub use checks::{StatusJudge, Unchecked};
 pub use foreign::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, TouchList, WriteArg, Writes,
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, StreamSlot, TouchList,
+    WriteArg, Writes,
 };
 pub use graph::GraphLaunch;
 pub use raw::RawTask;

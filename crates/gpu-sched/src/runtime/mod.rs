@@ -1,7 +1,9 @@
 //! The runtime of one device: the `Runtime` handle, its state and what
 //! reads it. Beside this file: `options.rs` (how a runtime is set up, and
 //! the views it hands out), `group.rs` (the devices of a process: one
-//! ledger, a core per device, §11), `modules.rs` (its kernel modules).
+//! ledger, a core per device, §11), `modules.rs` (its kernel modules),
+//! `extension.rs` (what libraries keep per runtime), `status.rs` (the
+//! status words libraries write their results into).
 
 use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
@@ -13,18 +15,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 mod deferred;
+mod extension;
 mod group;
-mod info;
 mod interop;
 mod modules;
 mod options;
 mod pinned;
+mod status;
 mod usage;
 
+pub use extension::Extension;
 use group::Member;
 pub(crate) use group::{DeviceCore, Group};
-pub(crate) use info::InfoWord;
 pub use options::{LedgerView, LiveCounts, RuntimeOptions};
+pub use status::StatusWord;
 
 /// How many kernel modules one runtime can load.
 const MAX_MODULES: usize = 64;
@@ -76,18 +80,11 @@ pub(crate) struct RuntimeInner {
     /// cudarc's handle on this device's primary context, made on first
     /// use ([`Runtime::cuda_context`]).
     cudarc: OnceLock<Arc<cudarc::driver::CudaContext>>,
-    /// cuBLAS's handles, per stream ([`crate::blas`]).
-    blas: crate::blas::Handles,
-    /// cuSOLVER's handles, per stream ([`crate::solver`]).
-    solver: crate::solver::Handles,
-    /// cuSPARSE's handles, per stream ([`crate::sparse`]).
-    sparse: crate::sparse::Handles,
-    /// cuFFT's plans, per stream and shape ([`crate::fft`]).
-    fft: crate::fft::Plans,
-    /// cuRAND's generators, per stream ([`crate::random`]).
-    rand: crate::random::Generators,
-    /// Words the libraries write their results into ([`InfoWord`]).
-    info: info::InfoWords,
+    /// State of libraries built on the public API, by type
+    /// ([`Runtime::extension`]): torn down in the drop, streams idle.
+    extensions: extension::Extensions,
+    /// Words the libraries write their results into ([`StatusWord`]).
+    status_words: status::StatusWords,
     /// Results of library operations found failed where nobody could be
     /// told (a task or fence dropped unwaited): reported by the runtime's
     /// next [`Runtime::synchronize`] only (never by an unrelated task's
@@ -470,15 +467,12 @@ impl Runtime {
         self.inner.sync_mode
     }
 
-    /// cuBLAS's handles of this runtime, per stream.
-    #[inline]
-    pub(crate) fn blas_handles(&self) -> &crate::blas::Handles {
-        &self.inner.blas
-    }
-
-    /// A word for a library's result, zeroed.
-    pub(crate) fn info_word(&self) -> Result<InfoWord> {
-        self.inner.info.take(&*self.inner.core.driver)
+    /// A word for a library's result, zeroed
+    /// ([`crate::TaskContext::status_word`]).
+    pub(crate) fn status_word(&self) -> Result<StatusWord> {
+        self.inner
+            .status_words
+            .take(&*self.inner.core.driver, self.inner.id)
     }
 
     /// What the runtime's memory holds, counted.
@@ -546,26 +540,6 @@ impl Runtime {
         u.take()
     }
 
-    /// cuSOLVER's handles of this runtime.
-    pub(crate) fn solver_handles(&self) -> &crate::solver::Handles {
-        &self.inner.solver
-    }
-
-    /// cuSPARSE's handles of this runtime.
-    pub(crate) fn sparse_handles(&self) -> &crate::sparse::Handles {
-        &self.inner.sparse
-    }
-
-    /// cuFFT's plans of this runtime.
-    pub(crate) fn fft_plans(&self) -> &crate::fft::Plans {
-        &self.inner.fft
-    }
-
-    /// cuRAND's generators of this runtime.
-    pub(crate) fn rand_generators(&self) -> &crate::random::Generators {
-        &self.inner.rand
-    }
-
     /// The task that frees memory (X4).
     #[inline]
     pub(crate) fn reclaimer(&self) -> &Task {
@@ -619,14 +593,11 @@ impl Drop for RuntimeInner {
         for s in c.streams.all_raw() {
             let _ = c.driver.stream_sync(s, SyncMode::Blocking);
         }
-        // The library handles' work is done (their streams synced):
-        // destroy them while the context is current.
+        // The libraries' work is done (their streams synced): their
+        // extensions destroy their handles, plans and generators while the
+        // context is current ([`Extension::teardown`]).
         if c.driver.bind_context().is_ok() {
-            self.blas.clear();
-            self.solver.clear();
-            self.sparse.clear();
-            self.fft.clear();
-            self.rand.clear();
+            self.extensions.teardown();
         }
         let deferred = self.deferred_frees.take_all();
         if !deferred.is_empty() {
@@ -647,7 +618,7 @@ impl Drop for RuntimeInner {
                 let _ = unsafe { c.driver.free(ptr, device_bytes(bytes), raw) };
             }
         }
-        self.info.free_all(&*c.driver);
+        self.status_words.free_all(&*c.driver);
         for (p, bytes) in self.pinned.drain_cache() {
             // SAFETY: a cached block came from `alloc_host` with `bytes` and
             // was given back with no copy through it in flight

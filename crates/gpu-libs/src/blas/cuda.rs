@@ -1,0 +1,309 @@
+//! cuBLAS on the CUDA backend: the library ([`Cublas`], its handles pooled
+//! per stream slot of a runtime by [`HandlePool`]), and the calls.
+
+use super::sealed::Sealed;
+use super::{Checked, Diag, Gemm, Gemv, Op, Side, Syrk, Trsm, Uplo, SYMBOLS};
+use crate::shared::{HandlePool, Library};
+use cudarc::cublas::result;
+use cudarc::cublas::sys::{
+    self, cublasDiagType_t, cublasFillMode_t, cublasHandle_t, cublasOperation_t,
+    cublasPointerMode_t, cublasSideMode_t, cublasStatus_t,
+};
+use gpu_sched::{Result, Runtime};
+use std::ffi::{c_int, CStr};
+
+/// cuBLAS.
+pub(crate) struct Cublas;
+
+impl Library for Cublas {
+    const NAME: &'static str = "cuBLAS";
+    const STEM: &'static str = "cublas";
+    const SYMBOLS: &'static [&'static str] = SYMBOLS;
+    const CREATE: &'static str = "cublasCreate_v2";
+    const SET_STREAM: &'static str = "cublasSetStream_v2";
+    type Status = cublasStatus_t;
+    type Handle = cublasHandle_t;
+
+    crate::shared::loader!(cudarc::cublas::sys);
+
+    fn succeeded(status: cublasStatus_t) -> bool {
+        status == cublasStatus_t::CUBLAS_STATUS_SUCCESS
+    }
+
+    fn code(status: cublasStatus_t) -> i32 {
+        status as i32
+    }
+
+    fn name(status: cublasStatus_t) -> String {
+        // SAFETY: the library is loaded and has the symbol (the probe ran
+        // before any call that returns a status); it returns a static
+        // NUL-terminated string, or null.
+        let name = unsafe { sys::cublasGetStatusName(status) };
+        if name.is_null() {
+            format!("{status:?}")
+        } else {
+            // SAFETY: non-null: a static NUL-terminated string of cuBLAS's.
+            unsafe { CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+
+    fn create() -> std::result::Result<cublasHandle_t, cublasStatus_t> {
+        result::create_handle().map_err(|e| e.0)
+    }
+
+    unsafe fn destroy(h: cublasHandle_t) {
+        // SAFETY: the caller's contract.
+        let _ = unsafe { result::destroy_handle(h) };
+    }
+
+    unsafe fn set_stream(
+        h: cublasHandle_t,
+        stream: u64,
+    ) -> std::result::Result<(), cublasStatus_t> {
+        // SAFETY: the caller's contract.
+        unsafe { result::set_stream(h, stream as usize as sys::cudaStream_t) }.map_err(|e| e.0)
+    }
+}
+
+/// Runs `f` with a handle bound to `stream` (its pool slot and raw
+/// handle), in host (`device = false`) or device pointer mode for scalars,
+/// and checks its status as `call`'s.
+pub(super) fn call(
+    rt: &Runtime,
+    stream: (usize, u64),
+    device: bool,
+    call: &'static str,
+    f: impl FnOnce(cublasHandle_t) -> cublasStatus_t,
+) -> Result<()> {
+    let mode = if device {
+        cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE
+    } else {
+        cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST
+    };
+    HandlePool::<Cublas>::of(rt).with_handle(stream, |h| {
+        Cublas::check(
+            // SAFETY: `h` is a live handle, used by this thread only.
+            unsafe { sys::cublasSetPointerMode_v2(h, mode) },
+            "cublasSetPointerMode_v2",
+        )?;
+        Cublas::check(f(h), call)
+    })
+}
+
+impl From<Op> for cublasOperation_t {
+    fn from(o: Op) -> Self {
+        match o {
+            Op::N => cublasOperation_t::CUBLAS_OP_N,
+            Op::T => cublasOperation_t::CUBLAS_OP_T,
+        }
+    }
+}
+
+impl From<Uplo> for cublasFillMode_t {
+    fn from(u: Uplo) -> Self {
+        match u {
+            Uplo::Lower => cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+            Uplo::Upper => cublasFillMode_t::CUBLAS_FILL_MODE_UPPER,
+        }
+    }
+}
+
+impl From<Side> for cublasSideMode_t {
+    fn from(s: Side) -> Self {
+        match s {
+            Side::Left => cublasSideMode_t::CUBLAS_SIDE_LEFT,
+            Side::Right => cublasSideMode_t::CUBLAS_SIDE_RIGHT,
+        }
+    }
+}
+
+impl From<Diag> for cublasDiagType_t {
+    fn from(d: Diag) -> Self {
+        match d {
+            Diag::NonUnit => cublasDiagType_t::CUBLAS_DIAG_NON_UNIT,
+            Diag::Unit => cublasDiagType_t::CUBLAS_DIAG_UNIT,
+        }
+    }
+}
+
+/// The checked values as cuBLAS's ints (they fit: `Gemm::check`).
+fn ci(x: usize) -> c_int {
+    x as c_int
+}
+
+/// A gemm (or its batch) on `stream`.
+///
+/// # Safety
+///
+/// `a`, `b`, `c` are device pointers to at least the spans `k` was
+/// checked for, `c`'s written by nothing else meanwhile; `stream` is the
+/// caller's live stream.
+pub(super) unsafe fn gemm<T: Sealed>(
+    rt: &Runtime,
+    stream: (usize, u64),
+    g: &Gemm<T>,
+    k: &Checked,
+    a: *const T,
+    b: *const T,
+    c: *mut T,
+) -> Result<()> {
+    let (oa, ob) = (g.op_a.into(), g.op_b.into());
+    let [lda, ldb, ldc] = k.ld;
+    if g.batch.is_none() {
+        return call(rt, stream, false, T::GEMM.0, |h| {
+            // SAFETY: the caller's contract; scalars by host pointer.
+            unsafe {
+                (T::GEMM.1)(
+                    h,
+                    oa,
+                    ob,
+                    ci(g.m),
+                    ci(g.n),
+                    ci(g.k),
+                    &g.alpha,
+                    a,
+                    ci(lda),
+                    b,
+                    ci(ldb),
+                    &g.beta,
+                    c,
+                    ci(ldc),
+                )
+            }
+        });
+    }
+    let [sa, sb, sc] = k.strides.map(|s| s as i64);
+    call(rt, stream, false, T::GEMM_BATCHED.0, |h| {
+        // SAFETY: as above, for `count` operands `stride` apart (checked).
+        unsafe {
+            (T::GEMM_BATCHED.1)(
+                h,
+                oa,
+                ob,
+                ci(g.m),
+                ci(g.n),
+                ci(g.k),
+                &g.alpha,
+                a,
+                ci(lda),
+                sa,
+                b,
+                ci(ldb),
+                sb,
+                &g.beta,
+                c,
+                ci(ldc),
+                sc,
+                ci(k.count),
+            )
+        }
+    })
+}
+
+/// A gemv on `stream`.
+///
+/// # Safety
+///
+/// As [`gemm`], for `A`'s checked span and `x`, `y` of the lengths `op(A)`
+/// takes and gives.
+pub(super) unsafe fn gemv<T: Sealed>(
+    rt: &Runtime,
+    stream: (usize, u64),
+    g: &Gemv<T>,
+    lda: usize,
+    a: *const T,
+    x: *const T,
+    y: *mut T,
+) -> Result<()> {
+    call(rt, stream, false, T::GEMV.0, |h| {
+        // SAFETY: the caller's contract; scalars by host pointer.
+        unsafe {
+            (T::GEMV.1)(
+                h,
+                g.op.into(),
+                ci(g.m),
+                ci(g.n),
+                &g.alpha,
+                a,
+                ci(lda),
+                x,
+                1,
+                &g.beta,
+                y,
+                1,
+            )
+        }
+    })
+}
+
+/// A trsm on `stream`.
+///
+/// # Safety
+///
+/// As [`gemm`], for `A`'s and `B`'s checked spans.
+pub(super) unsafe fn trsm<T: Sealed>(
+    rt: &Runtime,
+    stream: (usize, u64),
+    g: &Trsm<T>,
+    lda: usize,
+    ldb: usize,
+    a: *const T,
+    b: *mut T,
+) -> Result<()> {
+    let (side, diag) = (g.side.into(), g.diag.into());
+    call(rt, stream, false, T::TRSM.0, |h| {
+        // SAFETY: the caller's contract; scalars by host pointer.
+        unsafe {
+            (T::TRSM.1)(
+                h,
+                side,
+                g.uplo.into(),
+                g.op.into(),
+                diag,
+                ci(g.m),
+                ci(g.n),
+                &g.alpha,
+                a,
+                ci(lda),
+                b,
+                ci(ldb),
+            )
+        }
+    })
+}
+
+/// A syrk on `stream`.
+///
+/// # Safety
+///
+/// As [`gemm`], for `A`'s and `C`'s checked spans.
+pub(super) unsafe fn syrk<T: Sealed>(
+    rt: &Runtime,
+    stream: (usize, u64),
+    g: &Syrk<T>,
+    lda: usize,
+    ldc: usize,
+    a: *const T,
+    c: *mut T,
+) -> Result<()> {
+    call(rt, stream, false, T::SYRK.0, |h| {
+        // SAFETY: the caller's contract; scalars by host pointer.
+        unsafe {
+            (T::SYRK.1)(
+                h,
+                g.uplo.into(),
+                g.op.into(),
+                ci(g.n),
+                ci(g.k),
+                &g.alpha,
+                a,
+                ci(lda),
+                &g.beta,
+                c,
+                ci(ldc),
+            )
+        }
+    })
+}

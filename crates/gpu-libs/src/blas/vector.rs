@@ -1,0 +1,227 @@
+//! The vector operations: [`axpy`] and [`scal`] (their factor from the host,
+//! or from a one-element device buffer: [`axpy_dev`], [`scal_dev`]), and
+//! [`dot`] and [`nrm2`] into a one-element device buffer.
+
+use super::{cuda, int, ready, Scalar};
+use gpu_sched::TaskContext;
+use gpu_sched::{DeviceSlice, DeviceSliceMut};
+use gpu_sched::{Error, Result};
+
+/// The common length of two vectors, or the error.
+fn same_len(op: &'static str, x: usize, y: usize) -> Result<usize> {
+    if x == y {
+        Ok(x)
+    } else {
+        Err(Error::Shape {
+            op,
+            problem: format!("x has {x} elements, y {y}"),
+        })
+    }
+}
+
+/// A one-element device scalar (`what`: the result, or the factor), or
+/// the error.
+fn scalar(op: &'static str, what: &str, len: usize) -> Result<()> {
+    if len == 1 {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            op,
+            problem: format!("the {what} buffer has {len} elements, 1 expected"),
+        })
+    }
+}
+
+/// `y = alpha x + y`.
+///
+/// # Errors
+///
+/// [`Error::Shape`] for vectors of different lengths; otherwise as
+/// [`Gemm::run`](super::Gemm::run).
+pub fn axpy<T: Scalar>(
+    t: &TaskContext,
+    alpha: T,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    y: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let n = same_len("axpy", x.len(), y.len())?;
+    let ni = int("axpy", "n", n)?;
+    ready(t)?;
+    let op = t
+        .foreign(T::AXPY.0, (x,), (y,))
+        .host(move |(x,): (&[T],), (y,): (&mut [T],)| {
+            super::host::axpy(alpha, x, y);
+            Ok(())
+        });
+    // SAFETY: `n` elements of the declared `x` (read) and `y` (written),
+    // equal lengths checked; on the given stream; queued.
+    unsafe {
+        op.run(|s, (x,), (y,)| {
+            cuda::call(t.runtime(), (s.slot(), s.raw()), false, T::AXPY.0, |h| {
+                (T::AXPY.1)(h, ni, &alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1)
+            })
+        })
+    }
+}
+
+/// `x = alpha x`.
+///
+/// # Errors
+///
+/// As [`Gemm::run`](super::Gemm::run).
+pub fn scal<T: Scalar>(
+    t: &TaskContext,
+    alpha: T,
+    x: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let ni = int("scal", "n", x.len())?;
+    ready(t)?;
+    let op = t
+        .foreign(T::SCAL.0, (), (x,))
+        .host(move |(), (x,): (&mut [T],)| {
+            x.iter_mut().for_each(|x| *x = alpha * *x);
+            Ok(())
+        });
+    // SAFETY: `x.len()` elements of the declared `x`, written in place, on
+    // the given stream; queued.
+    unsafe {
+        op.run(|s, (), (x,)| {
+            cuda::call(t.runtime(), (s.slot(), s.raw()), false, T::SCAL.0, |h| {
+                (T::SCAL.1)(h, ni, &alpha, x.as_mut_ptr(), 1)
+            })
+        })
+    }
+}
+
+/// `out[0] = x . y`, written in device memory (cuBLAS's device pointer
+/// mode): no host wait, so chains like CG stay on the device.
+///
+/// # Errors
+///
+/// [`Error::Shape`] for vectors of different lengths or an `out` that is
+/// not one element; otherwise as [`Gemm::run`](super::Gemm::run).
+pub fn dot<T: Scalar>(
+    t: &TaskContext,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    y: &(impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let n = same_len("dot", x.len(), y.len())?;
+    scalar("dot", "result", out.len())?;
+    let ni = int("dot", "n", n)?;
+    ready(t)?;
+    let op = t.foreign(T::DOT.0, (x, y), (out,)).host(
+        move |(x, y): (&[T], &[T]), (out,): (&mut [T],)| {
+            out[0] = x.iter().zip(y).fold(T::ZERO, |s, (&x, &y)| s + x * y);
+            Ok(())
+        },
+    );
+    // SAFETY: `n` elements of the declared `x` and `y` (read), one of
+    // `out` (written, device pointer mode); on the given stream; queued.
+    unsafe {
+        op.run(|s, (x, y), (out,)| {
+            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::DOT.0, |h| {
+                (T::DOT.1)(h, ni, x.as_ptr(), 1, y.as_ptr(), 1, out.as_mut_ptr())
+            })
+        })
+    }
+}
+
+/// `out[0] = ||x||_2`, written in device memory (as [`dot`]).
+///
+/// # Errors
+///
+/// [`Error::Shape`] for an `out` that is not one element; otherwise as
+/// [`Gemm::run`](super::Gemm::run).
+pub fn nrm2<T: Scalar>(
+    t: &TaskContext,
+    x: &(impl DeviceSlice<T> + ?Sized),
+    out: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    scalar("nrm2", "result", out.len())?;
+    let ni = int("nrm2", "n", x.len())?;
+    ready(t)?;
+    let op = t
+        .foreign(T::NRM2.0, (x,), (out,))
+        .host(move |(x,): (&[T],), (out,): (&mut [T],)| {
+            out[0] = T::host_nrm2(x);
+            Ok(())
+        });
+    // SAFETY: `x.len()` elements of the declared `x` (read), one of `out`
+    // (written, device pointer mode); on the given stream; queued.
+    unsafe {
+        op.run(|s, (x,), (out,)| {
+            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::NRM2.0, |h| {
+                (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr())
+            })
+        })
+    }
+}
+
+/// `y = alpha[0] x + y`, the factor read on the device from a one-element
+/// buffer (cuBLAS's device pointer mode): a scalar an earlier operation
+/// wrote (a [`dot`], say) needs no host wait.
+///
+/// # Errors
+///
+/// [`Error::Shape`] for vectors of different lengths or an `alpha` that is
+/// not one element; otherwise as [`Gemm::run`](super::Gemm::run).
+pub fn axpy_dev<T: Scalar>(
+    t: &TaskContext,
+    alpha: &(impl DeviceSlice<T> + ?Sized),
+    x: &(impl DeviceSlice<T> + ?Sized),
+    y: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    let n = same_len("axpy", x.len(), y.len())?;
+    scalar("axpy", "factor", alpha.len())?;
+    let ni = int("axpy", "n", n)?;
+    ready(t)?;
+    let op = t.foreign(T::AXPY.0, (alpha, x), (y,)).host(
+        move |(a, x): (&[T], &[T]), (y,): (&mut [T],)| {
+            super::host::axpy(a[0], x, y);
+            Ok(())
+        },
+    );
+    // SAFETY: one element of the declared `alpha` and `n` of `x` (read),
+    // `n` of `y` (written), device pointer mode; on the given stream;
+    // queued.
+    unsafe {
+        op.run(|s, (a, x), (y,)| {
+            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::AXPY.0, |h| {
+                (T::AXPY.1)(h, ni, a.as_ptr(), x.as_ptr(), 1, y.as_mut_ptr(), 1)
+            })
+        })
+    }
+}
+
+/// `x = alpha[0] x`, the factor read on the device (as [`axpy_dev`]).
+///
+/// # Errors
+///
+/// [`Error::Shape`] for an `alpha` that is not one element; otherwise as
+/// [`Gemm::run`](super::Gemm::run).
+pub fn scal_dev<T: Scalar>(
+    t: &TaskContext,
+    alpha: &(impl DeviceSlice<T> + ?Sized),
+    x: &mut (impl DeviceSliceMut<T> + ?Sized),
+) -> Result<()> {
+    scalar("scal", "factor", alpha.len())?;
+    let ni = int("scal", "n", x.len())?;
+    ready(t)?;
+    let op = t
+        .foreign(T::SCAL.0, (alpha,), (x,))
+        .host(move |(a,): (&[T],), (x,): (&mut [T],)| {
+            let a = a[0];
+            x.iter_mut().for_each(|x| *x = a * *x);
+            Ok(())
+        });
+    // SAFETY: one element of the declared `alpha` (read), `x.len()` of `x`
+    // (written in place), device pointer mode; on the given stream; queued.
+    unsafe {
+        op.run(|s, (a,), (x,)| {
+            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::SCAL.0, |h| {
+                (T::SCAL.1)(h, ni, a.as_ptr(), x.as_mut_ptr(), 1)
+            })
+        })
+    }
+}

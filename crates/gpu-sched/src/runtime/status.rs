@@ -1,0 +1,134 @@
+//! Status words: words of device-visible host memory a library writes its
+//! result into (a factorization's `info`, §14), read by the host after a
+//! wait: pages of mapped page-locked memory, allocated once and reused, so
+//! a task's factorization allocates nothing (a page-locked allocation would
+//! order other streams' work, and its free waits for them).
+
+use crate::driver::Driver;
+use crate::error::Result;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Words per page: one 4 KiB page of `i32`s.
+const WORDS: usize = 1024;
+
+/// A runtime's pages of words and which are free.
+#[derive(Debug, Default)]
+pub(crate) struct StatusWords {
+    inner: Arc<Mutex<Pages>>,
+}
+
+#[derive(Debug, Default)]
+struct Pages {
+    /// (host address, device address) of each page.
+    pages: Vec<(usize, u64)>,
+    /// Free words: (page, index).
+    free: Vec<(usize, usize)>,
+}
+
+/// A status word: one `i32` of mapped page-locked host memory, zeroed,
+/// that a library's device work writes its result into (cuSOLVER's
+/// `info`), and that the runtime reads after a wait. Made by
+/// [`TaskContext::status_word`](crate::TaskContext::status_word), handed
+/// to [`TaskContext::check_status_later`](crate::TaskContext::check_status_later),
+/// which reads it at the task's next host wait (DESIGN "Where a failure
+/// goes").
+///
+/// The word goes back to its runtime's free list when dropped (by the
+/// check, after the wait that covers its writer; or unused, if no work
+/// that writes it was queued). A word whose wait failed is never given
+/// back, so the device never writes a word that someone else holds.
+#[derive(Debug)]
+pub struct StatusWord {
+    host: *mut i32,
+    dev: u64,
+    /// The id of the runtime whose pages hold it: a check reads it only
+    /// in a task of that runtime, which keeps the pages alive.
+    runtime: u64,
+    at: (usize, usize),
+    pages: Arc<Mutex<Pages>>,
+}
+
+// SAFETY: the word is plain memory; its one writer is ordered by the
+// caller's waits, and it is read only after them.
+unsafe impl Send for StatusWord {}
+// SAFETY: as for `Send`: `&StatusWord` only reads the word (`get`), after
+// the waits that order its writer.
+unsafe impl Sync for StatusWord {}
+
+impl StatusWord {
+    /// The id of the runtime the word belongs to.
+    pub(crate) fn runtime_id(&self) -> u64 {
+        self.runtime
+    }
+
+    /// The device address of the word (an `int*` for the library's call),
+    /// valid while the word lives.
+    pub fn device_ptr(&self) -> u64 {
+        self.dev
+    }
+
+    /// The host address of the same word, what a host twin writes (with
+    /// a volatile write) in the device's place. Valid while the word lives;
+    /// written by nothing but the one operation the word was made for.
+    pub fn host_ptr(&self) -> *mut i32 {
+        self.host
+    }
+
+    /// The value. Only after a wait that covers the work writing it.
+    pub(crate) fn get(&self) -> i32 {
+        // SAFETY: a live word of a page that lives while its runtime does:
+        // pages are freed only by the runtime's drop, and every word is held
+        // by a check kept in its task (which holds the runtime) or with the
+        // fence of its work (which holds it, and which `checks::conclude`
+        // keeps until the word is read: reading after that fence's last
+        // clone went freed the page, seen with another device's runtime).
+        // Volatile, as the device wrote it behind the compiler's back.
+        unsafe { self.host.read_volatile() }
+    }
+}
+
+impl Drop for StatusWord {
+    fn drop(&mut self) {
+        self.pages.lock().free.push(self.at);
+    }
+}
+
+impl StatusWords {
+    /// A free word, set to zero (a new page of them if none is free).
+    pub(crate) fn take(&self, driver: &dyn Driver, runtime: u64) -> Result<StatusWord> {
+        let mut p = self.inner.lock();
+        if p.free.is_empty() {
+            let (host, dev) = driver.alloc_host(WORDS * 4, true)?;
+            let page = p.pages.len();
+            p.pages.push((host as usize, dev));
+            p.free.extend((0..WORDS).rev().map(|i| (page, i)));
+        }
+        let (page, i) = p.free.pop().expect("a page of free words was just added");
+        let (host, dev) = p.pages[page];
+        let host = (host as *mut i32).wrapping_add(i);
+        // SAFETY: a free word of a live page, with no other holder: a word
+        // goes back to the free list only when its check is dropped after a
+        // successful wait that covers its writer (a word whose wait failed
+        // is leaked, `checks.rs`), or before any work that writes it was
+        // queued.
+        unsafe { host.write_volatile(0) };
+        Ok(StatusWord {
+            host,
+            dev: dev + 4 * i as u64,
+            runtime,
+            at: (page, i),
+            pages: self.inner.clone(),
+        })
+    }
+
+    /// Frees every page. Only from the runtime's drop, once every stream
+    /// finished (no word is written any more).
+    pub(crate) fn free_all(&self, driver: &dyn Driver) {
+        for (host, _) in std::mem::take(&mut self.inner.lock().pages) {
+            // SAFETY: a page of `alloc_host` of this size, freed once (it
+            // left the list); every stream finished, so nothing writes it.
+            let _ = unsafe { driver.free_host(host as *mut u8, WORDS * 4) };
+        }
+    }
+}
