@@ -1,7 +1,7 @@
 //! # gpu-epoch: the epoch ledger
 //!
-//! `§n` and `DESIGN §n` in this crate refer to the design note,
-//! `docs/DESIGN.md` at the repository's root.
+//! A citation such as `DESIGN "Soundness"` in this crate names a
+//! section of the design note, `docs/DESIGN.md` at the repository's root.
 //!
 //! Each stream's work is split into *epochs*. Buffers are stamped with the
 //! epoch of their last use; recording an event or synchronizing a stream

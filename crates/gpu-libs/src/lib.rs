@@ -4,8 +4,8 @@
 //! cuFFT ([`fft`]) and cuRAND ([`random`]) on a [`gpu_sched`] task's
 //! stream, each call a tracked operation over the buffers it names, with a
 //! host twin for the host backend. `gpu` re-exports them as `gpu::blas`,
-//! `gpu::solver`, ... (`§n` refers to `docs/DESIGN.md` at the repository's
-//! root.)
+//! `gpu::solver`, ... (a citation such as `DESIGN "Soundness"`
+//! names a section of `docs/DESIGN.md` at the repository's root.)
 //!
 //! This crate uses gpu-sched's public API only, what any other library
 //! (cuDNN, cuTENSOR, a user's own) can use the same way:

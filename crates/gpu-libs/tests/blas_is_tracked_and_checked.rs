@@ -1,4 +1,4 @@
-//! `gpu_libs::blas` (§14): cuBLAS on the CUDA backend, `matrixmultiply`
+//! `gpu_libs::blas` (DESIGN "Numerical libraries and foreign work"): cuBLAS on the CUDA backend, `matrixmultiply`
 //! on the host backend, each operation ordered as a launch is (a gated
 //! writer before it, a reader on another stream after it), its results
 //! those of a plain reference product, and every shape, leading dimension
@@ -291,7 +291,7 @@ fn views_and_empty_shapes(rt: &Runtime) {
 }
 backend_tests!(views_and_empty_shapes);
 
-/// Streams come and go with bursts of tasks (§9); the handles do not pile
+/// Streams come and go with bursts of tasks (DESIGN "Streams are a resource"); the handles do not pile
 /// up with them: 300 bursts of 16 tasks, each a gemm on a stream of its
 /// own, leave the device's free memory where 10 bursts left it (within
 /// 256 MiB; one handle per new stream would take gigabytes).

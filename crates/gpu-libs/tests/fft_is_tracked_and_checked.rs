@@ -1,4 +1,4 @@
-//! `gpu_libs::fft` (§14): cuFFT on the CUDA backend, `rustfft` on the
+//! `gpu_libs::fft` (DESIGN "Numerical libraries and foreign work"): cuFFT on the CUDA backend, `rustfft` on the
 //! host backend. Every transform (1D, 2D, 3D; complex, real to complex,
 //! complex to real; `f32` and `f64`; batched) matches a naive DFT within
 //! stated tolerances, is ordered as a launch (a gated writer before it, a

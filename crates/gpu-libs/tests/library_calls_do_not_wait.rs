@@ -1,4 +1,4 @@
-//! A library call queues its work and returns, on both backends (§14;
+//! A library call queues its work and returns, on both backends (DESIGN "Numerical libraries and foreign work";
 //! issue 36, item 6): behind a gate that the test opens only after the
 //! calls returned, one wrapper of each library (`blas`, `solver`,
 //! `sparse`, `fft`, `random`) and a foreign operation of the caller's own

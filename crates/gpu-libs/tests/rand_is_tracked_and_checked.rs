@@ -1,4 +1,4 @@
-//! `gpu_libs::random` (§14): cuRAND on the CUDA backend, ChaCha8 on the
+//! `gpu_libs::random` (DESIGN "Numerical libraries and foreign work"): cuRAND on the CUDA backend, ChaCha8 on the
 //! host backend. Fills are reproducible (the same seed and offset give the
 //! same values, whatever task runs them), distinct seeds and successive
 //! fills differ, uniform values lie in `(0, 1]`, the statistics of `10^5`

@@ -1,4 +1,4 @@
-//! `gpu_libs::solver` (§14): cuSOLVER on the CUDA backend, `faer` on the
+//! `gpu_libs::solver` (DESIGN "Numerical libraries and foreign work"): cuSOLVER on the CUDA backend, `faer` on the
 //! host backend. Each factorization and solve against its defining
 //! identity (`L L^T = A`, `P A = L U`, `Q R = A`, `A X = B`) with stated
 //! tolerances; a factorization's `info` reported at the next wait, never

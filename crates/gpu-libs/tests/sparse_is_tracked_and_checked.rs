@@ -1,4 +1,4 @@
-//! `gpu_libs::sparse` (§14): cuSPARSE on the CUDA backend, loops on the
+//! `gpu_libs::sparse` (DESIGN "Numerical libraries and foreign work"): cuSPARSE on the CUDA backend, loops on the
 //! host backend. Products match a dense reference on random sparse
 //! matrices (empty rows, no entries at all, transposed, padded leading
 //! dimensions); every rule of the CSR structure is enforced at upload and
@@ -404,7 +404,7 @@ fn spmv_is_ordered_between_its_writer_and_its_reader(rt: &Runtime) {
 }
 backend_tests!(spmv_is_ordered_between_its_writer_and_its_reader);
 
-/// Streams come and go with bursts of tasks (§9); the handles do not pile
+/// Streams come and go with bursts of tasks (DESIGN "Streams are a resource"); the handles do not pile
 /// up with them: 300 bursts of 16 tasks, each an SpMV on a stream of its
 /// own, leave the device's free memory where 10 bursts left it (within
 /// 256 MiB).

@@ -1,7 +1,7 @@
 //! # gpu-sched: the runtime
 //!
-//! `§n` and `DESIGN §n` in this crate refer to the design note,
-//! `docs/DESIGN.md` at the repository's root.
+//! A citation such as `DESIGN "Soundness"` in this crate names a
+//! section of the design note, `docs/DESIGN.md` at the repository's root.
 //!
 //! Backends (CUDA through cudarc; a host backend that runs streams as CPU
 //! threads with a race detector), the stream and event pools, tracked

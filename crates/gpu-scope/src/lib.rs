@@ -1,8 +1,9 @@
 //! # gpu: Rayon-style task parallelism for GPU work
 //!
-//! (`§n` in this crate's docs refers to the design note, `docs/DESIGN.md` in
-//! the repository; the rule codes R1-R14 and X1-X5 to [`rules`], which
-//! states each rule and names its code and tests.)
+//! (A citation such as `DESIGN "Soundness"` in this crate's docs names a
+//! section of the design note, `docs/DESIGN.md` in the repository; the
+//! rule codes R1-R14 and X1-X5 refer to [`rules`], which states each rule
+//! and names its code and tests.)
 //!
 //! ## Getting started
 //!
@@ -29,7 +30,7 @@
 //!
 //! Tasks run on a pool of worker threads (Rayon's); a task that submits GPU
 //! work owns a CUDA stream from a recyclable pool from its first operation
-//! until it ends (a task that submits none holds no stream, §9). Spawning
+//! until it ends (a task that submits none holds no stream, DESIGN "Streams are a resource"). Spawning
 //! records an event on the parent's stream that the child's stream waits
 //! for, so a child is ordered after what its parent submitted *before the
 //! spawn* only; the end of a scope orders the parent after every task
@@ -184,7 +185,7 @@
 //! [`Scope::spawn`] (what a spawned task is ordered after, streams, hardware
 //! queues), [`join`] (Rayon's `join` on a worker; `a`'s panic first) and
 //! [`capture`] (what a capture refuses). In short: safe code cannot race,
-//! read freed memory or go out of bounds (§8), and bad input or a driver
+//! read freed memory or go out of bounds (DESIGN "Soundness"), and bad input or a driver
 //! failure is a typed `Error`, never a panic, abort or hang.
 
 pub mod iter;
@@ -299,7 +300,7 @@ pub mod diag {
 }
 
 pub mod foreign {
-    //! Foreign work (§14): a library call, or any work queued on a task's
+    //! Foreign work (DESIGN "Numerical libraries and foreign work"): a library call, or any work queued on a task's
     //! stream by hand, as a tracked operation over the buffers it declares
     //! ([`TaskContext::foreign`](crate::TaskContext::foreign)), and cudarc
     //! both ways: the runtime's context as cudarc's

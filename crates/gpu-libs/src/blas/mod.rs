@@ -1,4 +1,4 @@
-//! Dense linear algebra on a task's stream (§14): cuBLAS on the CUDA
+//! Dense linear algebra on a task's stream (DESIGN "Numerical libraries and foreign work"): cuBLAS on the CUDA
 //! backend, `matrixmultiply` and slices on the host backend. Every
 //! operation is a tracked operation over the buffers it names (a foreign
 //! operation, `TaskContext::foreign`): the inputs are reads (`&`), the

@@ -1,4 +1,4 @@
-//! Fast Fourier transforms on a task's stream (§14): cuFFT on the CUDA
+//! Fast Fourier transforms on a task's stream (DESIGN "Numerical libraries and foreign work"): cuFFT on the CUDA
 //! backend, `rustfft` on the host backend. A transform is a tracked
 //! operation over the buffers it names (a foreign operation,
 //! `TaskContext::foreign`): the input a read (`&`), the output a write

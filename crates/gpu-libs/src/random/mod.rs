@@ -1,4 +1,4 @@
-//! Random fills of buffers on a task's stream (§14): cuRAND on the CUDA
+//! Random fills of buffers on a task's stream (DESIGN "Numerical libraries and foreign work"): cuRAND on the CUDA
 //! backend, a seeded ChaCha generator on the host backend. A fill is a
 //! tracked operation that writes the buffer it names (a foreign
 //! operation, `TaskContext::foreign`), ordered with every other use of it

@@ -1,4 +1,4 @@
-//! What the vendor libraries' wrappers share (§14), written once: the
+//! What the vendor libraries' wrappers share (DESIGN "Numerical libraries and foreign work"), written once: the
 //! [`Library`] trait each library implements over cudarc's `result` layer
 //! (its `sys` layer where `result` lacks the call); the one-time probe of
 //! a library (a missing library or function is

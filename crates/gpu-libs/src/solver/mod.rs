@@ -1,4 +1,4 @@
-//! Dense factorizations and solves on a task's stream (§14): cuSOLVER on
+//! Dense factorizations and solves on a task's stream (DESIGN "Numerical libraries and foreign work"): cuSOLVER on
 //! the CUDA backend, `faer` on the host backend. Each is a tracked
 //! operation over the buffers it names (a foreign operation): what it
 //! factors or solves in place is a write, the factor a solve reads is a

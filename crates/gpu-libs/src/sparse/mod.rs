@@ -1,4 +1,4 @@
-//! Sparse matrices on a task's stream (§14): a CSR matrix ([`Csr`]) whose
+//! Sparse matrices on a task's stream (DESIGN "Numerical libraries and foreign work"): a CSR matrix ([`Csr`]) whose
 //! structure is validated on the host before upload and immutable after,
 //! and its products with dense vectors ([`spmv`]) and matrices ([`Spmm`]):
 //! cuSPARSE's generic API on the CUDA backend, plain loops on the host

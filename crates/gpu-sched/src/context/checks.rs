@@ -1,4 +1,4 @@
-//! Results a library leaves for the host (a factorization's `info`, §14),
+//! Results a library leaves for the host (a factorization's `info`, DESIGN "Numerical libraries and foreign work"),
 //! checked at the task's next host wait rather than with a wait of their
 //! own: the fast path never waits. A task's unchecked results travel with
 //! its final fence (or, for a task that queued nothing of its own, as

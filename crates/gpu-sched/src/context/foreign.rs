@@ -1,4 +1,4 @@
-//! Foreign work (§14): a library call, or any code that queues work on the
+//! Foreign work (DESIGN "Numerical libraries and foreign work"): a library call, or any code that queues work on the
 //! task's stream itself, run as a tracked operation over the buffers it
 //! declares, with an optional safe host twin for the host backend.
 //!

@@ -1,10 +1,10 @@
 //! A task's handle on its stream: the type, its start and end, its stream
-//! (R3, §9) and its fences. The operations are in the files beside this
+//! (R3, DESIGN "Streams are a resource") and its fences. The operations are in the files beside this
 //! one: `tracked.rs` (the path every operation takes and its hand-offs,
 //! R1, R9), `memory.rs` (allocation), `copy.rs` (copies), `host.rs`
 //! (synchronizes and pointers for host code, R10, R11), `launch.rs` (the
 //! one path of every kernel launch), `foreign.rs` (library calls and other
-//! work queued by hand, §14), `event.rs` (records and waits of events and
+//! work queued by hand, DESIGN "Graphs without capture by hand"), `event.rs` (records and waits of events and
 //! fences, R4-R8), `graph.rs` (captures, R12), `gate.rs` (blocking on a
 //! gate).
 
@@ -65,7 +65,7 @@ pub struct TaskContext {
     /// a task that never submits costs the ledger nothing.
     pub(super) task: std::cell::OnceCell<Task>,
     /// The task's stream, once it has one: bound at the first operation
-    /// that needs it (§9), so a task that never submits GPU work holds none.
+    /// that needs it (DESIGN "Streams are a resource"), so a task that never submits GPU work holds none.
     pub(super) slot: std::cell::Cell<Option<(StreamId, RawStream)>>,
     /// Fences the task is ordered after (its spawn's, its joined tasks'),
     /// waited for on the device when it binds its stream: a task that never
@@ -81,7 +81,7 @@ pub struct TaskContext {
     /// In a scope capture: the task's name, the same from one run of the
     /// scope to the next (its spawner's key and its place among the
     /// spawner's children, `capture_handle`), which with `ops` names each
-    /// operation of a graphed scope (§14) whatever order the tasks ran in.
+    /// operation of a graphed scope (DESIGN "Graphs without capture by hand") whatever order the tasks ran in.
     pub(super) key: std::cell::Cell<u64>,
     /// Tasks this one started in its capture (`capture_handle`).
     pub(super) spawned: std::cell::Cell<u32>,
@@ -220,7 +220,7 @@ impl TaskContext {
 
     /// The ledger's id of this task's stream, binding one first if the task
     /// has none yet: a task takes a stream from the pool at its first
-    /// operation that needs one (§9).
+    /// operation that needs one (DESIGN "Streams are a resource").
     ///
     /// # Errors
     ///
@@ -293,7 +293,7 @@ impl TaskContext {
         CaptureHandle(cap, z ^ (z >> 31))
     }
 
-    /// This task's next operation's name in a graphed scope (§14).
+    /// This task's next operation's name in a graphed scope (DESIGN "Graphs without capture by hand").
     pub(crate) fn next_op_key(&self) -> (u64, u32) {
         let n = self.ops.get();
         self.ops.set(n.wrapping_add(1));
@@ -362,7 +362,7 @@ impl TaskContext {
         Ok(())
     }
 
-    /// §9: takes a stream from the pool for this task (R3, R13), then waits
+    /// DESIGN "Streams are a resource": takes a stream from the pool for this task (R3, R13), then waits
     /// on the device for the fences the task is ordered after.
     #[cold]
     fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
@@ -371,7 +371,7 @@ impl TaskContext {
 
     /// Binds a stream to this task (of no capture, with none yet) that no
     /// other task holds while it does ([`crate::pool::StreamPool`]'s
-    /// `acquire_own`): a communicator's task (§11).
+    /// `acquire_own`): a communicator's task (DESIGN "Beyond one GPU").
     ///
     /// # Errors
     ///
@@ -485,12 +485,12 @@ impl Drop for TaskContext {
             // still owns the stream, so a later hand-off's device wait on
             // this stream learns it (closed_counted), and a synchronize after
             // that wait completes it. Without it, `Buffer::zeros` then
-            // `to_vec` left the next writer a needless device wait (§8).
+            // `to_vec` left the next writer a needless device wait (DESIGN "Soundness").
             rt.ledger_rw().close(self.task(), s);
         }
         rt.ledger_rw().finish_task(self.task());
         let tail = if rt.ledger_rw().is_shared(s) || self.capture_log.borrow().is_some() {
-            // Another live task may have work on it (§9), or a write now
+            // Another live task may have work on it (DESIGN "Streams are a resource"), or a write now
             // would go into the graph: ask the driver when it comes back.
             Tail::Unknown
         } else if !self.pending.get() && !self.raw_used.get() {

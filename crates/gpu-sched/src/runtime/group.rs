@@ -1,4 +1,4 @@
-//! The devices of a process (§11): the group, its one ledger, a core per
+//! The devices of a process (DESIGN "Beyond one GPU"): the group, its one ledger, a core per
 //! device (driver and pools) opened on first use, and the runtime of each.
 
 use super::{RtRef, Runtime, RuntimeInner, RuntimeOptions, MAX_MODULES, NEXT_RUNTIME};
@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 
 /// One device's driver and pools: what every runtime of the group reaches
-/// (§11: a hand-off from another device's stream records an event of that
+/// (DESIGN "Beyond one GPU": a hand-off from another device's stream records an event of that
 /// device on it). Kept while the group lives, so that a stream id of any
 /// member always finds its driver.
 pub(crate) struct DeviceCore {
@@ -28,7 +28,7 @@ impl std::fmt::Debug for DeviceCore {
     }
 }
 
-/// The devices of a process (§11): one ledger, one stream-id space, a core
+/// The devices of a process (DESIGN "Beyond one GPU"): one ledger, one stream-id space, a core
 /// per device opened on first use, and the runtime of each device while
 /// one lives. Each runtime holds its group; the group holds the cores but
 /// not the runtimes (no cycle).
@@ -60,7 +60,7 @@ impl std::fmt::Debug for Group {
 }
 
 impl Group {
-    /// The group of the backend `opts` chooses (§11), no device open yet
+    /// The group of the backend `opts` chooses (DESIGN "Beyond one GPU"), no device open yet
     /// (CUDA `Auto` opens `opts.device` to decide, and takes the host
     /// backend if it does not open).
     pub(super) fn open(opts: RuntimeOptions) -> Result<Arc<Group>> {

@@ -1,7 +1,7 @@
 //! The runtime of one device: the `Runtime` handle, its state and what
 //! reads it. Beside this file: `options.rs` (how a runtime is set up, and
 //! the views it hands out), `group.rs` (the devices of a process: one
-//! ledger, a core per device, §11), `modules.rs` (its kernel modules),
+//! ledger, a core per device, DESIGN "Beyond one GPU"), `modules.rs` (its kernel modules),
 //! `extension.rs` (what libraries keep per runtime), `status.rs` (the
 //! status words libraries write their results into).
 
@@ -40,7 +40,7 @@ type LoadedModule = (usize, Box<[RawKernel]>);
 /// A module being loaded from text, or its outcome.
 type LoadSlot = Arc<OnceLock<Result<Arc<LoadedPtx>>>>;
 
-/// The size the driver allocates (and frees: the two must agree, §8) for
+/// The size the driver allocates (and frees: the two must agree, DESIGN "Soundness") for
 /// a buffer of `bytes`: at least 4, so that every buffer has an address of
 /// its own and 4-byte memsets.
 #[inline]
@@ -61,7 +61,7 @@ pub(crate) struct RuntimeInner {
     modules: Box<[OnceLock<LoadedModule>]>,
     /// Serializes loading, so a module is loaded once.
     loading: parking_lot::Mutex<()>,
-    /// Modules loaded from text, by their source and options (§10): a
+    /// Modules loaded from text, by their source and options (DESIGN "Users' kernels and chunk iterators"): a
     /// source is loaded (or compiled) once per runtime, the built-in
     /// modules and users' alike.
     by_source: parking_lot::Mutex<HashMap<String, LoadSlot>>,
@@ -127,7 +127,7 @@ pub struct Runtime {
 /// (which is never dropped), a plain reference. Every task holds one, and
 /// a counted clone is a read-modify-write of one cache line that all worker
 /// threads share: with the global runtime a task starts and ends touching
-/// nothing shared (§9, B10).
+/// nothing shared (DESIGN "Streams are a resource", B10).
 #[derive(Clone, Debug)]
 pub(crate) enum RtRef {
     Static(&'static RuntimeInner),
@@ -189,7 +189,7 @@ impl Runtime {
     }
 
     /// A new runtime, of device `opts.device`, in a group of its own: the
-    /// other devices are reached through [`Runtime::device`] (§11).
+    /// other devices are reached through [`Runtime::device`] (DESIGN "Beyond one GPU").
     ///
     /// # Errors
     ///
@@ -200,7 +200,7 @@ impl Runtime {
         Group::open(opts)?.runtime(device)
     }
 
-    /// The runtime of device `ordinal` of this runtime's group (§11): one
+    /// The runtime of device `ordinal` of this runtime's group (DESIGN "Beyond one GPU"): one
     /// ledger and one stream-id space for all of them, so that a buffer
     /// handed from a task on one device to a task on another is ordered by
     /// a device wait on the other device's event. Opened on first use
@@ -269,7 +269,7 @@ impl Runtime {
     }
 
     /// The ledger, read-only: epochs and facts, for tests and diagnostics.
-    /// Only the runtime changes it (§8: one false fact makes a later use
+    /// Only the runtime changes it (DESIGN "Soundness": one false fact makes a later use
     /// skip a wait it needs), so this view has no method that does:
     ///
     /// ```compile_fail
@@ -340,7 +340,7 @@ impl Runtime {
             } else {
                 match self.take_event() {
                     Ok(ev) => {
-                        // Untracked: the event covers nothing (§8).
+                        // Untracked: the event covers nothing (DESIGN "Soundness").
                         self.inner.ledger.record_untracked(&ev.coverage);
                         let recorded = self.driver().record(ev.raw, s);
                         drop(slot);
@@ -455,7 +455,7 @@ impl Runtime {
         &self.inner.core
     }
 
-    /// The group of devices this runtime is of (§11).
+    /// The group of devices this runtime is of (DESIGN "Beyond one GPU").
     #[inline]
     pub(crate) fn group(&self) -> &Group {
         &self.inner.group
@@ -567,7 +567,7 @@ impl Runtime {
     }
 
     /// [`Error::WrongDevice`] unless `other` is of this runtime's group (a
-    /// fence or event of any of its devices can be waited for, §11).
+    /// fence or event of any of its devices can be waited for, DESIGN "Beyond one GPU").
     pub(crate) fn check_group(&self, other: &Runtime, what: &'static str) -> Result<()> {
         if self.same_group(other) {
             Ok(())

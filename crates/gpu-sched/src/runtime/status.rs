@@ -1,5 +1,5 @@
 //! Status words: words of device-visible host memory a library writes its
-//! result into (a factorization's `info`, §14), read by the host after a
+//! result into (a factorization's `info`, DESIGN "Numerical libraries and foreign work"), read by the host after a
 //! wait: pages of mapped page-locked memory, allocated once and reused, so
 //! a task's factorization allocates nothing (a page-locked allocation would
 //! order other streams' work, and its free waits for them).
