@@ -3,6 +3,8 @@
 //! `Fence::synchronize` does (moved here from gpu-sched's
 //! `async_completion.rs` with the libraries).
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, OPENED_BY_TEST};

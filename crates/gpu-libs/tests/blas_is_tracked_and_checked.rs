@@ -4,6 +4,8 @@
 //! those of a plain reference product, and every shape, leading dimension
 //! and stride checked against the buffers before anything is queued.
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, values, OPENED_BY_TEST};

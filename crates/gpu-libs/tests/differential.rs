@@ -39,6 +39,8 @@
 //! A test body collects every disagreement before failing, so one GPU run
 //! lists them all (each line names the case and both values).
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, values};

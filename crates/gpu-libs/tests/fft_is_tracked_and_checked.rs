@@ -5,6 +5,8 @@
 //! reader on another stream after it), and has its shape checked against
 //! the buffers before anything is queued; plans are cached per stream.
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, values, OPENED_BY_TEST};

@@ -8,6 +8,8 @@
 //! while the caller waited), so it sat out the gate. The buffers a queued
 //! twin uses outlive it even when the caller drops them at once.
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, OPENED_BY_TEST};

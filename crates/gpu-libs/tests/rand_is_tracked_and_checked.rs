@@ -6,6 +6,8 @@
 //! are filled in full and nothing past them, and fills are ordered as
 //! launches are.
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, OPENED_BY_TEST};

@@ -5,6 +5,8 @@
 //! at the call (no host wait on the fast path), and never lost; shapes
 //! refused before anything is queued; ordering with a gated writer.
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, values, OPENED_BY_TEST};

@@ -6,6 +6,8 @@
 //! gated writer of its input and before a reader of its output on other
 //! tasks.
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::{backend_tests, values, OPENED_BY_TEST};

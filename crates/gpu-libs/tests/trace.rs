@@ -2,6 +2,8 @@
 //! flush, with graph launches and library calls (moved here from
 //! gpu-sched's `trace.rs` with the libraries).
 
+// gpu-sched's test helpers, one copy for both crates' tests.
+#[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
 use common::backend_tests;
