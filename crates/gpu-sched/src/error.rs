@@ -269,6 +269,68 @@ pub enum Error {
         #[source]
         source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
     },
+    /// A failure of a named task ([`crate::TaskContext::set_name`]; in
+    /// `gpu`, `s.task().name(..)`): which task, on which device, and the
+    /// failure ([`Error::root`] reaches it through every wrapper). Made
+    /// where the failure leaves the task: its body's error, and the
+    /// failure of a library result it left to check (a factorization's),
+    /// wherever that is reported.
+    #[error("in task \"{task}\" (device {device}): {source}")]
+    InTask {
+        /// The task's name.
+        task: std::sync::Arc<str>,
+        /// Its device's ordinal.
+        device: usize,
+        /// The failure.
+        #[source]
+        source: Box<Error>,
+    },
+    /// A failure with context said where it was returned
+    /// ([`ResultExt::context`]: `.context(format!("system {i}"))?`).
+    #[error("{context}: {source}")]
+    Context {
+        /// What was being done.
+        context: String,
+        /// The failure.
+        #[source]
+        source: Box<Error>,
+    },
+}
+
+/// Context for a failure, where it is returned, as `anyhow` and `eyre`
+/// users write it: `Potrf::new(n).run(t, &mut a).context("system 7")?`.
+/// Costs nothing unless the result is an error (no host wait, no
+/// allocation); [`Error::root`] finds the failure under it.
+pub trait ResultExt<T> {
+    /// The error, if any, wrapped in [`Error::Context`] with `context`.
+    ///
+    /// # Errors
+    ///
+    /// This result's error, wrapped.
+    fn context(self, context: impl Into<String>) -> Result<T>;
+
+    /// [`ResultExt::context`] with the context made only on an error.
+    ///
+    /// # Errors
+    ///
+    /// This result's error, wrapped.
+    fn with_context<C: Into<String>>(self, context: impl FnOnce() -> C) -> Result<T>;
+}
+
+impl<T> ResultExt<T> for Result<T> {
+    fn context(self, context: impl Into<String>) -> Result<T> {
+        self.map_err(|e| Error::Context {
+            context: context.into(),
+            source: Box::new(e),
+        })
+    }
+
+    fn with_context<C: Into<String>>(self, context: impl FnOnce() -> C) -> Result<T> {
+        self.map_err(|e| Error::Context {
+            context: context().into(),
+            source: Box::new(e),
+        })
+    }
 }
 
 impl Error {
@@ -302,8 +364,45 @@ impl Error {
     /// Whether the device context is broken for good.
     pub fn is_sticky(&self) -> bool {
         matches!(
-            self,
+            self.root(),
             Error::StickyDeviceError { .. } | Error::DeviceUnresponsive { .. }
         )
+    }
+
+    /// The failure under every [`Error::InTask`] and [`Error::Context`]
+    /// (`matches!(e.root(), Error::NotPositiveDefinite { .. })`).
+    pub fn root(&self) -> &Error {
+        let mut e = self;
+        while let Error::InTask { source, .. } | Error::Context { source, .. } = e {
+            e = source;
+        }
+        e
+    }
+
+    /// The name of the task the failure happened in, if it was named
+    /// (the innermost [`Error::InTask`]).
+    pub fn task(&self) -> Option<&str> {
+        let mut e = self;
+        let mut found = None;
+        while let Error::InTask { source, .. } | Error::Context { source, .. } = e {
+            if let Error::InTask { task, .. } = e {
+                found = Some(&**task);
+            }
+            e = source;
+        }
+        found
+    }
+
+    /// This error as a failure of the task `task` on device `device`
+    /// (unchanged if it already names a task).
+    pub fn in_task(self, task: std::sync::Arc<str>, device: usize) -> Error {
+        if self.task().is_some() {
+            return self;
+        }
+        Error::InTask {
+            task,
+            device,
+            source: Box::new(self),
+        }
     }
 }

@@ -112,7 +112,7 @@ pub use cudarc;
 pub use driver::{BackendChoice, BackendKind, Priority, SyncMode};
 #[doc(hidden)]
 pub use driver::{FaultInjector, FaultKind};
-pub use error::{Error, Result};
+pub use error::{Error, Result, ResultExt};
 pub use event::Event;
 pub use fence::Fence;
 pub use future::{FenceFuture, ToVecFuture};

@@ -199,8 +199,8 @@ mod scope;
 mod thread_pool;
 
 pub use gpu_sched::{
-    BackendChoice, BackendKind, Buffer, Error, Priority, Result, Runtime, RuntimeOptions, Split,
-    TaskContext, View, ViewMut,
+    BackendChoice, BackendKind, Buffer, Error, Priority, Result, ResultExt, Runtime,
+    RuntimeOptions, Split, TaskContext, View, ViewMut,
 };
 pub use iter::{par_chunks, par_chunks_mut};
 pub use join::join;
@@ -256,7 +256,8 @@ pub mod prelude {
     //! ```
     pub use crate::memory::{DeviceRepr, DeviceSlice, DeviceSliceMut};
     pub use crate::{
-        par_chunks, par_chunks_mut, Buffer, Error, Result, Scope, TaskContext, View, ViewMut,
+        par_chunks, par_chunks_mut, Buffer, Error, Result, ResultExt, Scope, TaskContext, View,
+        ViewMut,
     };
 }
 

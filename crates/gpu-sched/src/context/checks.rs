@@ -32,6 +32,9 @@ pub(crate) struct Check {
     pub(crate) word: StatusWord,
     pub(crate) op: &'static str,
     pub(crate) judge: StatusJudge,
+    /// The named task that queued the work, and its device: the failure
+    /// says so ([`Error::InTask`]).
+    pub(crate) task: Option<(std::sync::Arc<str>, usize)>,
 }
 
 impl Check {
@@ -40,7 +43,13 @@ impl Check {
     fn verdict(&self) -> Result<()> {
         match self.word.get() {
             0 => Ok(()),
-            v => Err((self.judge)(self.op, v)),
+            v => {
+                let e = (self.judge)(self.op, v);
+                Err(match &self.task {
+                    Some((name, device)) => e.in_task(name.clone(), *device),
+                    None => e,
+                })
+            }
         }
     }
 }
@@ -142,12 +151,20 @@ impl TaskContext {
     ) -> Result<()> {
         self.runtime()
             .check_same(word.runtime_id(), "a status word of another runtime")?;
-        self.check_later(Check { word, op, judge });
+        self.check_later(Check {
+            word,
+            op,
+            judge,
+            task: None,
+        });
         Ok(())
     }
 
     /// Checks `check` at this task's next host wait.
-    pub(crate) fn check_later(&self, check: Check) {
+    pub(crate) fn check_later(&self, mut check: Check) {
+        if let Some(name) = self.name.borrow().clone() {
+            check.task = Some((name, self.rt.ordinal()));
+        }
         self.checks
             .borrow_mut()
             .push(Pending { check, after: None });

@@ -98,6 +98,8 @@ pub struct TaskContext {
     pub(super) raw_used: std::cell::Cell<bool>,
     /// The priority of the stream the task takes ([`TaskContext::set_priority`]).
     pub(super) priority: std::cell::Cell<crate::Priority>,
+    /// The task's name ([`TaskContext::set_name`]).
+    pub(super) name: std::cell::RefCell<Option<std::sync::Arc<str>>>,
     /// Results of library operations to check at the next host wait
     /// (`checks.rs`).
     pub(super) checks: std::cell::RefCell<Vec<Pending>>,
@@ -161,6 +163,7 @@ impl Runtime {
             pending: std::cell::Cell::new(false),
             raw_used: std::cell::Cell::new(false),
             priority: std::cell::Cell::new(crate::Priority::Normal),
+            name: std::cell::RefCell::new(None),
             checks: Default::default(),
             _not_sync: PhantomData,
         })
@@ -255,6 +258,19 @@ impl TaskContext {
     /// The priority asked for with [`TaskContext::set_priority`].
     pub fn priority(&self) -> crate::Priority {
         self.priority.get()
+    }
+
+    /// Names the task (`"system 7"`): the failures of library results it
+    /// leaves to check from now on say so ([`crate::Error::InTask`]),
+    /// wherever they are reported; in `gpu`, so does its body's error
+    /// (`s.task().name(..)`).
+    pub fn set_name(&self, name: impl Into<std::sync::Arc<str>>) {
+        *self.name.borrow_mut() = Some(name.into());
+    }
+
+    /// The task's name, if it was given one.
+    pub fn name(&self) -> Option<std::sync::Arc<str>> {
+        self.name.borrow().clone()
     }
 
     /// Whether this task has submitted anything on its stream (an

@@ -64,7 +64,7 @@ fn run_child<'scope, F>(
     cap: &CaptureHandle,
     state: &'scope ScopeState,
     rayon: Option<&rayon_core::Scope<'scope>>,
-    (fences, priority): (Fences, Priority),
+    (fences, opts): (Fences, &TaskOptions),
     f: F,
 ) where
     F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()>,
@@ -75,7 +75,10 @@ fn run_child<'scope, F>(
     };
     // Before its first operation, which takes its stream (a no-op in a
     // capture: the task's work goes into the graph).
-    ctx.set_priority(priority);
+    ctx.set_priority(opts.priority);
+    if let Some(name) = &opts.name {
+        ctx.set_name(name.clone());
+    }
     // Waited for on the device when the task binds a stream (its first GPU
     // operation); a task that submits nothing takes no stream (DESIGN "Streams are a resource").
     for fence in fences {
@@ -91,7 +94,10 @@ fn run_child<'scope, F>(
     };
     match catch_unwind(AssertUnwindSafe(|| f(&s))) {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => state.fail(e),
+        Ok(Err(e)) => state.fail(match &opts.name {
+            Some(name) => e.in_task(name.clone(), rt.ordinal()),
+            None => e,
+        }),
         Err(p) => state.panicked(p),
     }
     hand_over_final(&ctx, state);
@@ -204,14 +210,22 @@ pub struct Scope<'r, 'scope> {
 #[must_use = "a task builder does nothing until `spawn`"]
 pub struct TaskBuilder<'s, 'r, 'scope> {
     scope: &'s Scope<'r, 'scope>,
-    priority: Priority,
+    opts: TaskOptions,
     device: Option<usize>,
+}
+
+/// What a [`TaskBuilder`] sets of the task itself.
+#[derive(Default, Debug)]
+struct TaskOptions {
+    priority: Priority,
+    name: Option<std::sync::Arc<str>>,
 }
 
 impl std::fmt::Debug for TaskBuilder<'_, '_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TaskBuilder")
-            .field("priority", &self.priority)
+            .field("priority", &self.opts.priority)
+            .field("name", &self.opts.name)
             .field("device", &self.device)
             .finish_non_exhaustive()
     }
@@ -228,7 +242,18 @@ impl<'scope> TaskBuilder<'_, '_, 'scope> {
     /// no effect (the task's work goes into the graph). Tasks it spawns
     /// have the default priority unless given one.
     pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = priority;
+        self.opts.priority = priority;
+        self
+    }
+
+    /// The task's name (`format!("system {i}")`): its failure says which
+    /// task it was ([`gpu_sched::Error::InTask`], with its device), both
+    /// its body's error and a library result it left to check (a
+    /// factorization's), wherever the scope reports it; `e.task()` reads
+    /// it back and `e.root()` reaches the failure. Tasks it spawns are
+    /// unnamed unless named.
+    pub fn name(mut self, name: impl Into<std::sync::Arc<str>>) -> Self {
+        self.opts.name = Some(name.into());
         self
     }
 
@@ -252,7 +277,7 @@ impl<'scope> TaskBuilder<'_, '_, 'scope> {
                 Err(e) => return s.state.fail(e),
             },
         };
-        s.spawn_in(rt, self.priority, f)
+        s.spawn_in(rt, self.opts, f)
     }
 }
 
@@ -706,7 +731,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
-        self.spawn_in(self.ctx.runtime().clone(), Priority::Normal, f)
+        self.spawn_in(self.ctx.runtime().clone(), TaskOptions::default(), f)
     }
 
     /// A spawn with options: its stream's priority, its device
@@ -715,7 +740,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
     pub fn task(&self) -> TaskBuilder<'_, 'r, 'scope> {
         TaskBuilder {
             scope: self,
-            priority: Priority::Normal,
+            opts: TaskOptions::default(),
             device: None,
         }
     }
@@ -748,7 +773,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         self.ctx.runtime().device_count()
     }
 
-    fn spawn_in<F>(&self, rt: Runtime, priority: Priority, f: F)
+    fn spawn_in<F>(&self, rt: Runtime, opts: TaskOptions, f: F)
     where
         F: for<'r2> FnOnce(&Scope<'r2, 'scope>) -> Result<()> + Send + 'scope,
     {
@@ -768,7 +793,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
                 // code only records; the graph overlaps its GPU work).
                 state.touch();
                 let run =
-                    AssertUnwindSafe(|| run_child(&rt, &cap, state, None, (fences, priority), f));
+                    AssertUnwindSafe(|| run_child(&rt, &cap, state, None, (fences, &opts), f));
                 if let Err(p) = catch_unwind(run) {
                     state.panicked(p);
                 }
@@ -783,9 +808,8 @@ impl<'r, 'scope> Scope<'r, 'scope> {
             rs.spawn(move |rs| {
                 // The task's own panic is caught inside; this catches one
                 // from the runtime around it.
-                let run = AssertUnwindSafe(|| {
-                    run_child(&rt, &cap, state, Some(rs), (fences, priority), f)
-                });
+                let run =
+                    AssertUnwindSafe(|| run_child(&rt, &cap, state, Some(rs), (fences, &opts), f));
                 if let Err(p) = catch_unwind(run) {
                     state.panicked(p);
                 }
@@ -795,7 +819,7 @@ impl<'r, 'scope> Scope<'r, 'scope> {
         let body = move || {
             // The task's own panic is caught inside; this catches one from
             // the runtime around it, so the count always drops.
-            let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, None, (fences, priority), f));
+            let run = AssertUnwindSafe(|| run_child(&rt, &cap, state, None, (fences, &opts), f));
             if let Err(p) = catch_unwind(run) {
                 state.panicked(p);
             }
