@@ -48,7 +48,10 @@ fn the_failing_one_of_sixteen_named_solves_is_named() {
         matches!(e.root(), Error::NotPositiveDefinite { .. }),
         "{e:?}"
     );
-    assert!(e.to_string().contains("in task \"system 7\" (device 0)"), "{e}");
+    assert!(
+        e.to_string().contains("in task \"system 7\" (device 0)"),
+        "{e}"
+    );
 }
 
 #[test]
