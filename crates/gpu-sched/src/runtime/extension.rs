@@ -4,7 +4,7 @@
 //! with the runtime while its context is current and its streams idle.
 
 use super::Runtime;
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 use std::any::{Any, TypeId};
 use std::sync::Arc;
 
@@ -41,16 +41,18 @@ struct Entry {
     teardown: fn(&(dyn Any + Send + Sync)),
 }
 
-/// A runtime's extensions, in the order they were made.
+/// A runtime's extensions, in the order they were made. Read-locked to
+/// find one (every library call does: sibling tasks' calls do not wait for
+/// each other), write-locked only to add one or tear them down.
 #[derive(Default)]
 pub(crate) struct Extensions {
-    entries: Mutex<Vec<Entry>>,
+    entries: RwLock<Vec<Entry>>,
 }
 
 impl std::fmt::Debug for Extensions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Extensions")
-            .field("count", &self.entries.lock().len())
+            .field("count", &self.entries.read().len())
             .finish()
     }
 }
@@ -72,12 +74,12 @@ impl Extensions {
             |entries: &[Entry]| entries.iter().find(|e| e.ty == ty).map(|e| e.value.clone());
         // The guard is dropped at the end of this statement, before
         // `E::default` runs.
-        let existing = found(&self.entries.lock());
+        let existing = found(&self.entries.read());
         let value = match existing {
             Some(v) => v,
             None => {
                 let made: Arc<dyn Any + Send + Sync> = Arc::new(E::default());
-                let mut entries = self.entries.lock();
+                let mut entries = self.entries.write();
                 match found(&entries) {
                     Some(v) => v,
                     None => {
@@ -100,7 +102,7 @@ impl Extensions {
     /// drops the runtime's references to them. Only from the runtime's drop
     /// (streams idle, context current).
     pub(crate) fn teardown(&self) {
-        let entries = std::mem::take(&mut *self.entries.lock());
+        let entries = std::mem::take(&mut *self.entries.write());
         for e in entries {
             (e.teardown)(&*e.value);
         }
@@ -115,7 +117,7 @@ impl Runtime {
     /// ([`ForeignStream::slot`](crate::ForeignStream::slot)) without the
     /// runtime naming it. [`Extension::teardown`] runs in the runtime's drop,
     /// with the context current and the streams idle, before the context
-    /// goes. Costs a lock and a short search: take it once per operation,
+    /// goes. Costs a read lock and a short search: take it once per operation,
     /// not per element.
     ///
     /// ```
