@@ -314,11 +314,13 @@ fn what_a_graph_cannot_take_is_refused_and_nothing_runs() {
     });
     refused("allocation", &mut |s| s.zeros::<f32>(4).map(drop));
     refused("host_sync_ptr", &mut |s| s.host_sync_ptr(&mut b).map(drop));
-    refused("a library call", &mut |s| {
-        let x = &b;
-        let mut y = zeroed::<1>(s.runtime(), n);
-        gpu::blas::axpy(s, 2.0f32, x, &mut y[0])
-    });
+    refused(
+        "a factorization (its workspace is an allocation)",
+        &mut |s| {
+            let mut y = zeroed::<1>(s.runtime(), 4);
+            gpu::solver::Potrf::new(2).run(s, &mut y[0])
+        },
+    );
     // A body's own error: nothing runs either.
     let r = g.scope(|s| {
         k::fill(s, &mut a, 9.0)?;

@@ -3,7 +3,7 @@
 
 use super::sealed::Sealed;
 use super::{Checked, Diag, Gemm, Gemv, Op, Side, Syrk, Trsm, Uplo, SYMBOLS};
-use crate::shared::{HandlePool, Library};
+use crate::shared::{HandlePool, Library, CAPTURE_SLOT};
 use cudarc::cublas::result;
 use cudarc::cublas::sys::{
     self, cublasDiagType_t, cublasFillMode_t, cublasHandle_t, cublasOperation_t,
@@ -83,6 +83,19 @@ pub(super) fn call(
         cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST
     };
     HandlePool::<Cublas>::of(rt).with_handle(stream, |h| {
+        if stream.0 == CAPTURE_SLOT {
+            // A handle of captures: no workspace, so that the captured
+            // work uses none that another graph or call shares, and no
+            // allocation is captured (cuBLAS allocates its default
+            // workspace stream-ordered since CUDA 12.2, which a child
+            // graph cannot hold). Set at each take: cheap.
+            Cublas::check(
+                // SAFETY: `h` is a live handle, used by this thread only;
+                // a null workspace of 0 bytes is cuBLAS's "none".
+                unsafe { sys::cublasSetWorkspace_v2(h, std::ptr::null_mut(), 0) },
+                "cublasSetWorkspace_v2",
+            )?;
+        }
         Cublas::check(
             // SAFETY: `h` is a live handle, used by this thread only.
             unsafe { sys::cublasSetPointerMode_v2(h, mode) },

@@ -1,6 +1,7 @@
 //! The products: [`Gemm`] (and its strided batches) and [`Gemv`].
 
 use super::{cuda, fits, host, int, ready, span, stored, Op, Scalar};
+use crate::shared::stream_of;
 use gpu_sched::TaskContext;
 use gpu_sched::{DeviceSlice, DeviceSliceMut};
 use gpu_sched::{Error, Result};
@@ -152,10 +153,10 @@ impl<T: Scalar> Gemm<T> {
         // stream it is given (the handle is bound to it), and returns once
         // queued (cuBLAS's gemm is asynchronous).
         unsafe {
-            op.run(|s, (a, b), (c,)| {
+            op.capture_safe().run(|s, (a, b), (c,)| {
                 cuda::gemm(
                     t.runtime(),
-                    (s.slot(), s.raw()),
+                    stream_of(s),
                     &g,
                     &k,
                     a.as_ptr(),
@@ -263,10 +264,10 @@ impl<T: Scalar> Gemv<T> {
         // SAFETY: as in `Gemm::run`: `A` within its checked span, `x` and
         // `y` of exactly the lengths used, on the given stream, queued.
         unsafe {
-            op.run(|s, (a, x), (y,)| {
+            op.capture_safe().run(|s, (a, x), (y,)| {
                 cuda::gemv(
                     t.runtime(),
-                    (s.slot(), s.raw()),
+                    stream_of(s),
                     &g,
                     lda,
                     a.as_ptr(),

@@ -103,6 +103,7 @@ pub(crate) const SYMBOLS: &[&str] = &[
     "cublasDestroy_v2",
     "cublasSetStream_v2",
     "cublasSetPointerMode_v2",
+    "cublasSetWorkspace_v2",
     "cublasGetStatusName",
     "cublasSgemm_v2",
     "cublasDgemm_v2",

@@ -1,6 +1,7 @@
 //! The triangular and symmetric operations: [`Trsm`] and [`Syrk`].
 
 use super::{cuda, fits, host, int, ready, span, stored, Diag, Op, Scalar, Side, Uplo};
+use crate::shared::stream_of;
 use gpu_sched::Result;
 use gpu_sched::TaskContext;
 use gpu_sched::{DeviceSlice, DeviceSliceMut};
@@ -116,10 +117,10 @@ impl<T: Scalar> Trsm<T> {
         // SAFETY: `A` and `B` within their checked spans, on the given
         // stream; queued (cuBLAS's trsm is asynchronous).
         unsafe {
-            op.run(|s, (a,), (b,)| {
+            op.capture_safe().run(|s, (a,), (b,)| {
                 cuda::trsm(
                     t.runtime(),
-                    (s.slot(), s.raw()),
+                    stream_of(s),
                     &g,
                     lda,
                     ldb,
@@ -226,10 +227,10 @@ impl<T: Scalar> Syrk<T> {
         // SAFETY: `A` and `C` within their checked spans, on the given
         // stream; queued (cuBLAS's syrk is asynchronous).
         unsafe {
-            op.run(|s, (a,), (c,)| {
+            op.capture_safe().run(|s, (a,), (c,)| {
                 cuda::syrk(
                     t.runtime(),
-                    (s.slot(), s.raw()),
+                    stream_of(s),
                     &dev,
                     lda,
                     ldc,

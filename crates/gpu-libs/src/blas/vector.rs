@@ -3,6 +3,7 @@
 //! [`dot`] and [`nrm2`] into a one-element device buffer.
 
 use super::{cuda, int, ready, Scalar};
+use crate::shared::stream_of;
 use gpu_sched::TaskContext;
 use gpu_sched::{DeviceSlice, DeviceSliceMut};
 use gpu_sched::{Error, Result};
@@ -56,8 +57,8 @@ pub fn axpy<T: Scalar>(
     // SAFETY: `n` elements of the declared `x` (read) and `y` (written),
     // equal lengths checked; on the given stream; queued.
     unsafe {
-        op.run(|s, (x,), (y,)| {
-            cuda::call(t.runtime(), (s.slot(), s.raw()), false, T::AXPY.0, |h| {
+        op.capture_safe().run(|s, (x,), (y,)| {
+            cuda::call(t.runtime(), stream_of(s), false, T::AXPY.0, |h| {
                 (T::AXPY.1)(h, ni, &alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1)
             })
         })
@@ -85,8 +86,8 @@ pub fn scal<T: Scalar>(
     // SAFETY: `x.len()` elements of the declared `x`, written in place, on
     // the given stream; queued.
     unsafe {
-        op.run(|s, (), (x,)| {
-            cuda::call(t.runtime(), (s.slot(), s.raw()), false, T::SCAL.0, |h| {
+        op.capture_safe().run(|s, (), (x,)| {
+            cuda::call(t.runtime(), stream_of(s), false, T::SCAL.0, |h| {
                 (T::SCAL.1)(h, ni, &alpha, x.as_mut_ptr(), 1)
             })
         })
@@ -119,8 +120,8 @@ pub fn dot<T: Scalar>(
     // SAFETY: `n` elements of the declared `x` and `y` (read), one of
     // `out` (written, device pointer mode); on the given stream; queued.
     unsafe {
-        op.run(|s, (x, y), (out,)| {
-            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::DOT.0, |h| {
+        op.capture_safe().run(|s, (x, y), (out,)| {
+            cuda::call(t.runtime(), stream_of(s), true, T::DOT.0, |h| {
                 (T::DOT.1)(h, ni, x.as_ptr(), 1, y.as_ptr(), 1, out.as_mut_ptr())
             })
         })
@@ -150,8 +151,8 @@ pub fn nrm2<T: Scalar>(
     // SAFETY: `x.len()` elements of the declared `x` (read), one of `out`
     // (written, device pointer mode); on the given stream; queued.
     unsafe {
-        op.run(|s, (x,), (out,)| {
-            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::NRM2.0, |h| {
+        op.capture_safe().run(|s, (x,), (out,)| {
+            cuda::call(t.runtime(), stream_of(s), true, T::NRM2.0, |h| {
                 (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr())
             })
         })
@@ -186,8 +187,8 @@ pub fn axpy_dev<T: Scalar>(
     // `n` of `y` (written), device pointer mode; on the given stream;
     // queued.
     unsafe {
-        op.run(|s, (a, x), (y,)| {
-            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::AXPY.0, |h| {
+        op.capture_safe().run(|s, (a, x), (y,)| {
+            cuda::call(t.runtime(), stream_of(s), true, T::AXPY.0, |h| {
                 (T::AXPY.1)(h, ni, a.as_ptr(), x.as_ptr(), 1, y.as_mut_ptr(), 1)
             })
         })
@@ -218,8 +219,8 @@ pub fn scal_dev<T: Scalar>(
     // SAFETY: one element of the declared `alpha` (read), `x.len()` of `x`
     // (written in place), device pointer mode; on the given stream; queued.
     unsafe {
-        op.run(|s, (a,), (x,)| {
-            cuda::call(t.runtime(), (s.slot(), s.raw()), true, T::SCAL.0, |h| {
+        op.capture_safe().run(|s, (a,), (x,)| {
+            cuda::call(t.runtime(), stream_of(s), true, T::SCAL.0, |h| {
                 (T::SCAL.1)(h, ni, a.as_ptr(), x.as_mut_ptr(), 1)
             })
         })

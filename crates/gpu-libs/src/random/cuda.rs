@@ -1,7 +1,7 @@
 //! cuRAND on the CUDA backend: the library ([`Curand`], its generators
 //! pooled per stream slot of a runtime by [`HandlePool`]), and the calls.
 
-use crate::shared::{HandlePool, Library};
+use crate::shared::{stream_of, HandlePool, Library};
 use cudarc::curand::result;
 use cudarc::curand::sys::{self, curandGenerator_t, curandRngType_t, curandStatus_t};
 use gpu_sched::{ForeignStream, Result, TaskContext};
@@ -65,7 +65,7 @@ pub(super) fn generate(
     offset: u64,
     f: impl FnOnce(curandGenerator_t) -> (&'static str, curandStatus_t),
 ) -> Result<()> {
-    HandlePool::<Curand>::of(t.runtime()).with_handle((s.slot(), s.raw()), |g| {
+    HandlePool::<Curand>::of(t.runtime()).with_handle(stream_of(s), |g| {
         // SAFETY: `g` is a live generator, used by this thread only (taken
         // from the pool) and bound to `s`.
         let r = unsafe { sys::curandSetPseudoRandomGeneratorSeed(g, seed) };

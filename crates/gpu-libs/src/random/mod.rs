@@ -144,7 +144,7 @@ impl Rng {
         // SAFETY: cuRAND writes `n` values at `y`, `out`'s length, on the
         // stream the generator is bound to, the operation's.
         unsafe {
-            op.run(|s, (), (y,)| {
+            op.capture_safe().run(|s, (), (y,)| {
                 cuda::generate(t, s, seed, offset * SLOT_WORDS, |g| {
                     (T::UNIFORM, T::uniform(g, y.as_mut_ptr(), n))
                 })
@@ -219,7 +219,7 @@ impl Rng {
         // operation's. The copies move within the two declared buffers on
         // that stream: `body` values to `out`'s start, one to its last.
         unsafe {
-            op.run(|s, (), (y, sc)| {
+            op.capture_safe().run(|s, (), (y, sc)| {
                 let (b, p) = if aligned {
                     (y.raw(), sc.raw())
                 } else {

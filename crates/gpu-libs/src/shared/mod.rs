@@ -8,7 +8,7 @@
 //! handles, kept per runtime as a [`gpu_sched::Extension`]) over
 //! [`SlotPool`] (per stream slot).
 
-use gpu_sched::{BackendKind, Error, Extension, Result, TaskContext};
+use gpu_sched::{BackendKind, Error, Extension, ForeignStream, Result, TaskContext};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -144,6 +144,26 @@ pub(crate) fn ready<L: Library>(t: &TaskContext) -> Result<()> {
         BackendKind::Cuda => probe::<L>(),
         BackendKind::Host => Ok(()),
     }
+}
+
+/// The slot whose objects serve captures alone ([`stream_of`]): they
+/// queue nothing that runs at the call, so no stream's order keeps what
+/// they own; they own no memory that the captured work uses (a cuBLAS
+/// handle of this slot has no workspace), so a graph that holds their
+/// work, launched later on any stream, shares nothing with other work.
+pub(crate) const CAPTURE_SLOT: usize = usize::MAX;
+
+/// The slot and stream by which a library call of `s` takes its objects
+/// ([`HandlePool::with_handle`]): the stream's own slot, or, while its
+/// work is captured into a graph ([`ForeignStream::capturing`]), the
+/// [`CAPTURE_SLOT`].
+pub(crate) fn stream_of(s: &ForeignStream<'_>) -> (usize, u64) {
+    let slot = if s.capturing() {
+        CAPTURE_SLOT
+    } else {
+        s.slot()
+    };
+    (slot, s.raw())
 }
 
 /// Implements [`Library::probed`], [`Library::present`] and

@@ -21,8 +21,9 @@
 use super::tracked::Touch;
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::driver::{MemAccess, RawStream};
-use crate::error::{Error, Result};
+use crate::driver::{ChildNode, MemAccess, NodeOp, RawStream};
+use crate::error::{Error, Result, ResultExt};
+use crate::graph::capture_child;
 use crate::BackendKind;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -101,9 +102,21 @@ pub struct ForeignStream<'t> {
     raw: u64,
     slot: usize,
     rt: &'t crate::Runtime,
+    capturing: bool,
 }
 
 impl ForeignStream<'_> {
+    /// Whether the work queued on this stream is captured into a graph
+    /// (in `TaskContext::capture`, `gpu::capture` or a graphed scope,
+    /// `gpu::Graphed`) rather than run: it runs at each launch of the
+    /// graph, later, maybe on another stream. A library then uses objects
+    /// it keeps for captures alone, that own no memory other work may use
+    /// meanwhile (a cuBLAS handle without a workspace of its own, say);
+    /// see the contract of [`Foreign::run`].
+    pub fn capturing(&self) -> bool {
+        self.capturing
+    }
+
     /// The stream's slot in its runtime's stream pool (its ledger index,
     /// [`crate::StreamId::index`]): what a library keys its per-stream
     /// objects by (handles, plans, generators: see
@@ -518,15 +531,26 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
     /// Declares that the device closure is safe to record in a CUDA graph
     /// (see the contract of [`Foreign::run`]), so the operation may run
     /// inside `TaskContext::capture` and `gpu::capture` on the CUDA
-    /// backend. Without it, a foreign operation in a capture is
-    /// [`Error::Capturing`]. Capture-safe, as their vendors document:
-    /// cuBLAS (given a workspace set before the capture,
-    /// `cublasSetWorkspace`), cuFFT's execution calls, cuRAND's generation
-    /// on a device generator, cuSPARSE's SpMV and SpMM given their buffer;
-    /// not cuSOLVER's factorizations (they synchronize), nor anything that
-    /// allocates or copies synchronously. The host backend never captures a
-    /// host twin (a twin runs once, a graph at each launch):
-    /// [`Error::Capturing`] there.
+    /// backend, and in a graphed scope (`gpu::Graphed`) on both backends.
+    /// Without it, a foreign operation in a capture or a graphed scope is
+    /// [`Error::Capturing`] (in a graphed scope wrapped in
+    /// [`Error::Context`] naming the operation). Capture-safe, as their
+    /// vendors document: cuBLAS (given a workspace set before the capture,
+    /// `cublasSetWorkspace`, or none), cuFFT's execution calls, cuRAND's
+    /// generation on a device generator, cuSPARSE's SpMV and SpMM given
+    /// their buffer; not cuSOLVER's factorizations (they synchronize), nor
+    /// anything that allocates or copies synchronously.
+    ///
+    /// In a graphed scope the device closure runs at every run of the
+    /// scope, on a side stream whose work is captured into a child graph,
+    /// which the scope's graph runs as one node (set in place at the next
+    /// run where its topology is the same, else the graph is built anew):
+    /// the scalars and pointers it passes are each run's. On the host
+    /// backend a queued twin ([`Foreign::host`]) is recorded the same way
+    /// (each run's graph is launched once); a twin waited for
+    /// ([`Foreign::host_sync`]) is refused there, and the host backend
+    /// never captures a twin in `TaskContext::capture` (a twin runs once,
+    /// a captured graph at each launch).
     pub fn capture_safe(mut self) -> Self {
         self.capture_safe = true;
         self
@@ -556,16 +580,21 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
     ///   stream only);
     /// - where [`Foreign::capture_safe`] is declared, queues only work that
     ///   CUDA's stream capture records (no synchronous calls, no
-    ///   allocation but stream-ordered, no host callbacks that touch the
-    ///   buffers).
+    ///   allocation, no host callbacks that touch the buffers), and while
+    ///   [`ForeignStream::capturing`], uses no memory besides the declared
+    ///   buffers that any other work may use while the graph lives: the
+    ///   captured work runs at each launch of the graph, later, on any
+    ///   stream (a library uses objects kept for captures, without a
+    ///   workspace of their own or with one only that graph uses).
     ///
     /// The host twin is safe code over slices and needs no such promise.
     ///
     /// # Errors
     ///
     /// [`Error::WrongDevice`] for a buffer of another runtime;
-    /// [`Error::Capturing`] in a capture without
-    /// [`Foreign::capture_safe`] (or with a host twin on the host backend);
+    /// [`Error::Capturing`] in a capture or a graphed scope without
+    /// [`Foreign::capture_safe`] (or with a host twin on the host backend
+    /// in a capture, a [`Foreign::host_sync`] twin in a graphed scope);
     /// [`Error::NoHostImplementation`] on the host backend without a twin;
     /// the hand-offs' and the device closure's errors, or a
     /// [`Foreign::host_sync`] twin's. Nothing is queued when the checks
@@ -595,6 +624,15 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
             rt.check_same(*id, "a buffer of a foreign operation")?;
         }
         let capturing = t.capturing();
+        if t.in_graphed_scope() {
+            if !capture_safe {
+                return Err(Error::Capturing {
+                    what: "a foreign operation not declared capture-safe (`Foreign::capture_safe`)",
+                })
+                .with_context(|| format!("`{name}` in a graphed scope"));
+            }
+            return record(t, name, &mut list, reads, writes, host, device);
+        }
         match rt.backend() {
             BackendKind::Cuda => {
                 if capturing && !capture_safe {
@@ -615,6 +653,7 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
                             raw: raw.0,
                             slot,
                             rt,
+                            capturing,
                         },
                         reads,
                         writes,
@@ -710,6 +749,68 @@ unsafe fn queue_twin(
     // SAFETY: this function's contract: what `body` touches (the buffers of
     // `mem`) is live until the stream ran it; its accesses are `mem`.
     unsafe { t.runtime().driver().host_op(raw, body, mem) }
+}
+
+/// [`Foreign::run`] in a graphed scope (DESIGN "Graphs without capture by
+/// hand"): the operation's buffers handed to the scope's stream and
+/// stamped as for any recorded operation, then its work captured on a
+/// side stream into a child graph (the device closure on CUDA; the queued
+/// twin on the host backend, which runs once per launch: each run of the
+/// scope records it anew and launches its graph once), recorded as one
+/// node.
+fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
+    t: &TaskContext,
+    name: &'static str,
+    list: &mut TouchList<'b>,
+    reads: R::Ptrs,
+    writes: W::Ptrs,
+    host: Option<Twin<'f, 'b, RE, WE, R, W, O>>,
+    device: impl FnOnce(&ForeignStream<'_>, R::Ptrs, W::Ptrs) -> Result<O>,
+) -> Result<O> {
+    let rt = t.runtime();
+    let twin = match (rt.backend(), host) {
+        (BackendKind::Cuda, _) => None,
+        (BackendKind::Host, Some(Twin::Queued(job, value))) => Some((job, value)),
+        (BackendKind::Host, Some(Twin::Waited(_))) => {
+            return Err(Error::Capturing {
+                what: "a foreign operation whose host twin is waited for (`Foreign::host_sync`)",
+            })
+            .with_context(|| format!("`{name}` in a graphed scope"))
+        }
+        (BackendKind::Host, None) => {
+            return Err(Error::NoHostImplementation {
+                kernel: name.to_owned(),
+            })
+        }
+    };
+    let recorded = |mem: &[MemAccess]| -> Result<(NodeOp, O)> {
+        let (child, out) = capture_child(rt, |side| match twin {
+            // SAFETY: as `run`'s: `mem` lists every declared buffer,
+            // handed to the scope's stream and stamped there, where the
+            // graph holding the twin is launched (once) after the body.
+            Some((job, value)) => unsafe { queue_twin(t, name, side, mem, job) }.map(|()| value),
+            None => {
+                rt.driver().bind_context()?;
+                device(
+                    &ForeignStream {
+                        raw: side.0,
+                        slot: t.sid().index(),
+                        rt,
+                        capturing: true,
+                    },
+                    reads,
+                    writes,
+                )
+            }
+        })?;
+        let node = ChildNode {
+            name,
+            graph: Arc::new(child),
+            mem: mem.iter().copied().collect(),
+        };
+        Ok((NodeOp::Child(node), out))
+    };
+    t.tracked_recorded(name, &mut list.touches, recorded)
 }
 
 /// A panic's message, if it has one.

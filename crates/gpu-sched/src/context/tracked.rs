@@ -88,7 +88,7 @@ impl TaskContext {
         self.tracked_as(
             name,
             touches,
-            None::<fn(&[MemAccess]) -> (NodeOp, R)>,
+            None::<fn(&[MemAccess]) -> Result<(NodeOp, R)>>,
             submit,
         )
     }
@@ -104,14 +104,35 @@ impl TaskContext {
         node: impl FnOnce(&[MemAccess]) -> NodeOp,
         submit: impl FnOnce(&[MemAccess], RawStream) -> Result<()>,
     ) -> Result<()> {
-        self.tracked_as(name, touches, Some(|m: &[MemAccess]| (node(m), ())), submit)
+        self.tracked_as(
+            name,
+            touches,
+            Some(|m: &[MemAccess]| Ok((node(m), ()))),
+            submit,
+        )
+    }
+
+    /// [`TaskContext::tracked`] for an operation of a graphed scope that
+    /// `record` makes a node of (a foreign operation captured into a child
+    /// graph), with its value. Only in a graphed scope.
+    pub(crate) fn tracked_recorded<R>(
+        &self,
+        name: &'static str,
+        touches: &mut [Touch<'_>],
+        record: impl FnOnce(&[MemAccess]) -> Result<(NodeOp, R)>,
+    ) -> Result<R> {
+        self.tracked_as(name, touches, Some(record), |_, _| {
+            Err(Error::Unsupported(
+                "an operation recorded for a graphed scope, outside one",
+            ))
+        })
     }
 
     fn tracked_as<R>(
         &self,
         name: &'static str,
         touches: &mut [Touch<'_>],
-        node: Option<impl FnOnce(&[MemAccess]) -> (NodeOp, R)>,
+        node: Option<impl FnOnce(&[MemAccess]) -> Result<(NodeOp, R)>>,
         submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
     ) -> Result<R> {
         let (sid, raw) = self.bind()?;
@@ -165,10 +186,10 @@ impl TaskContext {
                 // yet (the stamps taken above only cost a later wait).
                 let Some(node) = node else {
                     return Err(Error::Capturing {
-                        what: "an operation other than a kernel launch, a device copy or a fill (a library call, a collective, a host copy) in a graphed scope (`gpu::capture` takes capture-safe library calls)",
+                        what: "an operation other than a kernel launch, a device copy, a fill or a capture-safe foreign operation (a collective, a host copy) in a graphed scope",
                     });
                 };
-                let (op, r) = node(&mem);
+                let (op, r) = node(&mem)?;
                 if !op.is_empty() {
                     cap.record(&self.chain, self.next_op_key(), &mem, op)?;
                 }

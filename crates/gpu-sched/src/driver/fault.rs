@@ -481,6 +481,30 @@ impl Driver for FaultDriver {
         unsafe { self.real.graph_set_kernel(g, i, node) }
     }
 
+    fn end_capture_child(&self, s: RawStream) -> Result<u64> {
+        // As `end_capture`: the capture ends whatever is injected.
+        let injected = self.faults.enter("end_capture_child", 0);
+        let ended = self.real.end_capture_child(s);
+        match (injected, ended) {
+            (Err(e), Ok(g)) => {
+                self.real.child_destroy(g);
+                Err(e)
+            }
+            (Err(e), Err(_)) => Err(e),
+            (Ok(()), ended) => ended,
+        }
+    }
+
+    fn child_destroy(&self, g: u64) {
+        self.real.child_destroy(g)
+    }
+
+    unsafe fn graph_set_child(&self, g: RawGraph, i: usize, node: &super::ChildNode) -> Result<()> {
+        self.faults.enter("graph_set_child", 0)?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.real.graph_set_child(g, i, node) }
+    }
+
     fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {
         self.faults.enter("capture_set_deps", 0)?;
         self.real.capture_set_deps(s, deps)

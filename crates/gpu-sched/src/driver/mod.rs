@@ -20,7 +20,7 @@ mod node;
 pub use collective::ReduceOp;
 pub(crate) use collective::{CallKind, Collectives, DataType, RankCall};
 pub use fault::{FaultInjector, FaultKind};
-pub(crate) use node::{GraphSpec, KernelNode, Likeness, NodeOp};
+pub(crate) use node::{ChildGraph, ChildNode, GraphSpec, KernelNode, Likeness, NodeOp};
 
 /// The backend `choice` names, `Auto` resolved by the environment variable
 /// `GPU_BACKEND` (`cuda` or `host`) where it is set; an `Auto` left is
@@ -426,6 +426,25 @@ pub(crate) trait Driver: Send + Sync + Debug {
     ///
     /// As for [`Driver::graph_build`], for the new arguments.
     unsafe fn graph_set_kernel(&self, g: RawGraph, i: usize, node: &KernelNode) -> Result<()>;
+
+    /// Ends the capture on `s` and returns the captured graph itself, not
+    /// instantiated: a child graph for a graphed scope's node
+    /// ([`NodeOp::Child`]), destroyed by [`Driver::child_destroy`].
+    fn end_capture_child(&self, s: RawStream) -> Result<u64>;
+
+    /// Destroys a child graph of [`Driver::end_capture_child`]. Graphs
+    /// built from it hold their own copy.
+    fn child_destroy(&self, g: u64);
+
+    /// Sets child node `i` of `g` (from [`Driver::graph_build`]) to
+    /// `node`'s graph, for the launches after this call; launches already
+    /// queued run the old one. Fails, changing nothing, where the new
+    /// graph's topology differs from the node's.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Driver::graph_build`], for the new graph's operations.
+    unsafe fn graph_set_child(&self, g: RawGraph, i: usize, node: &ChildNode) -> Result<()>;
 
     /// While `s` is capturing: the next operation captured on `s` depends
     /// on `deps` alone (none: a root of the graph). A scope capture sets

@@ -4,7 +4,7 @@
 //! through its explicit graph API (`Driver::graph_build`), or sets a
 //! kernel node's arguments in place (`Driver::graph_set_kernel`).
 
-use super::{HostCall, KernelCall, MemAccess};
+use super::{Driver, HostCall, KernelCall, MemAccess};
 use crate::kernel::{BuiltinHost, ErasedHost, KernelArg, LaunchConfig};
 use std::sync::Arc;
 
@@ -20,6 +20,43 @@ pub(crate) enum NodeOp {
     Copy { dst: u64, src: u64, bytes: usize },
     /// `count` 32-bit words at `dst` set to `value`.
     Memset { dst: u64, value: u32, count: usize },
+    /// A foreign operation (a library call, a user's code that queues
+    /// work itself), captured on a stream of its own into a graph of its
+    /// own, run as a child graph node.
+    Child(ChildNode),
+}
+
+/// A graph captured from one foreign operation of a graphed scope
+/// (`Driver::end_capture_child`): a `CUgraph` on CUDA (not instantiated),
+/// a host graph on the host backend. Destroyed with its last holder: a
+/// graph built from it took a copy (CUDA clones a child graph into its
+/// node; the host backend's node holds its operations).
+pub(crate) struct ChildGraph {
+    pub(crate) raw: u64,
+    driver: Arc<dyn Driver>,
+}
+
+impl ChildGraph {
+    /// Owns `raw`, a child graph of `driver`'s.
+    pub(crate) fn new(raw: u64, driver: Arc<dyn Driver>) -> Self {
+        ChildGraph { raw, driver }
+    }
+}
+
+impl Drop for ChildGraph {
+    fn drop(&mut self) {
+        self.driver.child_destroy(self.raw);
+    }
+}
+
+/// A recorded foreign operation: its name, its captured graph and what it
+/// touches.
+#[derive(Clone)]
+pub(crate) struct ChildNode {
+    pub(crate) name: &'static str,
+    pub(crate) graph: Arc<ChildGraph>,
+    /// What the operation touches (its declared buffers).
+    pub(crate) mem: smallvec::SmallVec<[MemAccess; 4]>,
 }
 
 /// A recorded kernel launch.
@@ -114,6 +151,9 @@ pub(crate) enum Likeness {
     /// The same kernel and configuration, other arguments (pointers,
     /// scalars): the node's arguments can be set in place.
     Arguments,
+    /// A foreign operation of the same name, captured again: its child
+    /// graph is set in place if the driver finds it of the same topology.
+    Child,
     /// Another operation: the graph must be built again.
     Other,
 }
@@ -126,6 +166,7 @@ impl NodeOp {
             NodeOp::Kernel(_) => false,
             NodeOp::Copy { bytes, .. } => bytes == 0,
             NodeOp::Memset { count, .. } => count == 0,
+            NodeOp::Child(_) => false,
         }
     }
 
@@ -172,6 +213,11 @@ impl NodeOp {
                     count: c2,
                 },
             ) if (dst, value, count) == (d2, v2, c2) => Likeness::Same,
+            // Captured anew at every run: its parameters (pointers,
+            // scalars a library read at the call) are set in place; a
+            // driver that finds the child's topology changed refuses, and
+            // the graph is built again (`GraphCache::launch`).
+            (NodeOp::Child(a), NodeOp::Child(b)) if a.name == b.name => Likeness::Child,
             _ => Likeness::Other,
         }
     }

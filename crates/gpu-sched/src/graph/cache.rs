@@ -158,17 +158,34 @@ impl GraphCache {
                 }
                 match rec.op(i).likeness(&b.ops[j]) {
                     Likeness::Same => {}
-                    Likeness::Arguments => changed.push(j),
+                    Likeness::Arguments | Likeness::Child => changed.push(j),
                     Likeness::Other => return None,
                 }
             }
             Some(changed)
         });
+        // Child nodes first: the driver refuses a child graph of another
+        // topology (a library that chose another algorithm), changing
+        // nothing; the graph is then built anew.
+        let reuse = reuse.filter(|changed| {
+            let b = self.built.as_ref().expect("checked above");
+            changed.iter().all(|&j| match rec.op(order[j]) {
+                // SAFETY: node `j` of the graph is a child node of a
+                // foreign operation of the same name (`Likeness::Child`);
+                // the new child graph is this run's capture of it, whose
+                // buffers it handed to this stream and stamped
+                // (`tracked_recorded`), where the graph is launched next.
+                NodeOp::Child(c) => unsafe { drv.graph_set_child(b.raw, j, c) }.is_ok(),
+                _ => true,
+            })
+        });
         let graph = match reuse {
             Some(changed) => {
                 let b = self.built.as_mut().expect("checked above");
                 for &j in &changed {
-                    if let NodeOp::Kernel(k) = rec.op(order[j]) {
+                    if let NodeOp::Child(_) = rec.op(order[j]) {
+                        b.ops[j] = rec.op(order[j]).clone();
+                    } else if let NodeOp::Kernel(k) = rec.op(order[j]) {
                         // SAFETY: node `j` of the graph is a launch of the
                         // same kernel with the same configuration
                         // (`Likeness::Arguments`); the new arguments are

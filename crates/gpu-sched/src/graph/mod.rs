@@ -2,19 +2,22 @@
 //! the executable graph a capture makes and the memory it touches (here);
 //! a scope's capture into one graph (`capture`); a graphed scope's
 //! recording (`recording`), the graph kept between its runs with the
-//! compare-or-build (`cache`), and the lanes of a built graph (`lanes`).
+//! compare-or-build (`cache`), a foreign operation captured into a child
+//! graph (`child`), and the lanes of a built graph (`lanes`).
 //! `TaskContext`'s entry points stay with it: `capture`, `capture_scope`
 //! and `launch_graph` (context/graph.rs), `graphed_scope`
 //! (context/graphed.rs).
 
 mod cache;
 mod capture;
+mod child;
 mod lanes;
 mod recording;
 
 pub use cache::{GraphCache, GraphStats};
 pub use capture::CaptureHandle;
 pub(crate) use capture::ScopeCapture;
+pub(crate) use child::capture_child;
 
 use crate::driver::{MemAccess, RawGraph};
 use crate::runtime::Runtime;

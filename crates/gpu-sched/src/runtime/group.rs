@@ -215,6 +215,7 @@ impl Group {
             has_unreported: Default::default(),
             deferred_checks: Default::default(),
             has_deferred_checks: Default::default(),
+            side_streams: Default::default(),
             unresponsive: OnceLock::new(),
             wait_limit: self.opts.wait_limit,
         });

@@ -98,6 +98,10 @@ pub(crate) struct RuntimeInner {
     /// Whether `deferred_checks` may hold some: one load on the paths
     /// that reap when there are none.
     has_deferred_checks: std::sync::atomic::AtomicBool,
+    /// Streams outside the pool and the ledger, idle, on which a graphed
+    /// scope captures foreign operations into child graphs
+    /// ([`Runtime::side_stream`]): nothing runs on them.
+    side_streams: parking_lot::Mutex<Vec<RawStream>>,
     /// Set once a wait kept failing past [`RuntimeOptions::wait_limit`]
     /// on a device that reports no broken context: every later wait that
     /// guards memory returns it (the device is treated as broken).
@@ -437,6 +441,27 @@ impl Runtime {
         &*self.inner.core.driver
     }
 
+    /// The driver, shared (for what must outlive a borrow of the runtime:
+    /// a captured child graph destroys itself through it).
+    pub(crate) fn driver_arc(&self) -> Arc<dyn Driver> {
+        self.inner.core.driver.clone()
+    }
+
+    /// Runs `f` with a stream outside the pool and the ledger, taken for
+    /// `f` alone: a graphed scope captures a foreign operation on it into
+    /// a child graph (`Driver::end_capture_child`), so nothing ever runs
+    /// on it. `f` leaves it as it found it: not capturing.
+    pub(crate) fn with_side_stream<R>(&self, f: impl FnOnce(RawStream) -> Result<R>) -> Result<R> {
+        let taken = self.inner.side_streams.lock().pop();
+        let s = match taken {
+            Some(s) => s,
+            None => self.driver().create_stream()?,
+        };
+        let r = f(s);
+        self.inner.side_streams.lock().push(s);
+        r
+    }
+
     #[inline]
     pub(crate) fn raw_stream(&self, s: StreamId) -> RawStream {
         self.inner.core.streams.raw(s)
@@ -592,6 +617,10 @@ impl Drop for RuntimeInner {
         let c = &self.core;
         for s in c.streams.all_raw() {
             let _ = c.driver.stream_sync(s, SyncMode::Blocking);
+        }
+        for s in self.side_streams.get_mut().drain(..) {
+            // Only ever captured on (nothing queued): idle.
+            let _ = c.driver.destroy_stream(s);
         }
         // The libraries' work is done (their streams synced): their
         // extensions destroy their handles, plans and generators while the

@@ -52,11 +52,16 @@ use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 ///   if the body or a task failed or panicked, none (the error or panic
 ///   reaches the caller; nothing was queued).
 /// - The graph takes kernel launches (built-in and your own), device
-///   copies within the device and `memset_zero` of whole words. Everything
-///   [`crate::capture`] refuses is refused here too (host memory,
-///   allocation, records, synchronizes, gates, raw pointers), and so are
-///   library calls (cuBLAS, cuSOLVER, ...), collectives and peer copies:
-///   each is `Error::Capturing` before anything is queued.
+///   copies within the device, `memset_zero` of whole words, and foreign
+///   operations declared capture-safe: cuBLAS's calls, cuRAND's uniform
+///   fills and your own (`Foreign::capture_safe`), each captured at every
+///   run into a child graph node set in place, so the scalars it passes
+///   are each run's. Everything [`crate::capture`] refuses is refused here
+///   too (host memory, allocation, records, synchronizes, gates, raw
+///   pointers), and so are foreign operations not declared capture-safe,
+///   library calls that allocate a workspace (cuSOLVER's, cuFFT's,
+///   cuSPARSE's, cuRAND's normal fills), collectives and peer copies: each
+///   is `Error::Capturing` before anything is queued.
 /// - Like a scope, it returns once the graph is launched, not run; later
 ///   work on its buffers is ordered after it.
 /// - Work outside the scope that gets hold of a buffer the scope used

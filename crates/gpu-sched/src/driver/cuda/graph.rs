@@ -7,7 +7,7 @@
 
 use super::args::{pack_args, ArgSlot};
 use super::{CudaDriver, MAX_KERNEL_ARGS};
-use crate::driver::{GraphSpec, KernelNode, NodeOp, RawGraph};
+use crate::driver::{ChildNode, GraphSpec, KernelNode, NodeOp, RawGraph};
 use crate::error::{Error, Result};
 use cudarc::driver::sys;
 use std::ffi::c_void;
@@ -180,6 +180,20 @@ impl CudaDriver {
                         )
                     })?;
                 }
+                NodeOp::Child(c) => {
+                    // SAFETY: `c.graph` is a live graph of this context
+                    // (`end_capture_child`), which the call clones into
+                    // the node; `deps` are nodes of `graph` added before.
+                    self.call("cuGraphAddChildGraphNode", || unsafe {
+                        sys::cuGraphAddChildGraphNode(
+                            &mut node,
+                            graph,
+                            deps.as_ptr(),
+                            deps.len(),
+                            c.graph.raw as usize as sys::CUgraph,
+                        )
+                    })?;
+                }
             }
             nodes[i] = node;
         }
@@ -192,16 +206,7 @@ impl CudaDriver {
     ///
     /// As `Driver::graph_set_kernel`.
     pub(super) unsafe fn set_kernel(&self, g: RawGraph, i: usize, k: &KernelNode) -> Result<()> {
-        let node = self
-            .built
-            .lock()
-            .get(&g.0)
-            .and_then(|(_, nodes)| nodes.get(i).copied())
-            .ok_or(Error::Driver {
-                code: 400,
-                name: "CUDA_ERROR_INVALID_HANDLE".into(),
-                during: "setting a node of a graph that was not built through the explicit API",
-            })?;
+        let node = self.built_node(g, i)?;
         let mut slots = [ArgSlot::ZERO; MAX_KERNEL_ARGS];
         let mut params = [ptr::null_mut::<c_void>(); MAX_KERNEL_ARGS];
         let p = kernel_params(k, &mut slots, &mut params)?;
@@ -214,6 +219,39 @@ impl CudaDriver {
                 g.0 as usize as sys::CUgraphExec,
                 node as usize as sys::CUgraphNode,
                 &p,
+            )
+        })
+    }
+
+    /// Node `i` of the graph `g` was built from (`build_graph`).
+    fn built_node(&self, g: RawGraph, i: usize) -> Result<u64> {
+        self.built
+            .lock()
+            .get(&g.0)
+            .and_then(|(_, nodes)| nodes.get(i).copied())
+            .ok_or(Error::Driver {
+                code: 400,
+                name: "CUDA_ERROR_INVALID_HANDLE".into(),
+                during: "setting a node of a graph that was not built through the explicit API",
+            })
+    }
+
+    /// `Driver::graph_set_child`.
+    ///
+    /// # Safety
+    ///
+    /// As `Driver::graph_set_child`.
+    pub(super) unsafe fn set_child(&self, g: RawGraph, i: usize, c: &ChildNode) -> Result<()> {
+        let node = self.built_node(g, i)?;
+        // SAFETY: `node` is child node `i` of the graph `g` was
+        // instantiated from (kept in `built`); `c.graph` is a live graph
+        // of this context, which the driver reads during the call (it
+        // refuses one of another topology, changing nothing).
+        self.call("cuGraphExecChildGraphNodeSetParams", || unsafe {
+            sys::cuGraphExecChildGraphNodeSetParams(
+                g.0 as usize as sys::CUgraphExec,
+                node as usize as sys::CUgraphNode,
+                c.graph.raw as usize as sys::CUgraph,
             )
         })
     }

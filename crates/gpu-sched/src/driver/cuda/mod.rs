@@ -630,6 +630,35 @@ impl Driver for CudaDriver {
         unsafe { self.set_kernel(g, i, node) }
     }
 
+    fn end_capture_child(&self, s: RawStream) -> Result<u64> {
+        let mut graph: sys::CUgraph = ptr::null_mut();
+        // SAFETY: `call` made the context current; `s` belongs to this
+        // driver; `graph` is a valid out-pointer.
+        self.call("cuStreamEndCapture", || unsafe {
+            sys::cuStreamEndCapture(cu_stream(s), &mut graph)
+        })?;
+        Ok(graph as usize as u64)
+    }
+
+    fn child_destroy(&self, g: u64) {
+        // SAFETY: `call` made the context current; `g` is a graph of
+        // `end_capture_child`, destroyed once (its `ChildGraph`'s drop);
+        // the graphs built from it cloned it.
+        let _ = self.call("cuGraphDestroy", || unsafe {
+            sys::cuGraphDestroy(g as usize as sys::CUgraph)
+        });
+    }
+
+    unsafe fn graph_set_child(
+        &self,
+        g: RawGraph,
+        i: usize,
+        node: &crate::driver::ChildNode,
+    ) -> Result<()> {
+        // SAFETY: this function's contract, passed on.
+        unsafe { self.set_child(g, i, node) }
+    }
+
     fn capture_set_deps(&self, s: RawStream, deps: &[RawNode]) -> Result<()> {
         let mut nodes: Nodes = deps.iter().copied().collect();
         // SAFETY: `call` made the context current; `s` belongs to this

@@ -6,7 +6,7 @@
 
 use super::stream::{Body, Op, OpKind};
 use super::Shared;
-use crate::driver::{GraphSpec, HostCall, KernelNode, MemAccess, NodeOp, RawGraph};
+use crate::driver::{ChildNode, GraphSpec, HostCall, KernelNode, MemAccess, NodeOp, RawGraph};
 use crate::error::{Error, Result};
 use crate::kernel::KernelArg;
 use gpu_epoch::Access;
@@ -106,7 +106,7 @@ pub(super) unsafe fn build_graph(shared: &Shared, spec: &GraphSpec<'_>) -> Resul
     for op in spec.ops {
         // SAFETY: this function's contract: each operation's memory is
         // live and ordered with the graph's launches.
-        let (body, accesses) = unsafe { node_body(op) }?;
+        let (body, accesses) = unsafe { node_body(shared, op) }?;
         ops.push(Op {
             kind: OpKind::Run(body),
             accesses,
@@ -139,6 +139,36 @@ pub(super) unsafe fn set_kernel(
     i: usize,
     node: &KernelNode,
 ) -> Result<()> {
+    // SAFETY: this function's contract, passed on.
+    let body = unsafe { kernel_body(&node.host.call(), &node.args, &node.lens) }?;
+    replace_node(shared, g, i, body, node.mem.to_vec())
+}
+
+/// `Driver::graph_set_child` on the host backend: later launches take a
+/// graph with node `i` running the new child's operations.
+///
+/// # Safety
+///
+/// As `Driver::graph_set_child`.
+pub(super) unsafe fn set_child(
+    shared: &Shared,
+    g: RawGraph,
+    i: usize,
+    node: &ChildNode,
+) -> Result<()> {
+    let body = child_body(shared, node)?;
+    replace_node(shared, g, i, body, node.mem.to_vec())
+}
+
+/// Makes later launches of `g` take a graph whose node `i` runs `body`
+/// over `accesses`.
+fn replace_node(
+    shared: &Shared,
+    g: RawGraph,
+    i: usize,
+    body: Body,
+    accesses: Vec<MemAccess>,
+) -> Result<()> {
     let mut graphs = shared.graphs.lock();
     let old = graphs
         .get(&g.0)
@@ -148,8 +178,6 @@ pub(super) unsafe fn set_kernel(
             name: "CUDA_ERROR_INVALID_HANDLE".into(),
             during: "setting a node of an unknown graph",
         })?;
-    // SAFETY: this function's contract, passed on.
-    let body = unsafe { kernel_body(&node.host.call(), &node.args, &node.lens) }?;
     // Launches already queued keep the old graph (their operations were
     // submitted); later ones take this one, as on CUDA.
     let mut ops: Vec<Op> = old
@@ -162,7 +190,7 @@ pub(super) unsafe fn set_kernel(
         })
         .collect();
     ops[i].kind = OpKind::Run(body);
-    ops[i].accesses = node.mem.to_vec();
+    ops[i].accesses = accesses;
     let new = HostGraph {
         ops,
         deps: old.deps.clone(),
@@ -249,12 +277,41 @@ pub(super) unsafe fn memset_body(dst: u64, value: u32, count: usize) -> (Body, V
     (body, acc)
 }
 
+/// A child node's body: its graph's operations, one after the other in
+/// an order its dependencies allow, on the thread that runs the node.
+/// Only operations that run code (a foreign operation's queued host twin)
+/// can be in one.
+fn child_body(shared: &Shared, node: &ChildNode) -> Result<Body> {
+    let child = shared
+        .graphs
+        .lock()
+        .get(&node.graph.raw)
+        .cloned()
+        .ok_or(Error::Driver {
+            code: 400,
+            name: "CUDA_ERROR_INVALID_HANDLE".into(),
+            during: "adding an unknown child graph",
+        })?;
+    let mut bodies = Vec::with_capacity(child.ops.len());
+    for i in child.replay_order(0) {
+        match &child.ops[i].kind {
+            OpKind::Run(b) => bodies.push(b.clone()),
+            _ => {
+                return Err(Error::Unsupported(
+                    "a child graph with waits, records or frees on the host backend (only operations that run code)",
+                ))
+            }
+        }
+    }
+    Ok(Arc::new(move || bodies.iter().for_each(|b| b())))
+}
+
 /// A recorded operation's body and accesses.
 ///
 /// # Safety
 ///
 /// As `Driver::graph_build`, when the body runs.
-unsafe fn node_body(op: &NodeOp) -> Result<(Body, Vec<MemAccess>)> {
+unsafe fn node_body(shared: &Shared, op: &NodeOp) -> Result<(Body, Vec<MemAccess>)> {
     // SAFETY: this function's contract, passed on to each.
     unsafe {
         Ok(match *op {
@@ -264,6 +321,7 @@ unsafe fn node_body(op: &NodeOp) -> Result<(Body, Vec<MemAccess>)> {
             ),
             NodeOp::Copy { dst, src, bytes } => copy_body(dst, src, bytes),
             NodeOp::Memset { dst, value, count } => memset_body(dst, value, count),
+            NodeOp::Child(ref c) => (child_body(shared, c)?, c.mem.to_vec()),
         })
     }
 }

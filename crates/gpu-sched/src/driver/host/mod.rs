@@ -6,8 +6,8 @@
 //! unordered accesses to one byte range where one writes.
 
 use super::{
-    BackendKind, Driver, GraphSpec, KernelCall, KernelNode, MemAccess, Nodes, RawEvent, RawGraph,
-    RawNode, RawStream, SyncMode,
+    BackendKind, ChildNode, Driver, GraphSpec, KernelCall, KernelNode, MemAccess, Nodes, RawEvent,
+    RawGraph, RawNode, RawStream, SyncMode,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -572,6 +572,10 @@ impl Driver for HostDriver {
     }
 
     fn end_capture(&self, s: RawStream) -> Result<RawGraph> {
+        self.end_capture_child(s).map(RawGraph)
+    }
+
+    fn end_capture_child(&self, s: RawStream) -> Result<u64> {
         let st = self.stream(s)?;
         let cap = st.queue.lock().capture.take().ok_or(Error::Driver {
             code: 901,
@@ -585,7 +589,16 @@ impl Driver for HostDriver {
         };
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         self.shared.graphs.lock().insert(id, Arc::new(graph));
-        Ok(RawGraph(id))
+        Ok(id)
+    }
+
+    fn child_destroy(&self, g: u64) {
+        self.shared.graphs.lock().remove(&g);
+    }
+
+    unsafe fn graph_set_child(&self, g: RawGraph, i: usize, node: &ChildNode) -> Result<()> {
+        // SAFETY: this function's contract, passed on.
+        unsafe { set_child(&self.shared, g, i, node) }
     }
 
     unsafe fn graph_launch(&self, g: RawGraph, s: RawStream) -> Result<()> {
