@@ -232,6 +232,9 @@ pub struct Buffer<T: DeviceRepr> {
     pub(crate) stamps: BufferStamps,
     /// Always [`WHOLE`]: the buffer owns its stamps.
     pub(crate) range: (usize, usize),
+    /// Where the memory goes back at the drop, for an allocation of a
+    /// graphed scope (`runtime::GraphMemory`); `None`: freed.
+    pub(crate) home: Option<Box<crate::runtime::Home>>,
     pub(crate) _t: PhantomData<T>,
 }
 
@@ -363,6 +366,19 @@ impl_device_slice!(mut Buffer<T>, |b| b.rt.id());
 impl<T: DeviceRepr> Drop for Buffer<T> {
     fn drop(&mut self) {
         let bytes = self.len * std::mem::size_of::<T>();
+        if let Some(memory) = self
+            .home
+            .take()
+            .and_then(|h| Some((h.memory.upgrade()?, h.key)))
+        {
+            let uses = std::mem::take(self.stamps.get_mut());
+            // SAFETY: `ptr` is a block of that memory's runtime (`rt`) of
+            // `device_bytes(bytes)` (`TaskContext::alloc` in a graphed
+            // scope), given back once, here, with every use its stamps
+            // record (as for a free below); nothing uses it after.
+            unsafe { memory.0.give(memory.1, self.ptr, bytes, uses) };
+            return;
+        }
         // SAFETY: `ptr` came from `TaskContext::alloc` of `rt` with
         // `device_bytes` of these bytes (the only constructor) and is freed
         // once, here; every tracked operation on the buffer stamped

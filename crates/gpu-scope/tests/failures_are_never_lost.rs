@@ -313,7 +313,8 @@ fn a_refused_factorization_in_a_capture_neither_hangs_nor_aborts() {
         });
         Ok(())
     });
-    assert!(matches!(r, Err(Error::Capturing { .. })), "{r:?}");
+    let e = r.unwrap_err();
+    assert!(matches!(e.root(), Error::Capturing { .. }), "{e:?}");
     done.store(true, std::sync::atomic::Ordering::Release);
     watch.join().unwrap();
     unrelated_keeps_its_data("capture", "a spawned task");

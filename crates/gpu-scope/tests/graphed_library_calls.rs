@@ -1,14 +1,18 @@
-//! Library calls and users' foreign operations in a graphed scope (issue
-//! 38 item 1, DESIGN "Graphs without capture by hand"): a foreign
-//! operation declared capture-safe (cuBLAS's and cuRAND's calls, a user's
-//! own) is captured at each run on a side stream into a child graph, which
-//! the scope's graph runs as one node, set in place at the next run. On
-//! `common::runtime()`: the host backend in CI (the queued host twin is
-//! the child's one operation), the GPU where `GPU_BACKEND=cuda`.
+//! Library calls, users' foreign operations and allocations in a graphed
+//! scope (issue 38 items 1 and 2, DESIGN "Graphs without capture by
+//! hand"): a foreign operation declared capture-safe (cuBLAS's, cuRAND's,
+//! cuFFT's and cuSPARSE's calls, a user's own) is captured at each run on
+//! a side stream into a child graph, which the scope's graph runs as one
+//! node, set in place at the next run; an allocation in the body takes the
+//! memory the same allocation had in the last run, once its buffer was
+//! dropped (a library's workspace included). On `common::runtime()`: the
+//! host backend in CI (the queued host twin is the child's one
+//! operation), the GPU where `GPU_BACKEND=cuda`.
 
 mod common;
 
 use common::{assert_no_races, runtime, zeroed};
+use gpu::memory::DeviceSlice;
 use gpu::{BackendKind, Buffer, Error, Graphed};
 use gpu_kernels as k;
 
@@ -178,5 +182,130 @@ fn users_foreign_operations_follow_their_declaration() {
         assert!(matches!(e.root(), Error::Capturing { .. }), "{e:?}");
         assert!(e.to_string().contains("my_waited"), "{e}");
     }
+    assert_no_races(&rt);
+}
+
+/// A temporary allocated and dropped in the body gets the same memory at
+/// every run: the replays set only the fill's changed scalar in place, and
+/// the memory is freed with the graphed scope.
+#[test]
+fn a_temporary_of_the_body_reuses_its_memory() {
+    let rt = runtime();
+    let n = 1 << 14;
+    let [mut acc] = zeroed::<1>(&rt, n);
+    let before = rt.live().allocations;
+    let mut g = Graphed::on(&rt);
+    for round in 1..=4 {
+        g.scope(|s| {
+            let mut tmp = s.zeros::<f32>(n)?;
+            k::fill(s, &mut tmp, round as f32)?;
+            k::axpy(s, 1.0, &tmp, &mut acc)
+        })
+        .unwrap();
+        assert!(all(&acc, (1..=round).sum::<i32>() as f32), "round {round}");
+    }
+    let st = g.stats();
+    assert_eq!((st.builds, st.replays), (1, 3), "{st:?}");
+    // Only the fill's value changed from run to run, not a pointer.
+    assert_eq!(st.nodes_updated, 3, "{st:?}");
+    rt.synchronize().unwrap();
+    assert_eq!(rt.live().allocations, before + 1, "one block, kept");
+    drop(g);
+    rt.synchronize().unwrap();
+    assert_eq!(rt.live().allocations, before, "freed with the scope");
+    assert_no_races(&rt);
+}
+
+/// A buffer allocated in the body and kept past its run is the caller's:
+/// later runs allocate anew and never touch it; once dropped, its memory
+/// serves a later run.
+#[test]
+fn a_buffer_kept_past_its_run_is_the_callers() {
+    let rt = runtime();
+    let n = 4096;
+    let mut g = Graphed::on(&rt);
+    let mut kept: Vec<Buffer<f32>> = Vec::new();
+    for round in 1..=3 {
+        g.scope(|s| {
+            let mut b = s.alloc::<f32>(n)?;
+            k::fill(s, &mut b, round as f32)?;
+            kept.push(b);
+            Ok(())
+        })
+        .unwrap();
+    }
+    for (i, b) in kept.iter().enumerate() {
+        assert!(all(b, i as f32 + 1.0), "buffer of run {}", i + 1);
+    }
+    let ptrs: Vec<u64> = kept.iter().map(|b| b.device_ptr()).collect();
+    assert!(ptrs[0] != ptrs[1] && ptrs[1] != ptrs[2], "{ptrs:x?}");
+    kept.remove(0); // its memory goes back to the scope
+    g.scope(|s| {
+        let mut b = s.alloc::<f32>(n)?;
+        k::fill(s, &mut b, 9.0)?;
+        kept.push(b);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(kept[2].device_ptr(), ptrs[0], "the dropped block, reused");
+    assert!(all(&kept[2], 9.0));
+    assert!(all(&kept[0], 2.0) && all(&kept[1], 3.0), "untouched");
+    assert_no_races(&rt);
+}
+
+/// Library calls whose workspace is allocated per call (cuFFT's, cuSPARSE's
+/// products, cuRAND's normal fills) run in a graphed scope and give what
+/// they give outside one.
+#[test]
+fn calls_with_a_workspace_match_plain_ones() {
+    use gpu::fft::{Complex32, Plan};
+    let rt = runtime();
+    let t = rt.begin_task().unwrap();
+    let x: Vec<Complex32> = (0..64)
+        .map(|i| Complex32::new((i % 5) as f32, (i % 3) as f32 - 1.0))
+        .collect();
+    let dx = t.from_host(&x).unwrap();
+    let plan = Plan::new(&[8, 8]);
+    let mut want_f = t.zeros::<Complex32>(64).unwrap();
+    plan.forward(&t, &dx, &mut want_f).unwrap();
+    // A 3 x 4 sparse matrix.
+    let (rp, ci, v) = (
+        vec![0i32, 2, 3, 5],
+        vec![0i32, 3, 1, 0, 2],
+        vec![1.0f32, 2.0, 3.0, 4.0, 5.0],
+    );
+    let a = gpu::sparse::Csr::from_host(&t, 3, 4, &rp, &ci, &v).unwrap();
+    let xs = t.from_host(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let mut want_s = t.zeros::<f32>(3).unwrap();
+    gpu::sparse::spmv(&t, 1.0, &a, &xs, 0.0, &mut want_s).unwrap();
+    let mut want_n = t.zeros::<f32>(101).unwrap();
+    gpu::rand::Rng::new(3)
+        .normal(&t, 1.0, 2.0, &mut want_n)
+        .unwrap();
+    let (want_f, want_s, want_n) = (
+        t.to_vec(&want_f).unwrap(),
+        t.to_vec(&want_s).unwrap(),
+        t.to_vec(&want_n).unwrap(),
+    );
+    let mut f = t.zeros::<Complex32>(64).unwrap();
+    let (mut y, mut nrm) = (t.zeros::<f32>(3).unwrap(), t.zeros::<f32>(101).unwrap());
+    t.synchronize().unwrap();
+    drop(t);
+    let mut g = Graphed::on(&rt);
+    for _ in 0..3 {
+        g.scope(|s| {
+            let (f, y, nrm) = (&mut f, &mut y, &mut nrm);
+            let (dx, a, xs) = (&dx, &a, &xs);
+            s.spawn(move |t| plan.forward(t, dx, f));
+            s.spawn(move |t| gpu::sparse::spmv(t, 1.0, a, xs, 0.0, y));
+            s.spawn(move |t| gpu::rand::Rng::new(3).normal(t, 1.0, 2.0, nrm));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(f.to_vec().unwrap(), want_f, "fft");
+        assert_eq!(y.to_vec().unwrap(), want_s, "spmv");
+        assert_eq!(nrm.to_vec().unwrap(), want_n, "normal");
+    }
+    assert_eq!(g.stats().builds, 1, "{:?}", g.stats());
     assert_no_races(&rt);
 }

@@ -128,10 +128,11 @@ impl<T: Scalar> Gemm<T> {
     ///
     /// [`Error::Shape`] when a buffer is too short for its operand (or
     /// operands) or a leading dimension is below the stored rows;
-    /// [`Error::LibraryUnavailable`] without cuBLAS; [`Error::Capturing`]
-    /// in a capture (cuBLAS's default workspace is not set up for graphs
-    /// here); [`Error::Library`] for a cuBLAS failure; the errors of a
-    /// launch ([`Error::WrongDevice`] for another runtime's buffer).
+    /// [`Error::LibraryUnavailable`] without cuBLAS; [`Error::Library`]
+    /// for a cuBLAS failure; the errors of a launch
+    /// ([`Error::WrongDevice`] for another runtime's buffer). Captures
+    /// and graphed scopes take cuBLAS's calls (through handles kept for
+    /// captures, without a workspace).
     pub fn run(
         &self,
         t: &TaskContext,

@@ -204,7 +204,7 @@ impl Plan {
             // uses the declared workspace, and reads (writes) only the
             // declared reads (writes).
             unsafe {
-                op.run(|s, (x,), (y, w)| {
+                op.capture_safe().run(|s, (x,), (y, w)| {
                     cuda::exec(plan, s, w, T::EXEC[2], |h| {
                         T::r2c(h, x.as_ptr(), y.as_mut_ptr())
                     })
@@ -275,7 +275,7 @@ impl Plan {
             // SAFETY: as in `forward_real`; the input is declared a write
             // (cuFFT overwrites it).
             unsafe {
-                op.run(|s, (), (x, y, w)| {
+                op.capture_safe().run(|s, (), (x, y, w)| {
                     cuda::exec(plan, s, w, T::EXEC[3], |h| {
                         T::c2r(h, x.as_mut_ptr(), y.as_mut_ptr())
                     })
@@ -308,7 +308,7 @@ impl Plan {
             );
             // SAFETY: as in `forward_real`.
             unsafe {
-                op.run(|s, (x,), (y, w)| {
+                op.capture_safe().run(|s, (x,), (y, w)| {
                     cuda::exec(plan, s, w, name, |h| {
                         T::c2c(h, x.as_ptr(), y.as_mut_ptr(), cuda::direction(kind))
                     })
@@ -340,7 +340,7 @@ impl Plan {
             // SAFETY: as in `forward_real`; cuFFT transforms in place when
             // both pointers agree.
             unsafe {
-                op.run(|s, (), (y, w)| {
+                op.capture_safe().run(|s, (), (y, w)| {
                     cuda::exec(plan, s, w, name, |h| {
                         T::c2c(h, y.as_mut_ptr(), y.as_mut_ptr(), cuda::direction(kind))
                     })

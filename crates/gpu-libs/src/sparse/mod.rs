@@ -22,7 +22,9 @@
 //! on the task's stream and declared as a write of the product, so it is
 //! freed in stream order once the product ran. Scalars come from the host
 //! (`CUSPARSE_POINTER_MODE_HOST`). Products allocate, so they cannot be
-//! recorded in a capture ([`Error::Capturing`]).
+//! recorded in a stream capture (`gpu::capture`: [`Error::Capturing`]);
+//! a graphed scope (`gpu::Graphed`) takes them, its allocations reusing
+//! graph-owned memory from run to run.
 //!
 //! A matrix without entries (`nnz = 0`, including `n = 0`) never reaches
 //! cuSPARSE: its product is `beta C`, computed by a gemm of inner dimension

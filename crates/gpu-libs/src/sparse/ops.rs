@@ -4,6 +4,7 @@
 
 use super::{cuda, host, ready, shape, Csr};
 use crate::blas::{Gemm, Op, Scalar};
+use crate::shared::stream_of;
 use gpu_sched::Result;
 use gpu_sched::{BackendKind, TaskContext};
 use gpu_sched::{DeviceSlice, DeviceSliceMut};
@@ -68,7 +69,8 @@ pub(super) struct Ptrs {
 /// (nothing queued); [`Error::LibraryUnavailable`](gpu_sched::Error::LibraryUnavailable)
 /// without cuSPARSE; [`Error::Library`](gpu_sched::Error::Library) for a
 /// cuSPARSE failure; [`Error::Capturing`](gpu_sched::Error::Capturing) in a
-/// capture (the workspace is allocated); the errors of a launch
+/// stream capture (the workspace is allocated; a graphed scope takes it);
+/// the errors of a launch
 /// ([`Error::WrongDevice`](gpu_sched::Error::WrongDevice) for another runtime's
 /// buffer).
 pub fn spmv<T: Scalar>(
@@ -318,7 +320,7 @@ fn product<T: Scalar>(
     // bytes cuSPARSE asked for these operands; all on the given stream;
     // queued (cuSPARSE's products are asynchronous).
     unsafe {
-        op.run(|s, (rp, ci, v, b), (c, w)| {
+        op.capture_safe().run(|s, (rp, ci, v, b), (c, w)| {
             let p = Ptrs {
                 row_ptr: rp.raw(),
                 col_idx: ci.raw(),
@@ -326,7 +328,7 @@ fn product<T: Scalar>(
                 b: b.raw(),
                 c: c.raw(),
             };
-            cuda::product(rt, (s.slot(), s.raw()), &plan, &p, (w.raw(), size))
+            cuda::product(rt, stream_of(s), &plan, &p, (w.raw(), size))
         })
     }
 }

@@ -102,6 +102,7 @@ impl TaskContext {
             rt.id(),
             self.task().clone(),
             (sid, raw),
+            cache.memory(rt),
             cache.serial(),
         ));
         self.chain.borrow_mut().clear();

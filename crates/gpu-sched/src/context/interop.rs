@@ -129,11 +129,13 @@ impl<T: DeviceRepr> Buffer<T> {
         let bytes = len * std::mem::size_of::<T>();
         me.rt.usage().device_freed(bytes);
         // SAFETY: `me` is never dropped (ManuallyDrop) nor used after these
-        // reads, so its two owning fields are each read out, and dropped,
+        // reads, so its three owning fields are each read out, and dropped,
         // once; the other fields own nothing.
         unsafe {
             drop(std::ptr::read(&me.rt));
             drop(std::ptr::read(&me.stamps));
+            // A graphed scope's block leaves its memory for good.
+            drop(std::ptr::read(&me.home));
         }
         (ptr, len)
     }

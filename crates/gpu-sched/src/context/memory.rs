@@ -4,8 +4,20 @@ use super::{TaskContext, Touch};
 use crate::buffer::{Buffer, DeviceRepr, DeviceSliceMut};
 use crate::driver::NodeOp;
 use crate::error::{Error, Result};
-use crate::runtime::device_bytes;
+use crate::runtime::{device_bytes, GraphMemory, Home};
+use gpu_epoch::{Access, Uses};
 use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// The bytes of `len` `T`s.
+fn alloc_bytes<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or(Error::TooLarge {
+            elements: len,
+            element_bytes: std::mem::size_of::<T>(),
+            during: "computing an allocation size",
+        })
+}
 
 impl TaskContext {
     // ----- allocation and copies -------------------------------------------
@@ -19,6 +31,14 @@ impl TaskContext {
     /// [`Error::OutOfMemory`] or a driver error.
     pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<Buffer<T>> {
         self.bind()?;
+        let memory = self
+            .capture
+            .borrow()
+            .as_ref()
+            .and_then(|c| c.memory().cloned());
+        if let Some(memory) = memory {
+            return self.alloc_in_graph(&memory, len);
+        }
         if self.in_scope_capture() || self.rt.ledger_rw().is_capturing(self.sid()) {
             // The graph would own the memory (an allocation node: the
             // address is valid only while a launch of the graph runs), and
@@ -28,15 +48,53 @@ impl TaskContext {
                 what: "allocating device memory (allocate before the recording)",
             });
         }
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or(Error::TooLarge {
-                elements: len,
-                element_bytes: std::mem::size_of::<T>(),
-                during: "computing an allocation size",
-            })?;
+        let bytes = alloc_bytes::<T>(len)?;
         let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw())?;
         Ok(self.own(ptr, len))
+    }
+
+    /// [`TaskContext::alloc`] in a graphed scope (DESIGN "Graphs without
+    /// capture by hand"): the block the same allocation (named as an
+    /// operation is) had in an earlier run, if its buffer was dropped and
+    /// it has this size, else a new one; the buffer gives it back to
+    /// `memory` at its drop. Its earlier uses (the last run's graph) are
+    /// handed to this stream before it is stamped written here, so the
+    /// graph that uses it now runs after them.
+    fn alloc_in_graph<T: DeviceRepr>(
+        &self,
+        memory: &Arc<GraphMemory>,
+        len: usize,
+    ) -> Result<Buffer<T>> {
+        let bytes = alloc_bytes::<T>(len)?;
+        let key = self.next_op_key();
+        let (ptr, uses) = match memory.take(key, bytes) {
+            Some(block) => block,
+            None => {
+                // Stream-ordered on the scope's stream, ahead of the
+                // graph's launch there.
+                let ptr = self.rt.driver().alloc(device_bytes(bytes), self.raw())?;
+                self.rt.usage().device_allocated(bytes);
+                (ptr, Uses::new())
+            }
+        };
+        let mut b = Buffer {
+            ptr,
+            len,
+            rt: self.rt.clone(),
+            stamps: gpu_epoch::BufferStamps::from_uses(uses),
+            range: crate::buffer::WHOLE,
+            home: Some(Box::new(Home {
+                memory: Arc::downgrade(memory),
+                key,
+            })),
+            _t: PhantomData,
+        };
+        // On failure the buffer goes back with its uses, unchanged.
+        self.hand_off(b.stamps.get_mut(), Access::Write)?;
+        self.rt
+            .ledger_rw()
+            .stamp_write(b.stamps.get_mut(), self.sid());
+        Ok(b)
     }
 
     /// A buffer owning `ptr`, an allocation of `len` `T`s on this device
@@ -53,6 +111,7 @@ impl TaskContext {
             rt: self.rt.clone(),
             stamps: gpu_epoch::BufferStamps::new(),
             range: crate::buffer::WHOLE,
+            home: None,
             _t: PhantomData,
         };
         rt.ledger_rw().stamp_write(b.stamps.get_mut(), self.sid());

@@ -8,8 +8,9 @@ use super::lanes::{lanes, Deps, GRAPH_LANES};
 use super::recording::Recording;
 use crate::driver::{GraphSpec, Likeness, NodeOp, RawGraph, RawStream};
 use crate::error::Result;
-use crate::runtime::Runtime;
+use crate::runtime::{GraphMemory, Runtime};
 use gpu_epoch::StreamId;
+use std::sync::Arc;
 
 /// What a graphed scope's runs did so far (see [`GraphCache::stats`]).
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
@@ -57,6 +58,8 @@ impl Drop for Built {
 /// `gpu::Graphed` holds one; see [`crate::TaskContext::graphed_scope`].
 pub struct GraphCache {
     built: Option<Built>,
+    /// The memory its runs' allocations reuse.
+    memory: Option<Arc<GraphMemory>>,
     stats: GraphStats,
     serial: bool,
     lanes: usize,
@@ -66,6 +69,7 @@ impl Default for GraphCache {
     fn default() -> Self {
         GraphCache {
             built: None,
+            memory: None,
             stats: GraphStats::default(),
             serial: false,
             lanes: GRAPH_LANES,
@@ -107,6 +111,15 @@ impl GraphCache {
     /// spawn ([`GraphCache::set_serial`]).
     pub(crate) fn serial(&self) -> bool {
         self.serial
+    }
+
+    /// The memory the allocations of a run on `rt` reuse (new if the
+    /// last run was on another runtime).
+    pub(crate) fn memory(&mut self, rt: &Runtime) -> Arc<GraphMemory> {
+        match &self.memory {
+            Some(m) if m.runtime().id() == rt.id() => m.clone(),
+            _ => self.memory.insert(GraphMemory::new(rt)).clone(),
+        }
     }
 
     /// Notes the last run's times: its body, and its graph (the compare

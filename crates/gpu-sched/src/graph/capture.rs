@@ -31,6 +31,7 @@
 use super::recording::{Recorded, Recording, Shards};
 use crate::driver::{Driver, MemAccess, NodeOp, Nodes, RawNode, RawStream};
 use crate::error::{Error, Result};
+use crate::runtime::GraphMemory;
 use gpu_epoch::{Access, StreamId, Task};
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -62,6 +63,9 @@ pub(crate) struct ScopeCapture {
     state: Mutex<Deps>,
     /// A graphed scope's recorded operations.
     shards: Shards,
+    /// A graphed scope's memory, which its allocations reuse from run to
+    /// run.
+    memory: Option<Arc<GraphMemory>>,
 }
 
 impl std::fmt::Debug for ScopeCapture {
@@ -136,28 +140,31 @@ impl Deps {
 
 impl ScopeCapture {
     pub(crate) fn new(rt_id: u64, task: Task, slot: (StreamId, RawStream)) -> Self {
-        Self::with_mode(rt_id, task, slot, false, false)
+        Self::with_mode(rt_id, task, slot, None, false)
     }
 
     /// A graphed scope's (DESIGN "Graphs without capture by hand"): its operations are recorded, to be built
     /// into a graph launched on `slot`'s stream, which is not captured;
-    /// with `serial`, its tasks run at their spawn ([`CaptureHandle::serial`]).
+    /// with `serial`, its tasks run at their spawn ([`CaptureHandle::serial`]);
+    /// its allocations take `memory`'s blocks.
     pub(crate) fn new_build(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
+        memory: Arc<GraphMemory>,
         serial: bool,
     ) -> Self {
-        Self::with_mode(rt_id, task, slot, true, serial)
+        Self::with_mode(rt_id, task, slot, Some(memory), serial)
     }
 
     fn with_mode(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
-        build: bool,
+        memory: Option<Arc<GraphMemory>>,
         serial: bool,
     ) -> Self {
+        let build = memory.is_some();
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ScopeCapture {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
@@ -169,7 +176,13 @@ impl ScopeCapture {
             serial,
             state: Mutex::new(Deps::default()),
             shards: Shards::new(),
+            memory,
         }
+    }
+
+    /// A graphed scope's memory (`None` for a stream capture).
+    pub(crate) fn memory(&self) -> Option<&Arc<GraphMemory>> {
+        self.memory.as_ref()
     }
 
     /// Whether this is a graphed scope's recording rather than a stream

@@ -16,6 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 mod deferred;
 mod extension;
+mod graph_memory;
 mod group;
 mod interop;
 mod modules;
@@ -25,6 +26,7 @@ mod status;
 mod usage;
 
 pub use extension::Extension;
+pub(crate) use graph_memory::{GraphMemory, Home};
 use group::Member;
 pub(crate) use group::{DeviceCore, Group};
 pub use options::{LedgerView, LiveCounts, RuntimeOptions};

@@ -53,15 +53,22 @@ use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 ///   reaches the caller; nothing was queued).
 /// - The graph takes kernel launches (built-in and your own), device
 ///   copies within the device, `memset_zero` of whole words, and foreign
-///   operations declared capture-safe: cuBLAS's calls, cuRAND's uniform
-///   fills and your own (`Foreign::capture_safe`), each captured at every
-///   run into a child graph node set in place, so the scalars it passes
-///   are each run's. Everything [`crate::capture`] refuses is refused here
-///   too (host memory, allocation, records, synchronizes, gates, raw
-///   pointers), and so are foreign operations not declared capture-safe,
-///   library calls that allocate a workspace (cuSOLVER's, cuFFT's,
-///   cuSPARSE's, cuRAND's normal fills), collectives and peer copies: each
-///   is `Error::Capturing` before anything is queued.
+///   operations declared capture-safe: cuBLAS's, cuFFT's, cuSPARSE's and
+///   cuRAND's calls and your own (`Foreign::capture_safe`), each captured
+///   at every run into a child graph node set in place, so the scalars it
+///   passes are each run's.
+/// - Allocations in the body (a temporary, a library's workspace) take
+///   the memory the same allocation had in the last run, once its buffer
+///   was dropped: the graph's pointers stay put. A buffer dropped in the
+///   body goes back to the `Graphed`, which frees its memory when it is
+///   dropped itself; one kept past the run is yours as any buffer (the
+///   next run allocates anew).
+/// - Everything else [`crate::capture`] refuses is refused here too (host
+///   memory, records, synchronizes, gates, raw pointers), and so are
+///   foreign operations not declared capture-safe (cuSOLVER's
+///   factorizations: they report through a status word the host reads),
+///   collectives and peer copies: each is `Error::Capturing` before
+///   anything is queued.
 /// - Like a scope, it returns once the graph is launched, not run; later
 ///   work on its buffers is ordered after it.
 /// - Work outside the scope that gets hold of a buffer the scope used
