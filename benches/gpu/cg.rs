@@ -5,7 +5,10 @@
 //! 1024 x 1024 grid (`cg-small`) and a 4096 x 4096 one (`cg`), f64, the
 //! matrix a `gpu::sparse::Csr` and each step `spmv`, two `dot`s, three
 //! one-thread kernels for the factors, two `axpy_dev`, `scal_dev`, `axpy`
-//! (as `examples/12-cg-sparse.rs`).
+//! (as `examples/12-cg-sparse.rs`). `cg-small-graphed` and `cg-graphed`:
+//! the same steps through a `gpu::Graphed` of 10 steps a run (issue 38:
+//! its library calls captured into child graphs, the SpMV's workspace
+//! reused from run to run).
 //!
 //! `copy-bound` is the memory-traffic bound of a step of the large grid:
 //! a device-to-device copy of half the bytes a step moves (the copy reads
@@ -104,6 +107,43 @@ impl Cg {
     }
 }
 
+/// Steps of one run of the graphed scope (even: `rr` and `rr_new` swap
+/// back, so every run has the same pointers and replays as it is).
+const GRAPHED_STEPS: u64 = 10;
+
+/// Times `iters` steps through `g`, a graphed scope of
+/// [`GRAPHED_STEPS`] steps (built at its first run, before the timing),
+/// in runs of `STEPS` from a restart (untimed), as [`steps`].
+fn graphed_steps(
+    t: &TaskContext,
+    g: &mut gpu::Graphed,
+    cg: &mut Cg,
+    k: &Ratio,
+    iters: u64,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters.div_ceil(GRAPHED_STEPS) * GRAPHED_STEPS;
+    while left > 0 {
+        let run = left.min(STEPS);
+        cg.restart(t);
+        t.synchronize().unwrap();
+        let start = Instant::now();
+        for _ in 0..run / GRAPHED_STEPS {
+            g.scope(|s| {
+                for _ in 0..GRAPHED_STEPS {
+                    cg.step(s, k);
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        t.synchronize().unwrap();
+        total += start.elapsed();
+        left -= run;
+    }
+    total
+}
+
 /// Times `iters` steps, in runs of `STEPS` from a restart (untimed).
 fn steps(t: &TaskContext, cg: &mut Cg, k: &Ratio, iters: u64) -> Duration {
     let mut total = Duration::ZERO;
@@ -153,6 +193,35 @@ pub(crate) fn b16_cg(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| steps(&t, &mut cg, &k, iters))
         });
+        // The same steps through a graphed scope (issue 38): checked
+        // against the plain steps' residual first, then timed.
+        let mut graphed = gpu::Graphed::on(&rt);
+        cg.restart(&t);
+        for _ in 0..STEPS {
+            cg.step(&t, &k);
+        }
+        let plain = t.to_vec(&cg.s[0]).unwrap()[0];
+        graphed_steps(&t, &mut graphed, &mut cg, &k, STEPS);
+        let rr = t.to_vec(&cg.s[0]).unwrap()[0];
+        assert!(
+            (rr - plain).abs() <= 1e-9 * plain.abs(),
+            "B16 {name}: r . r after {STEPS} graphed steps is {rr}, the plain steps' {plain}"
+        );
+        let st = graphed.stats();
+        assert_eq!(st.builds, 1, "B16 {name}: {st:?}");
+        g.bench_function(format!("{name}-graphed"), |b| {
+            b.iter_custom(|iters| graphed_steps(&t, &mut graphed, &mut cg, &k, iters))
+        });
+        println!(
+            "B16 {name}-graphed: last run's body {:?}, its graph {:?} ({} nodes; {} builds, {} replays, {} nodes set in place)",
+            graphed.stats().last_body,
+            graphed.stats().last_graph,
+            graphed.stats().nodes,
+            graphed.stats().builds,
+            graphed.stats().replays,
+            graphed.stats().nodes_updated,
+        );
+        drop(graphed);
         if name == "cg" {
             // The bound: a copy of half a step's bytes.
             let len = n * n;

@@ -411,7 +411,7 @@ pub(super) const BENCHES: &[Bench] = &[
     },
     Bench {
         id: "B16",
-        what: "a CG step through `gpu::sparse` and `gpu::blas`, 1024^2 and 4096^2 grids",
+        what: "a CG step through `gpu::sparse` and `gpu::blas`, 1024^2 and 4096^2 grids; the same through a `gpu::Graphed` of 10 steps a run",
         against: "CuPy's `cg`; a copy of the step's bytes (the memory-traffic bound)",
         multi_gpu: false,
         code: &["benches/gpu/cg.rs", "benches/cupy_cg.py"],
@@ -419,6 +419,9 @@ pub(super) const BENCHES: &[Bench] = &[
             rows("B16-small-vs-cupy", "B16/cg-small", "B16/cupy-cg-small").at_most(0.5),
             rows("B16-vs-cupy", "B16/cg", "B16/cupy-cg").at_most(1.0),
             rows("B16-vs-bound", "B16/copy-bound", "B16/cg").at_least(0.8),
+            rows("B16-graphed-small", "B16/cg-small-graphed", "B16/cupy-cg-small").at_most(0.35),
+            rows("B16-graphed", "B16/cg-graphed", "B16/cupy-cg").at_most(0.8),
+            rows("B16-graphed-vs-plain-small", "B16/cg-small-graphed", "B16/cg-small"),
         ],
     },
     Bench {
