@@ -15,20 +15,6 @@ use std::path::{Path, PathBuf};
 /// "Layout" names each file too. An exception that matches no upward edge
 /// fails the test: whoever removes an edge removes its line here.
 const EXCEPTIONS: &[(&str, &str)] = &[
-    // The checks of dropped tasks and fences, kept by the runtime
-    // (`context::Pending`, `context::reap`); and the checks a fence carries
-    // (`Pending`, `conclude_at_fence_drop`, `conclude_carried`). Both
-    // close the import circle (8 modules since issue 37 item 1 moved the
-    // libraries out). Issue 37 item 2 ("the checks a fence carries beside
-    // the fence") moves them out of `context`.
-    ("runtime/mod.rs", "context"),
-    ("fence.rs", "context"),
-    // The ordered free reaps the checks of dropped tasks and fences
-    // (`context::reap`), kept in context/checks.rs: no import circle
-    // (nothing imports `handoff` but `context`), but a call up all the
-    // same. Issue 37 item 2 ("the checks a fence carries beside the
-    // fence") moves them below the hand-off.
-    ("handoff.rs", "context"),
     // Blocking a task's stream on a gate launches the gate kernel, a
     // `Builtin` of `typed`, which takes a `TaskContext`: the
     // `context`/`typed` pair, kept on purpose (no issue removes it).

@@ -25,11 +25,13 @@
 //!     it; the one trait a backend implements (driver/cuda/, driver/host/)
 //!  2  pool, trace: stream and event pools; timelines
 //!  3  runtime/: the runtime of one device (state, options, the device
-//!     group, loaded modules, libraries' extensions and status words)
+//!     group, loaded modules, libraries' extensions and status words,
+//!     what its reclaim path keeps: deferred frees and checks)
 //!  4  handoff: the ledger's hand-off decisions and the ordered free
-//!  5  buffer, event, graph/, fence: device buffers and views; user
+//!  5  buffer, event, graph/, fence/: device buffers and views; user
 //!     events; graphs (a capture into one graph, a graphed scope's
-//!     recording, the graph kept between its runs, lanes); fences
+//!     recording, the graph kept between its runs, lanes); fences, and
+//!     the library results they carry (fence/checks.rs)
 //!  6  gate: an operation that blocks its stream until a test opens it
 //!  7  context/: `TaskContext`, a task on its stream, and its operations
 //!     by kind (tracked.rs: the path every operation takes)
@@ -46,25 +48,21 @@
 //! per-stream handles, [`TaskContext::check_status_later`] for their
 //! status words), as any other library can be.
 //!
-//! **The import circle, today.** One, of 8 modules: `runtime` and
-//! everything between it and `typed` (`buffer`, `event`, `graph`,
-//! `fence`, `gate`, `context`, `typed`). These edges against the table
-//! close it, each named in the test's exceptions with the issue that
-//! removes it:
-//! - `runtime/mod.rs` -> `context` (`Pending`, `reap`: the checks of
-//!   dropped tasks and fences, kept by the runtime) and `fence.rs` ->
-//!   `context` (`Pending`, `conclude_*`: the checks a fence carries):
-//!   issue 37 item 2 puts them beside the fence;
-//! - `context/gate.rs` -> `typed`: the gate kernel is a `Builtin`. With the
-//!   edges above gone, `context` and `typed` are the circle left: kept on
-//!   purpose.
+//! **The import circle, today.** One, of 2 modules: `context` and
+//! `typed`, closed by the one edge against the table left, named in the
+//! test's exceptions: `context/gate.rs` -> `typed` (the gate kernel is a
+//! `Builtin`, whose launch takes a `TaskContext`), kept on purpose.
 //!
-//! Two more exceptions close no import circle: `handoff.rs` -> `context`
-//! (`reap`, the checks of dropped tasks and fences, which the ordered free
-//! concludes; they move below with the fence's checks), a call circle all
-//! the same, as a buffer's drop calls `Runtime::free_ordered`
-//! (handoff.rs), which calls up into `context`; and `pool/test.rs` -> `runtime` (the pool's unit tests open a
-//! whole runtime; test builds only).
+//! One more exception closes no import circle: `pool/test.rs` ->
+//! `runtime` (the pool's unit tests open a whole runtime; test builds
+//! only).
+//!
+//! The checks of library results that dropped tasks and fences leave are
+//! kept by the runtime and concluded on its reclaim path (the ordered
+//! free, `Runtime::synchronize`), but are the fence's (`fence/checks.rs`):
+//! the runtime keeps them as trait objects (`DeferredCheck`,
+//! runtime/deferred.rs) and calls up through them, by design, naming
+//! nothing above it.
 //!
 //! A type's core lives in its own module. A module above it may add an
 //! `impl` block for what it alone makes or needs, and nothing else:
@@ -75,9 +73,8 @@
 //! gets its one-off-task conveniences (context/) and its futures
 //! (future.rs); `Fence` its futures (future.rs); `TaskContext` gets its
 //! operations by kind, in `context/` (and its futures, future.rs). Such a
-//! method can be called from below the module that defines it (the call
-//! circle above), which an import check cannot see. Everything else of a
-//! type is in its module.
+//! method can be called from below the module that defines it, which an
+//! import check cannot see. Everything else of a type is in its module.
 
 mod buffer;
 mod context;
@@ -103,8 +100,8 @@ mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use context::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, StatusJudge,
-    StreamSlot, TaskContext, TouchList, Unchecked, WriteArg, Writes,
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, StreamSlot,
+    TaskContext, TouchList, Unchecked, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.
@@ -123,7 +120,9 @@ pub use gpu_epoch::{
 pub use graph::{CaptureHandle, Graph, GraphCache, GraphStats};
 pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
 pub use loader::LoadedModule;
-pub use runtime::{Extension, LedgerView, LiveCounts, Runtime, RuntimeOptions, StatusWord};
+pub use runtime::{
+    Extension, LedgerView, LiveCounts, Runtime, RuntimeOptions, StatusJudge, StatusWord,
+};
 pub use staging::{par_copy, Staging};
 pub use typed::{Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked};
 

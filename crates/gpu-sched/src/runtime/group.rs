@@ -214,7 +214,6 @@ impl Group {
             unreported: Default::default(),
             has_unreported: Default::default(),
             deferred_checks: Default::default(),
-            has_deferred_checks: Default::default(),
             unresponsive: OnceLock::new(),
             wait_limit: self.opts.wait_limit,
         });

@@ -24,11 +24,12 @@ mod pinned;
 mod status;
 mod usage;
 
+pub(crate) use deferred::{DeferredCheck, Reaped};
 pub use extension::Extension;
 use group::Member;
 pub(crate) use group::{DeviceCore, Group};
 pub use options::{LedgerView, LiveCounts, RuntimeOptions};
-pub use status::StatusWord;
+pub use status::{StatusJudge, StatusWord};
 
 /// How many kernel modules one runtime can load.
 const MAX_MODULES: usize = 64;
@@ -93,11 +94,8 @@ pub(crate) struct RuntimeInner {
     /// Whether `unreported` holds one.
     has_unreported: std::sync::atomic::AtomicBool,
     /// Checks of dropped tasks and fences, each with the fence of its
-    /// work, checked on the reclaim path (`context::reap`).
-    deferred_checks: parking_lot::Mutex<Vec<crate::context::Pending>>,
-    /// Whether `deferred_checks` may hold some: one load on the paths
-    /// that reap when there are none.
-    has_deferred_checks: std::sync::atomic::AtomicBool,
+    /// work, checked on the reclaim path.
+    deferred_checks: deferred::DeferredChecks,
     /// Set once a wait kept failing past [`RuntimeOptions::wait_limit`]
     /// on a device that reports no broken context: every later wait that
     /// guards memory returns it (the device is treated as broken).
@@ -357,7 +355,7 @@ impl Runtime {
         }
         self.retry_deferred_frees();
         // Every stream finished: the deferred checks' work is done.
-        crate::context::reap(self, true);
+        self.inner.deferred_checks.reap(self, true);
         if let Some(e) = self.inner.unresponsive.get() {
             first.get_or_insert(e.clone());
         }
@@ -491,24 +489,11 @@ impl Runtime {
         &self.inner.deferred_frees
     }
 
-    /// The checks deferred by dropped tasks and fences.
-    pub(crate) fn deferred_checks(&self) -> &parking_lot::Mutex<Vec<crate::context::Pending>> {
+    /// The checks deferred by dropped tasks and fences
+    /// (`fence/checks.rs` keeps them; the ordered free and
+    /// [`Runtime::synchronize`] reap them).
+    pub(crate) fn deferred_checks(&self) -> &deferred::DeferredChecks {
         &self.inner.deferred_checks
-    }
-
-    /// Notes that `deferred_checks` holds some.
-    pub(crate) fn note_deferred_checks(&self) {
-        self.inner
-            .has_deferred_checks
-            .store(true, Ordering::Release);
-    }
-
-    /// Whether `deferred_checks` may hold some, clearing the note (the
-    /// caller takes the list). One load when there are none: every ordered
-    /// free asks.
-    pub(crate) fn take_deferred_note(&self) -> bool {
-        self.inner.has_deferred_checks.load(Ordering::Acquire)
-            && self.inner.has_deferred_checks.swap(false, Ordering::AcqRel)
     }
 
     /// The error of a device that stopped answering waits, once one did
