@@ -12,17 +12,26 @@
 //!
 //! Every module, in layers from the bottom (the driver, and the pools and
 //! runtime that use the ledger) to the top (users' modules, collectives,
-//! futures); a folder ends in `/`. A module names (`use crate::..`, or a
-//! `crate::..` path, the crate root's re-exports included) only modules of
-//! layers below its own, never one beside it, but for the exceptions below.
-//! `xtask/tests/layers.rs` reads this table and checks every `crate::`
-//! path under `src/` against it, and that it lists each module once:
+//! futures); a folder ends in `/`, and its files are its row's. A module
+//! of a folder may have a row of its own, `folder/module` (its file and
+//! the files under `folder/module/`), which its folder's row then leaves
+//! out: so a wing kept in one folder may span layers. The kernel wing does
+//! (`kernel/`: the driver takes its types, typed kernels take a task), and
+//! its `mod.rs` only declares the modules in rows of their own.
+//!
+//! A module names (`use crate::..`, a `crate::..` path, the crate root's
+//! re-exports included, or a path relative to its file: `super::..`,
+//! `self::..`, a child module's) only modules of layers below its own,
+//! never one beside it, but for the exceptions below.
+//! `xtask/tests/layers.rs` reads this table and checks every such path
+//! under `src/` against it, and that it lists each module once:
 //!
 //! ```text
-//!  0  error, kernel: typed errors; kernels as the backends see them
+//!  0  error, kernel/: typed errors; kernels as the backends see them
 //!     (parameter lists, a launch's configuration, built-in modules)
-//!  1  ptx, driver/: what is checked of PTX text before a backend loads
-//!     it; the one trait a backend implements (driver/cuda/, driver/host/)
+//!  1  kernel/ptx, driver/: what is checked of PTX text before a backend
+//!     loads it; the one trait a backend implements (driver/cuda/,
+//!     driver/host/)
 //!  2  pool, trace: stream and event pools; timelines
 //!  3  runtime/: the runtime of one device (state, options, the device
 //!     group, loaded modules, libraries' extensions and status words,
@@ -35,11 +44,12 @@
 //!  6  gate: an operation that blocks its stream until a test opens it
 //!  7  context/: `TaskContext`, a task on its stream, and its operations
 //!     by kind (tracked.rs: the path every operation takes)
-//!  8  typed: typed kernels (a signature declared once, checked against
-//!     the PTX entry: users' `Kernel`s and the `Builtin` statics)
-//!  9  loader, staging, nccl/, future, plumbing: users' modules (PTX or
-//!     CUDA C, loaded once per runtime and source); pinned staging memory;
-//!     collectives; completion as futures; the hooks gpu-scope builds on
+//!  8  kernel/typed: typed kernels (a signature declared once, checked
+//!     against the PTX entry: users' `Kernel`s and the `Builtin` statics)
+//!  9  kernel/loader, staging, nccl/, future, plumbing: users' modules
+//!     (PTX or CUDA C, loaded once per runtime and source); pinned staging
+//!     memory; collectives; completion as futures; the hooks gpu-scope
+//!     builds on
 //! ```
 //!
 //! The vendor libraries (cuBLAS, cuSOLVER, cuSPARSE, cuFFT, cuRAND) are
@@ -49,9 +59,10 @@
 //! status words), as any other library can be.
 //!
 //! **The import circle, today.** One, of 2 modules: `context` and
-//! `typed`, closed by the one edge against the table left, named in the
-//! test's exceptions: `context/gate.rs` -> `typed` (the gate kernel is a
-//! `Builtin`, whose launch takes a `TaskContext`), kept on purpose.
+//! `kernel/typed`, closed by the one edge against the table left, named in
+//! the test's exceptions: `context/gate.rs` -> `kernel/typed` (the gate
+//! kernel is a `Builtin`, whose launch takes a `TaskContext`), kept on
+//! purpose.
 //!
 //! One more exception closes no import circle: `pool/test.rs` ->
 //! `runtime` (the pool's unit tests open a whole runtime; test builds
@@ -68,8 +79,8 @@
 //! `impl` block for what it alone makes or needs, and nothing else:
 //! `Runtime` gets `free_ordered`, `decide` and `wait_past_errors`
 //! (handoff.rs), `begin_task` (context/), `event` (event.rs), `gate`
-//! (gate.rs), `cu_function` (typed.rs), `load_ptx`/`compile_cuda`
-//! (loader.rs) and its page-locked memory pool (staging.rs); `Buffer`
+//! (gate.rs), `cu_function` (kernel/typed.rs), `load_ptx`/`compile_cuda`
+//! (kernel/loader.rs) and its page-locked memory pool (staging.rs); `Buffer`
 //! gets its one-off-task conveniences (context/) and its futures
 //! (future.rs); `Fence` its futures (future.rs); `TaskContext` gets its
 //! operations by kind, in `context/` (and its futures, future.rs). Such a
@@ -87,16 +98,13 @@ mod gate;
 mod graph;
 mod handoff;
 mod kernel;
-mod loader;
 pub mod nccl;
 #[doc(hidden)]
 pub mod plumbing;
 mod pool;
-mod ptx;
 mod runtime;
 mod staging;
 pub mod trace;
-mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use context::{
@@ -118,13 +126,15 @@ pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
 pub use graph::{CaptureHandle, Graph, GraphCache, GraphStats};
+pub use kernel::loader::LoadedModule;
+pub use kernel::typed::{
+    Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked,
+};
 pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
-pub use loader::LoadedModule;
 pub use runtime::{
     Extension, LedgerView, LiveCounts, Runtime, RuntimeOptions, StatusJudge, StatusWord,
 };
 pub use staging::{par_copy, Staging};
-pub use typed::{Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked};
 
 /// The low level, imported on purpose: a task's escape hatches
 /// ([`RawTask`](raw::RawTask): its raw stream, raw device pointers, sharing

@@ -7,8 +7,8 @@
 
 use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
 use crate::error::{Error, Result};
+use crate::kernel::ptx::LoadedPtx;
 use crate::pool::PooledEvent;
-use crate::ptx::LoadedPtx;
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,8 +6,8 @@
 use super::Runtime;
 use crate::driver::RawKernel;
 use crate::error::{Error, Result};
+use crate::kernel::ptx::LoadedPtx;
 use crate::kernel::BuiltinModule;
-use crate::ptx::LoadedPtx;
 use std::sync::Arc;
 
 impl Runtime {
@@ -76,9 +76,10 @@ impl Runtime {
         r
     }
 
-    /// Checks `ptx` ([`crate::ptx`]) and loads it.
+    /// Checks `ptx` ([`crate::kernel::ptx`]) and loads it.
     pub(crate) fn load_checked_ptx(&self, ptx: String) -> Result<LoadedPtx> {
-        let entries = crate::ptx::entries(&ptx).map_err(|problem| Error::BadPtx { problem })?;
+        let entries =
+            crate::kernel::ptx::entries(&ptx).map_err(|problem| Error::BadPtx { problem })?;
         Ok(LoadedPtx {
             handle: self.driver().load_ptx(&ptx)?,
             entries,

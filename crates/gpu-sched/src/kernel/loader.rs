@@ -4,9 +4,9 @@
 //! by name as typed [`Kernel`]s checked against the PTX.
 
 use crate::error::{Error, Result};
-use crate::ptx::{Entry, LoadedPtx, PtxParam};
+use crate::kernel::ptx::{Entry, LoadedPtx, PtxParam};
+use crate::kernel::typed::{Kernel, Signature};
 use crate::runtime::Runtime;
-use crate::typed::{Kernel, Signature};
 use std::sync::Arc;
 
 /// A module loaded into a runtime ([`Runtime::load_ptx`],
@@ -244,7 +244,7 @@ fn global_functions(src: &str) -> Result<Vec<Entry>> {
 /// space), with the contents of every literal but `"C"` blanked, and
 /// without preprocessor lines (with their `\` continuations).
 fn c_code(src: &str) -> String {
-    let code = crate::ptx::strip_comments(src);
+    let code = crate::kernel::ptx::strip_comments(src);
     let mut out = String::with_capacity(code.len());
     let mut in_directive = false;
     let mut line_start = true;
