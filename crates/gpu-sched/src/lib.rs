@@ -32,10 +32,12 @@
 //!  1  kernel/ptx, driver/: what is checked of PTX text before a backend
 //!     loads it; the one trait a backend implements (driver/cuda/,
 //!     driver/host/)
-//!  2  pool, trace: stream and event pools; timelines
+//!  2  kernel/modules, pool, trace: the kernel modules a runtime loaded
+//!     (built-in and from text, each once), which it holds; stream and
+//!     event pools; timelines
 //!  3  runtime/: the runtime of one device (state, options, the device
-//!     group, loaded modules, libraries' extensions and status words,
-//!     what its reclaim path keeps: deferred frees and checks)
+//!     group, libraries' extensions and status words, what its reclaim
+//!     path keeps: deferred frees and checks)
 //!  4  handoff: the ledger's hand-off decisions and the ordered free
 //!  5  buffer, event, graph/, fence/: device buffers and views; user
 //!     events; graphs (a capture into one graph, a graphed scope's
@@ -64,9 +66,9 @@
 //! kernel is a `Builtin`, whose launch takes a `TaskContext`), kept on
 //! purpose.
 //!
-//! One more exception closes no import circle: `pool/test.rs` ->
-//! `runtime` (the pool's unit tests open a whole runtime; test builds
-//! only).
+//! One more exception, in test builds only: `pool/test.rs` -> `runtime`
+//! (the pool's unit tests open a whole runtime, which holds pools: a
+//! circle of `pool` and `runtime` that no build of the library has).
 //!
 //! The checks of library results that dropped tasks and fences leave are
 //! kept by the runtime and concluded on its reclaim path (the ordered

@@ -6,9 +6,10 @@
 //! The kernel wing. Beside this file, each in a row of its own of lib.rs's
 //! layer table (the wing spans the layers: the driver takes this file's
 //! types, typed kernels take a task): `ptx.rs` (what is checked of PTX
-//! text before a backend loads it), `typed.rs` (typed kernels: users'
-//! `Kernel`s and the `Builtin` statics) and `loader.rs` (users' modules,
-//! PTX or CUDA C). This file only declares them: it names none of them.
+//! text before a backend loads it), `modules.rs` (the modules a runtime
+//! loaded, which it holds), `typed.rs` (typed kernels: users' `Kernel`s
+//! and the `Builtin` statics) and `loader.rs` (users' modules, PTX or CUDA
+//! C). This file only declares them: it names none of them.
 
 /// One kernel argument, passed by value.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -211,6 +212,7 @@ impl BuiltinEntry {
 }
 
 pub(crate) mod loader;
+pub(crate) mod modules;
 pub(crate) mod ptx;
 #[cfg(test)]
 mod test;

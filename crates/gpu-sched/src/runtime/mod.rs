@@ -1,16 +1,16 @@
 //! The runtime of one device: the `Runtime` handle, its state and what
 //! reads it. Beside this file: `options.rs` (how a runtime is set up, and
 //! the views it hands out), `group.rs` (the devices of a process: one
-//! ledger, a core per device, DESIGN "Beyond one GPU"), `modules.rs` (its kernel modules),
-//! `extension.rs` (what libraries keep per runtime), `status.rs` (the
-//! status words libraries write their results into).
+//! ledger, a core per device, DESIGN "Beyond one GPU"), `extension.rs`
+//! (what libraries keep per runtime), `status.rs` (the status words
+//! libraries write their results into). Its kernel modules are the kernel
+//! wing's (`kernel/modules.rs`).
 
-use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
+use crate::driver::{BackendChoice, BackendKind, Driver, RawStream, SyncMode};
 use crate::error::{Error, Result};
-use crate::kernel::ptx::LoadedPtx;
+use crate::kernel::modules::Modules;
 use crate::pool::PooledEvent;
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -18,7 +18,6 @@ mod deferred;
 mod extension;
 mod group;
 mod interop;
-mod modules;
 mod options;
 mod pinned;
 mod status;
@@ -30,16 +29,6 @@ use group::Member;
 pub(crate) use group::{DeviceCore, Group};
 pub use options::{LedgerView, LiveCounts, RuntimeOptions};
 pub use status::{StatusJudge, StatusWord};
-
-/// How many kernel modules one runtime can load.
-const MAX_MODULES: usize = 64;
-
-/// A loaded built-in module: the address of its `BuiltinModule`, and its
-/// kernels.
-type LoadedModule = (usize, Box<[RawKernel]>);
-
-/// A module being loaded from text, or its outcome.
-type LoadSlot = Arc<OnceLock<Result<Arc<LoadedPtx>>>>;
 
 /// The size the driver allocates (and frees: the two must agree, DESIGN "Soundness") for
 /// a buffer of `bytes`: at least 4, so that every buffer has an address of
@@ -57,15 +46,8 @@ pub(crate) struct RuntimeInner {
     /// The group's ledger, held here too: every tracked operation reaches
     /// it, one pointer from the runtime rather than two.
     ledger: Arc<Ledger>,
-    /// Loaded built-in modules by the address of their `BuiltinModule`, filled front to
-    /// back: a launch finds its kernel with a load or two, no lock.
-    modules: Box<[OnceLock<LoadedModule>]>,
-    /// Serializes loading, so a module is loaded once.
-    loading: parking_lot::Mutex<()>,
-    /// Modules loaded from text, by their source and options (DESIGN "Users' kernels and chunk iterators"): a
-    /// source is loaded (or compiled) once per runtime, the built-in
-    /// modules and users' alike.
-    by_source: parking_lot::Mutex<HashMap<String, LoadSlot>>,
+    /// The kernel modules loaded, built-in and from text.
+    modules: Modules,
     sync_mode: SyncMode,
     /// Live device allocations and bytes, live page-locked bytes.
     usage: usage::Usage,
@@ -477,6 +459,12 @@ impl Runtime {
     #[inline]
     pub(crate) fn usage(&self) -> &usage::Usage {
         &self.inner.usage
+    }
+
+    /// The kernel modules loaded (kernel/typed.rs, kernel/loader.rs).
+    #[inline]
+    pub(crate) fn modules(&self) -> &Modules {
+        &self.inner.modules
     }
 
     /// The page-locked blocks handed out and cached (staging.rs).
