@@ -5,6 +5,13 @@
 //! paths in code, `$crate::` in macros, test modules included; comments and
 //! string literals are skipped) against it: a module names only modules
 //! of layers below its own, but for [`EXCEPTIONS`].
+//!
+//! A row is a module of the crate's root (`context/`: the folder and every
+//! file in it), or a module of a folder given a row of its own
+//! (`kernel/typed`: kernel/typed.rs and the files under kernel/typed/),
+//! which its folder's row then leaves out. Paths relative to a file
+//! (`super::`, `self::`, a child module's) are checked too, so that the
+//! modules of one folder in rows of their own name each other only down.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -15,24 +22,10 @@ use std::path::{Path, PathBuf};
 /// "Layout" names each file too. An exception that matches no upward edge
 /// fails the test: whoever removes an edge removes its line here.
 const EXCEPTIONS: &[(&str, &str)] = &[
-    // The checks of dropped tasks and fences, kept by the runtime
-    // (`context::Pending`, `context::reap`); and the checks a fence carries
-    // (`Pending`, `conclude_at_fence_drop`, `conclude_carried`). Both
-    // close the import circle (8 modules since issue 37 item 1 moved the
-    // libraries out). Issue 37 item 2 ("the checks a fence carries beside
-    // the fence") moves them out of `context`.
-    ("runtime/mod.rs", "context"),
-    ("fence.rs", "context"),
-    // The ordered free reaps the checks of dropped tasks and fences
-    // (`context::reap`), kept in context/checks.rs: no import circle
-    // (nothing imports `handoff` but `context`), but a call up all the
-    // same. Issue 37 item 2 ("the checks a fence carries beside the
-    // fence") moves them below the hand-off.
-    ("handoff.rs", "context"),
     // Blocking a task's stream on a gate launches the gate kernel, a
-    // `Builtin` of `typed`, which takes a `TaskContext`: the
-    // `context`/`typed` pair, kept on purpose (no issue removes it).
-    ("context/gate.rs", "typed"),
+    // `Builtin` of `kernel/typed`, which takes a `TaskContext`: the
+    // `context`/`kernel/typed` pair, kept on purpose (no issue removes it).
+    ("context/gate.rs", "kernel/typed"),
     // The pool's unit tests open a whole runtime to get a driver and its
     // streams: test builds only, kept.
     ("pool/test.rs", "runtime"),
@@ -47,8 +40,9 @@ fn src() -> PathBuf {
 type Layers = Vec<Vec<(String, bool)>>;
 
 /// The table in lib.rs's "Layout": the ```text block whose lines start
-/// with a layer number, `N  module, folder/, ..: what they are`, numbered
-/// from 0; lines without a number continue the description.
+/// with a layer number, `N  module, folder/, folder/module, ..: what they
+/// are`, numbered from 0; lines without a number continue the
+/// description.
 fn layers(lib: &str) -> Layers {
     let start = lib
         .find("//! # Layout")
@@ -208,17 +202,19 @@ fn flatten(tree: &str) -> Vec<(Vec<String>, String)> {
         .collect()
 }
 
-/// Every path that follows `crate::` (or `$crate::`) in `code`, as the use
-/// trees written there, flattened.
-fn crate_paths(code: &str) -> Vec<Vec<String>> {
+/// Every path that follows `start` (`crate::`, `super::`, ..) in `code`
+/// where `start` does not continue an identifier or a path (`$crate::`
+/// counts), as the use trees written there, flattened; each with where its
+/// tree starts and ends.
+fn paths_after(code: &str, start: &str) -> Vec<(usize, usize, Vec<String>)> {
     let mut out = Vec::new();
-    for (at, _) in code.match_indices("crate::") {
+    for (at, _) in code.match_indices(start) {
         let before = code[..at].chars().next_back();
-        if before.is_some_and(|ch| ch.is_alphanumeric() || ch == '_') {
+        if before.is_some_and(|ch| ch.is_alphanumeric() || ch == '_' || ch == ':') {
             continue;
         }
         // The path: identifiers, `::`, and braced groups after `::`.
-        let rest = &code[at + "crate::".len()..];
+        let rest = &code[at + start.len()..];
         let (mut end, mut depth) = (0, 0);
         for (k, ch) in rest.char_indices() {
             match ch {
@@ -233,18 +229,124 @@ fn crate_paths(code: &str) -> Vec<Vec<String>> {
             }
         }
         let tree = rest[..end].trim_end_matches(':');
-        out.extend(flatten(tree).into_iter().map(|(path, _)| path));
+        let ends = at + start.len() + end;
+        out.extend(flatten(tree).into_iter().map(|(path, _)| (at, ends, path)));
     }
     out
 }
 
+/// Every path that follows `crate::` (or `$crate::`) in `code`.
+fn crate_paths(code: &str) -> Vec<Vec<String>> {
+    paths_after(code, "crate::")
+        .into_iter()
+        .map(|(_, _, p)| p)
+        .collect()
+}
+
+/// The `mod name;` a file's `code` declares (its child files) and, for
+/// each byte of it, in how many inline `mod name { .. }` it is.
+fn mods(code: &str) -> (Vec<String>, Vec<usize>) {
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let (mut children, mut opens) = (Vec::new(), BTreeSet::new());
+    for (at, _) in code.match_indices("mod ") {
+        if code[..at].chars().next_back().is_some_and(ident) {
+            continue;
+        }
+        let rest = code[at + 4..].trim_start();
+        let name: String = rest.chars().take_while(|&ch| ident(ch)).collect();
+        let after = rest[name.len()..].trim_start();
+        let brace = code.len() - after.len();
+        match after.chars().next() {
+            Some(';') if !name.is_empty() => children.push((at, name)),
+            Some('{') if !name.is_empty() => {
+                opens.insert(brace);
+            }
+            _ => {}
+        }
+    }
+    let (mut depth, mut open, mut inline) = (0, Vec::new(), Vec::with_capacity(code.len()));
+    for (k, b) in code.bytes().enumerate() {
+        if b == b'{' {
+            depth += 1;
+            if opens.contains(&k) {
+                open.push(depth);
+            }
+        }
+        inline.push(open.len());
+        if b == b'}' {
+            if open.last() == Some(&depth) {
+                open.pop();
+            }
+            depth -= 1;
+        }
+    }
+    let children = children
+        .into_iter()
+        .filter(|(at, _)| inline[*at] == 0)
+        .map(|(_, name)| name)
+        .collect();
+    (children, inline)
+}
+
+/// Every path of the crate that `code`, the file of module `module`
+/// (`["kernel", "typed"]` for kernel/typed.rs), names, from the crate's
+/// root: `crate::` paths, and the paths relative to the file: `super::`,
+/// `self::` and a child's (`typed::` in kernel/mod.rs), which reach a
+/// module of a row of its own as well (`kernel/typed`). Paths within an
+/// inline module (`mod sealed { use super::X; }`) stay in the file.
+fn crate_paths_from(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let (children, inline) = mods(code);
+    let joined = |base: &[String], rest: &[String]| -> Vec<String> {
+        base.iter().chain(rest).cloned().collect()
+    };
+    // Every tree, as (start, end, the path from the root); one inside
+    // another's braces (`super::{a, super::b}`) is read with it.
+    let mut found = Vec::new();
+    for (at, end, p) in paths_after(code, "crate::") {
+        found.push((at, end, Some(p)));
+    }
+    for (at, end, p) in paths_after(code, "super::") {
+        let more = p.iter().take_while(|s| *s == "super").count();
+        let up = (1 + more).saturating_sub(inline[at]);
+        let path = (up > 0 && up <= module.len())
+            .then(|| joined(&module[..module.len() - up], &p[more..]));
+        found.push((at, end, path));
+    }
+    for (at, end, p) in paths_after(code, "self::") {
+        found.push((at, end, (inline[at] == 0).then(|| joined(module, &p))));
+    }
+    for child in &children {
+        for (at, end, p) in paths_after(code, &format!("{child}::")) {
+            let path = joined(&joined(module, std::slice::from_ref(child)), &p);
+            found.push((at, end, (inline[at] == 0).then_some(path)));
+        }
+    }
+    let spans: Vec<(usize, usize)> = found.iter().map(|&(at, end, _)| (at, end)).collect();
+    found
+        .into_iter()
+        .filter(|&(at, _, _)| !spans.iter().any(|&(a, e)| a < at && at < e))
+        .filter_map(|(_, _, path)| path)
+        .collect()
+}
+
+/// The row of lib.rs's table that the module at `path` is in: the longest
+/// start of it that the table lists (`kernel/typed` for
+/// `kernel::typed::Kernel`, `context` for `context::checks`).
+fn row_of(path: &[String], rows: &BTreeSet<String>) -> String {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].join("/"))
+        .find(|r| rows.contains(r))
+        .unwrap_or_else(|| path[0].clone())
+}
+
 /// lib.rs's declarations: its file modules, its inline modules, and the
-/// module each name the root re-exports comes from (`None`: another
+/// path each name the root re-exports comes from (`None`: another
 /// crate's).
 struct Root {
     mods: BTreeSet<String>,
     inline: BTreeSet<String>,
-    names: BTreeMap<String, Option<String>>,
+    names: BTreeMap<String, Option<Vec<String>>>,
 }
 
 fn root(lib: &str) -> Root {
@@ -269,8 +371,9 @@ fn root(lib: &str) -> Root {
         let stmt = &code[at + "pub use ".len()..];
         let stmt = &stmt[..stmt.find(';').expect("a `pub use` ends")];
         for (path, name) in flatten(stmt) {
-            let first = path.iter().find(|s| *s != "crate").expect("a path");
-            names.insert(name, mods.contains(first).then(|| first.clone()));
+            let path: Vec<String> = path.into_iter().filter(|s| s != "crate").collect();
+            let local = mods.contains(&path[0]);
+            names.insert(name, local.then_some(path));
         }
     }
     Root {
@@ -280,10 +383,11 @@ fn root(lib: &str) -> Root {
     }
 }
 
-/// An edge: (file under `src/`, its module, the module it names).
+/// An edge: (file under `src/`, its row, the row it names).
 type Edge = (String, String, String);
 
-fn edges(src: &Path, root: &Root) -> Vec<Edge> {
+/// Every edge between rows of the table (`rows`) of the files under `src`.
+fn edges(src: &Path, root: &Root, rows: &BTreeSet<String>) -> Vec<Edge> {
     let mut files = Vec::new();
     let mut dirs = vec![src.to_path_buf()];
     while let Some(d) = dirs.pop() {
@@ -303,23 +407,31 @@ fn edges(src: &Path, root: &Root) -> Vec<Edge> {
         if rel == "lib.rs" {
             continue;
         }
-        let module = rel
+        // The file's module: kernel/typed.rs is `kernel::typed`,
+        // kernel/mod.rs `kernel`.
+        let mut module: Vec<String> = rel
+            .trim_end_matches(".rs")
             .split('/')
-            .next()
-            .expect("a path")
-            .trim_end_matches(".rs");
+            .map(str::to_string)
+            .collect();
+        if module.len() > 1 && module.last().is_some_and(|m| m == "mod") {
+            module.pop();
+        }
+        let from = row_of(&module, rows);
         let text = std::fs::read_to_string(&p).expect("read a source file");
-        for path in crate_paths(&code_only(&text)) {
-            let mut seg = path.iter().map(String::as_str);
-            let mut first = seg.next().unwrap_or_default();
-            if root.inline.contains(first) {
-                first = seg.next().unwrap_or_default();
+        for path in crate_paths_from(&code_only(&text), &module) {
+            let mut path = path.as_slice();
+            if path.first().is_some_and(|s| root.inline.contains(s)) {
+                path = &path[1..];
             }
+            let Some(first) = path.first() else {
+                continue;
+            };
             let to = if root.mods.contains(first) {
-                first.to_string()
+                row_of(path, rows)
             } else {
                 match root.names.get(first) {
-                    Some(Some(m)) => m.clone(),
+                    Some(Some(from_path)) => row_of(from_path, rows),
                     Some(None) => continue,
                     None => panic!(
                         "{rel}: `crate::{}` names nothing lib.rs declares",
@@ -327,8 +439,8 @@ fn edges(src: &Path, root: &Root) -> Vec<Edge> {
                     ),
                 }
             };
-            if to != module {
-                out.insert((rel.clone(), module.to_string(), to));
+            if to != from {
+                out.insert((rel.clone(), from.clone(), to));
             }
         }
     }
@@ -350,10 +462,16 @@ fn gpu_sched_modules_import_only_layers_below_theirs() {
             if layer_of.insert(m.clone(), n).is_some() {
                 writeln!(problems, "lib.rs's table lists `{m}` twice").unwrap();
             }
-            if !root.mods.contains(m) {
+            let declared = if m.contains('/') {
+                // A module of a folder, in a row of its own.
+                src.join(format!("{m}.rs")).is_file() || src.join(m).join("mod.rs").is_file()
+            } else {
+                root.mods.contains(m)
+            };
+            if !declared {
                 writeln!(
                     problems,
-                    "lib.rs's table lists `{m}`, which lib.rs does not declare"
+                    "lib.rs's table lists `{m}`, which is not a module of src/"
                 )
                 .unwrap();
             }
@@ -375,7 +493,8 @@ fn gpu_sched_modules_import_only_layers_below_theirs() {
     // Every edge goes down, but for the exceptions; each exception is
     // used, and named in lib.rs.
     let mut used = BTreeSet::new();
-    for (file, from, to) in edges(&src, &root) {
+    let rows = layer_of.keys().cloned().collect();
+    for (file, from, to) in edges(&src, &root, &rows) {
         let (Some(&lf), Some(&lt)) = (layer_of.get(&from), layer_of.get(&to)) else {
             continue; // reported above
         };
@@ -430,4 +549,40 @@ fn the_scanner_reads_use_trees_and_skips_comments_and_strings() {
         .map(|p| p[0].clone())
         .collect();
     assert_eq!(firsts, ["a", "c", "c", "G", "m", "o"]);
+}
+
+#[test]
+fn paths_relative_to_a_file_are_read_from_its_module() {
+    let code = code_only(
+        "use super::{X, super::Y};\n\
+         pub(crate) mod typed;\nmod sealed { use super::Z; }\n\
+         use self::ptx::E; let k = typed::Kernel::new(); crate::a::B;",
+    );
+    let module = ["kernel".to_string(), "loader".to_string()];
+    let paths: Vec<String> = crate_paths_from(&code, &module)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "a::B",
+            "kernel::X",
+            "Y",
+            "kernel::loader::ptx::E",
+            "kernel::loader::typed::Kernel::new"
+        ]
+    );
+    let rows = ["kernel", "kernel/typed", "context"]
+        .map(str::to_string)
+        .into();
+    let row = |p: &str| {
+        row_of(
+            &p.split("::").map(str::to_string).collect::<Vec<_>>(),
+            &rows,
+        )
+    };
+    assert_eq!(row("kernel::typed::Kernel"), "kernel/typed");
+    assert_eq!(row("kernel::ptx::entries"), "kernel");
+    assert_eq!(row("context::checks"), "context");
 }

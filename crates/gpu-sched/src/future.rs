@@ -34,9 +34,10 @@
 //! given back.
 
 use crate::buffer::{Buffer, DeviceRepr, DeviceSlice};
-use crate::context::{carried_fences, TaskContext, Touch};
+use crate::context::{TaskContext, Touch};
 use crate::driver::{RawEvent, RawStream};
 use crate::error::{Error, Result};
+use crate::fence::carried_fences;
 use crate::fence::Fence;
 use crate::runtime::Runtime;
 use parking_lot::{Condvar, Mutex};

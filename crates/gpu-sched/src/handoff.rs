@@ -25,7 +25,7 @@ impl Runtime {
         // Earlier frees deferred first: this one, deferred, waits for the
         // next chance. Then the deferred checks already done (a query each).
         self.retry_deferred_frees();
-        crate::context::reap(self, false);
+        self.deferred_checks().reap(self, false);
         // SAFETY: the caller's contract, passed on.
         unsafe { self.free_or_defer(ptr, bytes, uses) };
     }

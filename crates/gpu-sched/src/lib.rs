@@ -12,32 +12,46 @@
 //!
 //! Every module, in layers from the bottom (the driver, and the pools and
 //! runtime that use the ledger) to the top (users' modules, collectives,
-//! futures); a folder ends in `/`. A module names (`use crate::..`, or a
-//! `crate::..` path, the crate root's re-exports included) only modules of
-//! layers below its own, never one beside it, but for the exceptions below.
-//! `xtask/tests/layers.rs` reads this table and checks every `crate::`
-//! path under `src/` against it, and that it lists each module once:
+//! futures); a folder ends in `/`, and its files are its row's. A module
+//! of a folder may have a row of its own, `folder/module` (its file and
+//! the files under `folder/module/`), which its folder's row then leaves
+//! out: so a wing kept in one folder may span layers. The kernel wing does
+//! (`kernel/`: the driver takes its types, typed kernels take a task), and
+//! its `mod.rs` only declares the modules in rows of their own.
+//!
+//! A module names (`use crate::..`, a `crate::..` path, the crate root's
+//! re-exports included, or a path relative to its file: `super::..`,
+//! `self::..`, a child module's) only modules of layers below its own,
+//! never one beside it, but for the exceptions below.
+//! `xtask/tests/layers.rs` reads this table and checks every such path
+//! under `src/` against it, and that it lists each module once:
 //!
 //! ```text
-//!  0  error, kernel: typed errors; kernels as the backends see them
+//!  0  error, kernel/: typed errors; kernels as the backends see them
 //!     (parameter lists, a launch's configuration, built-in modules)
-//!  1  ptx, driver/: what is checked of PTX text before a backend loads
-//!     it; the one trait a backend implements (driver/cuda/, driver/host/)
-//!  2  pool, trace: stream and event pools; timelines
+//!  1  kernel/ptx, driver/: what is checked of PTX text before a backend
+//!     loads it; the one trait a backend implements (driver/cuda/,
+//!     driver/host/)
+//!  2  kernel/modules, pool, trace: the kernel modules a runtime loaded
+//!     (built-in and from text, each once), which it holds; stream and
+//!     event pools; timelines
 //!  3  runtime/: the runtime of one device (state, options, the device
-//!     group, loaded modules, libraries' extensions and status words)
+//!     group, libraries' extensions and status words, what its reclaim
+//!     path keeps: deferred frees and checks)
 //!  4  handoff: the ledger's hand-off decisions and the ordered free
-//!  5  buffer, event, graph/, fence: device buffers and views; user
+//!  5  buffer, event, graph/, fence/: device buffers and views; user
 //!     events; graphs (a capture into one graph, a graphed scope's
-//!     recording, the graph kept between its runs, lanes); fences
+//!     recording, the graph kept between its runs, lanes); fences, and
+//!     the library results they carry (fence/checks.rs)
 //!  6  gate: an operation that blocks its stream until a test opens it
 //!  7  context/: `TaskContext`, a task on its stream, and its operations
 //!     by kind (tracked.rs: the path every operation takes)
-//!  8  typed: typed kernels (a signature declared once, checked against
-//!     the PTX entry: users' `Kernel`s and the `Builtin` statics)
-//!  9  loader, staging, nccl/, future, plumbing: users' modules (PTX or
-//!     CUDA C, loaded once per runtime and source); pinned staging memory;
-//!     collectives; completion as futures; the hooks gpu-scope builds on
+//!  8  kernel/typed: typed kernels (a signature declared once, checked
+//!     against the PTX entry: users' `Kernel`s and the `Builtin` statics)
+//!  9  kernel/loader, staging, nccl/, future, plumbing: users' modules
+//!     (PTX or CUDA C, loaded once per runtime and source); pinned staging
+//!     memory; collectives; completion as futures; the hooks gpu-scope
+//!     builds on
 //! ```
 //!
 //! The vendor libraries (cuBLAS, cuSOLVER, cuSPARSE, cuFFT, cuRAND) are
@@ -46,38 +60,34 @@
 //! per-stream handles, [`TaskContext::check_status_later`] for their
 //! status words), as any other library can be.
 //!
-//! **The import circle, today.** One, of 8 modules: `runtime` and
-//! everything between it and `typed` (`buffer`, `event`, `graph`,
-//! `fence`, `gate`, `context`, `typed`). These edges against the table
-//! close it, each named in the test's exceptions with the issue that
-//! removes it:
-//! - `runtime/mod.rs` -> `context` (`Pending`, `reap`: the checks of
-//!   dropped tasks and fences, kept by the runtime) and `fence.rs` ->
-//!   `context` (`Pending`, `conclude_*`: the checks a fence carries):
-//!   issue 37 item 2 puts them beside the fence;
-//! - `context/gate.rs` -> `typed`: the gate kernel is a `Builtin`. With the
-//!   edges above gone, `context` and `typed` are the circle left: kept on
-//!   purpose.
+//! **The import circle, today.** One, of 2 modules: `context` and
+//! `kernel/typed`, closed by the one edge against the table left, named in
+//! the test's exceptions: `context/gate.rs` -> `kernel/typed` (the gate
+//! kernel is a `Builtin`, whose launch takes a `TaskContext`), kept on
+//! purpose.
 //!
-//! Two more exceptions close no import circle: `handoff.rs` -> `context`
-//! (`reap`, the checks of dropped tasks and fences, which the ordered free
-//! concludes; they move below with the fence's checks), a call circle all
-//! the same, as a buffer's drop calls `Runtime::free_ordered`
-//! (handoff.rs), which calls up into `context`; and `pool/test.rs` -> `runtime` (the pool's unit tests open a
-//! whole runtime; test builds only).
+//! One more exception, in test builds only: `pool/test.rs` -> `runtime`
+//! (the pool's unit tests open a whole runtime, which holds pools: a
+//! circle of `pool` and `runtime` that no build of the library has).
+//!
+//! The checks of library results that dropped tasks and fences leave are
+//! kept by the runtime and concluded on its reclaim path (the ordered
+//! free, `Runtime::synchronize`), but are the fence's (`fence/checks.rs`):
+//! the runtime keeps them as trait objects (`DeferredCheck`,
+//! runtime/deferred.rs) and calls up through them, by design, naming
+//! nothing above it.
 //!
 //! A type's core lives in its own module. A module above it may add an
 //! `impl` block for what it alone makes or needs, and nothing else:
 //! `Runtime` gets `free_ordered`, `decide` and `wait_past_errors`
 //! (handoff.rs), `begin_task` (context/), `event` (event.rs), `gate`
-//! (gate.rs), `cu_function` (typed.rs), `load_ptx`/`compile_cuda`
-//! (loader.rs) and its page-locked memory pool (staging.rs); `Buffer`
+//! (gate.rs), `cu_function` (kernel/typed.rs), `load_ptx`/`compile_cuda`
+//! (kernel/loader.rs) and its page-locked memory pool (staging.rs); `Buffer`
 //! gets its one-off-task conveniences (context/) and its futures
 //! (future.rs); `Fence` its futures (future.rs); `TaskContext` gets its
 //! operations by kind, in `context/` (and its futures, future.rs). Such a
-//! method can be called from below the module that defines it (the call
-//! circle above), which an import check cannot see. Everything else of a
-//! type is in its module.
+//! method can be called from below the module that defines it, which an
+//! import check cannot see. Everything else of a type is in its module.
 
 mod buffer;
 mod context;
@@ -90,21 +100,18 @@ mod gate;
 mod graph;
 mod handoff;
 mod kernel;
-mod loader;
 pub mod nccl;
 #[doc(hidden)]
 pub mod plumbing;
 mod pool;
-mod ptx;
 mod runtime;
 mod staging;
 pub mod trace;
-mod typed;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use context::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, StatusJudge,
-    StreamSlot, TaskContext, TouchList, Unchecked, WriteArg, Writes,
+    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, StreamSlot,
+    TaskContext, TouchList, Unchecked, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.
@@ -121,11 +128,15 @@ pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
 pub use graph::{CaptureHandle, Graph, GraphCache, GraphStats};
+pub use kernel::loader::LoadedModule;
+pub use kernel::typed::{
+    Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked,
+};
 pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
-pub use loader::LoadedModule;
-pub use runtime::{Extension, LedgerView, LiveCounts, Runtime, RuntimeOptions, StatusWord};
+pub use runtime::{
+    Extension, LedgerView, LiveCounts, Runtime, RuntimeOptions, StatusJudge, StatusWord,
+};
 pub use staging::{par_copy, Staging};
-pub use typed::{Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked};
 
 /// The low level, imported on purpose: a task's escape hatches
 /// ([`RawTask`](raw::RawTask): its raw stream, raw device pointers, sharing

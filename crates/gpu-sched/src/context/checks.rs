@@ -1,111 +1,18 @@
-//! Results a library leaves for the host (a factorization's `info`, DESIGN "Numerical libraries and foreign work"),
-//! checked at the task's next host wait rather than with a wait of their
-//! own: the fast path never waits. A task's unchecked results travel with
-//! its final fence (or, for a task that queued nothing of its own, as
-//! [`Unchecked`]) to the task that joins it (`gpu`'s scopes), up to the
-//! API that ended the tasks, which checks them before it returns
-//! (DESIGN "Where a failure goes").
-//!
-//! A task or fence dropped with results unchecked never blocks: its
-//! results are deferred to the runtime's reclaim path (a list checked,
-//! without waiting, at each ordered free and at [`crate::Runtime::synchronize`],
-//! which waits for them). A failure found there belongs to nobody's wait
-//! but the runtime's next [`crate::Runtime::synchronize`]: never to an
-//! unrelated task's wait, which keeps its data.
+//! A task's results of library operations (a factorization's `info`,
+//! DESIGN "Numerical libraries and foreign work"), checked at the task's
+//! next host wait rather than with a wait of their own: the fast path never
+//! waits. A task's unchecked results travel with its final fence (or, for a
+//! task that queued nothing of its own, as [`Unchecked`]) to the task that
+//! joins it (`gpu`'s scopes), up to the API that ended the tasks, which
+//! checks them before it returns (DESIGN "Where a failure goes"). What a
+//! check is, how checks are concluded and how a dropped task's or fence's
+//! are deferred to the runtime: `fence/checks.rs`, below; here,
+//! `TaskContext`'s methods, which call down.
 
 use super::TaskContext;
-use crate::error::{Error, Result};
-use crate::fence::Fence;
-use crate::runtime::StatusWord;
-
-/// Turns a nonzero value of a [`StatusWord`] written by `op` into its error
-/// ([`TaskContext::check_status_later`]): a library's meaning of its
-/// status (cuSOLVER's positive `info` of a potrf is
-/// [`Error::NotPositiveDefinite`], a negative one
-/// [`Error::Library`]).
-pub type StatusJudge = fn(op: &'static str, value: i32) -> Error;
-
-/// One result to check: the word the library writes, the operation, and
-/// what a nonzero value means.
-#[derive(Debug)]
-pub(crate) struct Check {
-    pub(crate) word: StatusWord,
-    pub(crate) op: &'static str,
-    pub(crate) judge: StatusJudge,
-    /// The named task that queued the work, and its device: the failure
-    /// says so ([`Error::InTask`]).
-    pub(crate) task: Option<(std::sync::Arc<str>, usize)>,
-}
-
-impl Check {
-    /// The result as an error, if it is one. Only after a wait that
-    /// covers the work that writes the word.
-    fn verdict(&self) -> Result<()> {
-        match self.word.get() {
-            0 => Ok(()),
-            v => {
-                let e = (self.judge)(self.op, v);
-                Err(match &self.task {
-                    Some((name, device)) => e.in_task(name.clone(), *device),
-                    None => e,
-                })
-            }
-        }
-    }
-}
-
-/// A check of this task's own work (`after: None`, covered by a
-/// synchronize of its stream) or of another's, covered by `after`.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    check: Check,
-    after: Option<Fence>,
-}
-
-/// The first failure of `checks`, after waiting for each one's fence;
-/// every check is consumed. `own_done`: whether the wait that covers the
-/// checks of the task's own stream (`after: None`) succeeded. A word whose
-/// writer may still be queued (its wait failed, also past transient
-/// errors) is never given back: it is leaked, so no later operation gets
-/// it while the device may still write it.
-fn conclude(checks: Vec<Pending>, own_done: bool) -> Result<()> {
-    let mut first = None;
-    for p in checks {
-        let done = match &p.after {
-            None => own_done,
-            Some(f) => wait_for(f),
-        };
-        let r = match (done, p.after) {
-            // The fence is held until the word is read: it holds the
-            // runtime, whose drop frees the words' pages (a fence of
-            // another device's runtime may be the last that holds it).
-            (true, Some(f)) => f.clone().synchronize().and_then(|()| p.check.verdict()),
-            (true, None) => p.check.verdict(),
-            (false, _) => {
-                std::mem::forget(p.check.word);
-                Err(Error::Unsupported(
-                    "a library result whose work could not be waited for (the device failed): not checked",
-                ))
-            }
-        };
-        if let Err(e) = r {
-            first.get_or_insert(e);
-        }
-    }
-    first.map_or(Ok(()), Err)
-}
-
-/// Waits on the host for `f`'s event, past transient errors; whether the
-/// fenced work is done (a fence of a scope capture stands for no queued
-/// work: done).
-fn wait_for(f: &Fence) -> bool {
-    let Some(ev) = f.shared.ev.as_ref() else {
-        return true;
-    };
-    let rt = &f.shared.rt;
-    rt.wait_past_errors(|| rt.driver().event_sync(ev.raw))
-        .is_ok()
-}
+use crate::error::Result;
+use crate::fence::{conclude, defer, Check, Fence, Pending};
+use crate::runtime::{StatusJudge, StatusWord};
 
 impl TaskContext {
     /// A status word of this task's runtime, zeroed, for a library's
@@ -141,8 +48,9 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongDevice`] for a word of another runtime (which may be
-    /// gone when this task's wait reads it); the word is dropped.
+    /// [`Error::WrongDevice`](crate::Error::WrongDevice) for a word of
+    /// another runtime (which may be gone when this task's wait reads it);
+    /// the word is dropped.
     pub fn check_status_later(
         &self,
         word: StatusWord,
@@ -165,9 +73,7 @@ impl TaskContext {
         if let Some(name) = self.name.borrow().clone() {
             check.task = Some((name, self.rt.ordinal()));
         }
-        self.checks
-            .borrow_mut()
-            .push(Pending { check, after: None });
+        self.checks.borrow_mut().push(Pending::own(check));
     }
 
     /// Whether results of this task's library operations (or of tasks it
@@ -228,14 +134,9 @@ impl TaskContext {
         if carried.is_empty() {
             return;
         }
-        let mut mine = self.checks.borrow_mut();
-        for p in carried {
-            let after = p.after.unwrap_or_else(|| fence.clone());
-            mine.push(Pending {
-                check: p.check,
-                after: Some(after),
-            });
-        }
+        self.checks
+            .borrow_mut()
+            .extend(carried.into_iter().map(|p| p.carried_by(fence)));
     }
 
     /// Checks every pending result now: waits for the work that writes
@@ -245,13 +146,15 @@ impl TaskContext {
     ///
     /// # Errors
     ///
-    /// The first failed result ([`Error::NotPositiveDefinite`],
-    /// [`Error::Singular`], ...); driver errors from the waits.
+    /// The first failed result
+    /// ([`Error::NotPositiveDefinite`](crate::Error::NotPositiveDefinite),
+    /// [`Error::Singular`](crate::Error::Singular), ...); driver errors
+    /// from the waits.
     pub fn check_results(&self) -> Result<()> {
         if !self.has_unchecked_results() {
             return Ok(());
         }
-        if self.checks.borrow().iter().any(|p| p.after.is_none()) {
+        if self.checks.borrow().iter().any(|p| p.after().is_none()) {
             // Its own results: a synchronize concludes every check.
             return self.synchronize();
         }
@@ -265,12 +168,12 @@ impl TaskContext {
     /// own results (none without work of its own) stay.
     pub(crate) fn take_unchecked(&self) -> Unchecked {
         let mut mine = self.checks.borrow_mut();
-        if mine.iter().all(|p| p.after.is_some()) {
+        if mine.iter().all(|p| p.after().is_some()) {
             return Unchecked(std::mem::take(&mut *mine));
         }
         let (taken, own) = std::mem::take(&mut *mine)
             .into_iter()
-            .partition(|p| p.after.is_some());
+            .partition(|p| p.after().is_some());
         *mine = own;
         Unchecked(taken)
     }
@@ -292,7 +195,7 @@ impl TaskContext {
             return;
         }
         let mut own = None;
-        if checks.iter().any(|p| p.after.is_none()) && self.slot.get().is_some() {
+        if checks.iter().any(|p| p.after().is_none()) && self.slot.get().is_some() {
             // A record, not a wait; in a capture (no event) or failing,
             // none: `defer` then reports them unchecked.
             own = self.fence().ok().filter(|f| f.shared.ev.is_some());
@@ -334,112 +237,9 @@ impl Drop for Unchecked {
         if let Some(rt) = self
             .0
             .iter()
-            .find_map(|p| p.after.as_ref().map(|f| f.shared.rt.clone()))
+            .find_map(|p| p.after().map(|f| f.shared.rt.clone()))
         {
             defer(&rt, std::mem::take(&mut self.0), None);
         }
     }
-}
-
-/// Defers `checks` to `rt`'s reclaim path: each is checked once its work
-/// is seen done ([`reap`]). `own`: the fence that covers the checks of the
-/// dropped task's own stream (`after: None`); without one (none could be
-/// recorded: a capture, a failed record) nothing says when their writer
-/// is done, so their words are never given back and their results are
-/// reported unchecked.
-fn defer(rt: &crate::Runtime, checks: Vec<Pending>, own: Option<Fence>) {
-    let mut list = Vec::with_capacity(checks.len());
-    for p in checks {
-        match (p.after, &own) {
-            (Some(f), _) => list.push(Pending {
-                check: p.check,
-                after: Some(f),
-            }),
-            (None, Some(f)) => list.push(Pending {
-                check: p.check,
-                after: Some(f.clone()),
-            }),
-            (None, None) => {
-                std::mem::forget(p.check.word);
-                rt.keep_unreported(Error::Unsupported(
-                    "a library result whose work could not be waited for: not checked",
-                ));
-            }
-        }
-    }
-    if !list.is_empty() {
-        rt.deferred_checks().lock().extend(list);
-        rt.note_deferred_checks();
-    }
-}
-
-/// The runtime's deferred checks whose work is done, checked; a failure is
-/// kept for its next [`crate::Runtime::synchronize`]. `wait`: waits for
-/// each (the synchronize, after the device-wide wait: at once); else only
-/// those already seen done, the rest kept (never blocks).
-pub(crate) fn reap(rt: &crate::Runtime, wait: bool) {
-    if !rt.take_deferred_note() {
-        return;
-    }
-    let list = std::mem::take(&mut *rt.deferred_checks().lock());
-    let mut kept = Vec::new();
-    for p in list {
-        let f = p.after.as_ref().expect("deferred checks have fences");
-        let done = match f.shared.ev.as_ref() {
-            None => Some(true),
-            Some(_) if wait => Some(wait_for(f)),
-            Some(ev) => match rt.driver().event_query(ev.raw) {
-                Ok(true) => Some(true),
-                Ok(false) => None,
-                Err(e) if e.is_sticky() => Some(false),
-                Err(_) => None,
-            },
-        };
-        match done {
-            None => kept.push(p),
-            Some(done) => {
-                if let Err(e) = conclude(vec![p], done) {
-                    rt.keep_unreported(e);
-                }
-            }
-        }
-    }
-    if !kept.is_empty() {
-        rt.deferred_checks().lock().extend(kept);
-        rt.note_deferred_checks();
-    }
-}
-
-/// At a fence's drop: the results it still carries, deferred to the
-/// runtime's reclaim path (never waited for here). `own`: the fence's
-/// event, which covers the carried results of its own task; it moves to a
-/// new fence that the deferred checks hold.
-pub(crate) fn conclude_at_fence_drop(
-    rt: &crate::Runtime,
-    checks: Vec<Pending>,
-    own: Option<Box<crate::pool::PooledEvent>>,
-) {
-    let own = own.map(|ev| Fence {
-        shared: std::sync::Arc::new(crate::fence::FenceEvent {
-            rt: rt.clone(),
-            ev: Some(ev),
-            nodes: None,
-            checks: Default::default(),
-        }),
-    });
-    defer(rt, checks, own);
-}
-
-/// The fences of other tasks' work that `checks` (a fence's carried
-/// results) wait for besides the carrying fence's own event: what an
-/// asynchronous wait for that fence must see done before it checks them
-/// without blocking (`crate::future`).
-pub(crate) fn carried_fences(checks: &[Pending]) -> Vec<Fence> {
-    checks.iter().filter_map(|p| p.after.clone()).collect()
-}
-
-/// After a successful wait for a fence's event: the results it carries,
-/// checked.
-pub(crate) fn conclude_carried(checks: Vec<Pending>) -> Result<()> {
-    conclude(checks, true)
 }

@@ -6,8 +6,8 @@ use super::TaskContext;
 use crate::driver::BackendKind;
 use crate::error::Result;
 use crate::gate::Gate;
+use crate::kernel::typed::{Builtin, Out, Untracked};
 use crate::kernel::LaunchConfig;
-use crate::typed::{Builtin, Out, Untracked};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 

@@ -31,8 +31,7 @@ mod memory;
 mod raw;
 mod tracked;
 
-pub(crate) use checks::{carried_fences, conclude_at_fence_drop, conclude_carried, reap, Pending};
-pub use checks::{StatusJudge, Unchecked};
+pub use checks::Unchecked;
 pub use foreign::{
     DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, StreamSlot, TouchList,
     WriteArg, Writes,
@@ -101,8 +100,8 @@ pub struct TaskContext {
     /// The task's name ([`TaskContext::set_name`]).
     pub(super) name: std::cell::RefCell<Option<std::sync::Arc<str>>>,
     /// Results of library operations to check at the next host wait
-    /// (`checks.rs`).
-    pub(super) checks: std::cell::RefCell<Vec<Pending>>,
+    /// (`checks.rs`; what a check is: `fence/checks.rs`).
+    pub(super) checks: std::cell::RefCell<Vec<crate::fence::Pending>>,
     pub(super) _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 

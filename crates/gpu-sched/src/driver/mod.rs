@@ -361,7 +361,7 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// `dst` is 4-aligned, live and ordered for `count` words.
     unsafe fn memset_u32(&self, dst: u64, value: u32, count: usize, s: RawStream) -> Result<()>;
 
-    /// Loads PTX text (checked by [`crate::ptx`] first) as a module of this
+    /// Loads PTX text (checked by [`crate::kernel::ptx`] first) as a module of this
     /// context, kept until the driver is dropped; returns its handle (the
     /// host backend: a number).
     fn load_ptx(&self, ptx: &str) -> Result<u64>;

@@ -1,7 +1,7 @@
 //! The devices of a process (DESIGN "Beyond one GPU"): the group, its one ledger, a core per
 //! device (driver and pools) opened on first use, and the runtime of each.
 
-use super::{RtRef, Runtime, RuntimeInner, RuntimeOptions, MAX_MODULES, NEXT_RUNTIME};
+use super::{RtRef, Runtime, RuntimeInner, RuntimeOptions, NEXT_RUNTIME};
 use crate::driver::{BackendChoice, BackendKind, Driver, SyncMode};
 use crate::error::{Error, Result};
 use crate::pool::{EventPool, StreamPool};
@@ -198,9 +198,7 @@ impl Group {
             core,
             group: self.clone(),
             ledger: ledger.clone(),
-            modules: (0..MAX_MODULES).map(|_| OnceLock::new()).collect(),
-            loading: parking_lot::Mutex::new(()),
-            by_source: Default::default(),
+            modules: Default::default(),
             sync_mode: self.opts.sync_mode,
             usage: Default::default(),
             reclaimer,
@@ -214,7 +212,6 @@ impl Group {
             unreported: Default::default(),
             has_unreported: Default::default(),
             deferred_checks: Default::default(),
-            has_deferred_checks: Default::default(),
             side_streams: Default::default(),
             unresponsive: OnceLock::new(),
             wait_limit: self.opts.wait_limit,

@@ -1,16 +1,16 @@
 //! The runtime of one device: the `Runtime` handle, its state and what
 //! reads it. Beside this file: `options.rs` (how a runtime is set up, and
 //! the views it hands out), `group.rs` (the devices of a process: one
-//! ledger, a core per device, DESIGN "Beyond one GPU"), `modules.rs` (its kernel modules),
-//! `extension.rs` (what libraries keep per runtime), `status.rs` (the
-//! status words libraries write their results into).
+//! ledger, a core per device, DESIGN "Beyond one GPU"), `extension.rs`
+//! (what libraries keep per runtime), `status.rs` (the status words
+//! libraries write their results into). Its kernel modules are the kernel
+//! wing's (`kernel/modules.rs`).
 
-use crate::driver::{BackendChoice, BackendKind, Driver, RawKernel, RawStream, SyncMode};
+use crate::driver::{BackendChoice, BackendKind, Driver, RawStream, SyncMode};
 use crate::error::{Error, Result};
+use crate::kernel::modules::Modules;
 use crate::pool::PooledEvent;
-use crate::ptx::LoadedPtx;
 use gpu_epoch::{CounterSnapshot, Ledger, StreamId, Task};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -19,28 +19,18 @@ mod extension;
 mod graph_memory;
 mod group;
 mod interop;
-mod modules;
 mod options;
 mod pinned;
 mod status;
 mod usage;
 
+pub(crate) use deferred::{DeferredCheck, Reaped};
 pub use extension::Extension;
 pub(crate) use graph_memory::{GraphMemory, Home};
 use group::Member;
 pub(crate) use group::{DeviceCore, Group};
 pub use options::{LedgerView, LiveCounts, RuntimeOptions};
-pub use status::StatusWord;
-
-/// How many kernel modules one runtime can load.
-const MAX_MODULES: usize = 64;
-
-/// A loaded built-in module: the address of its `BuiltinModule`, and its
-/// kernels.
-type LoadedModule = (usize, Box<[RawKernel]>);
-
-/// A module being loaded from text, or its outcome.
-type LoadSlot = Arc<OnceLock<Result<Arc<LoadedPtx>>>>;
+pub use status::{StatusJudge, StatusWord};
 
 /// The size the driver allocates (and frees: the two must agree, DESIGN "Soundness") for
 /// a buffer of `bytes`: at least 4, so that every buffer has an address of
@@ -58,15 +48,8 @@ pub(crate) struct RuntimeInner {
     /// The group's ledger, held here too: every tracked operation reaches
     /// it, one pointer from the runtime rather than two.
     ledger: Arc<Ledger>,
-    /// Loaded built-in modules by the address of their `BuiltinModule`, filled front to
-    /// back: a launch finds its kernel with a load or two, no lock.
-    modules: Box<[OnceLock<LoadedModule>]>,
-    /// Serializes loading, so a module is loaded once.
-    loading: parking_lot::Mutex<()>,
-    /// Modules loaded from text, by their source and options (DESIGN "Users' kernels and chunk iterators"): a
-    /// source is loaded (or compiled) once per runtime, the built-in
-    /// modules and users' alike.
-    by_source: parking_lot::Mutex<HashMap<String, LoadSlot>>,
+    /// The kernel modules loaded, built-in and from text.
+    modules: Modules,
     sync_mode: SyncMode,
     /// Live device allocations and bytes, live page-locked bytes.
     usage: usage::Usage,
@@ -95,14 +78,11 @@ pub(crate) struct RuntimeInner {
     /// Whether `unreported` holds one.
     has_unreported: std::sync::atomic::AtomicBool,
     /// Checks of dropped tasks and fences, each with the fence of its
-    /// work, checked on the reclaim path (`context::reap`).
-    deferred_checks: parking_lot::Mutex<Vec<crate::context::Pending>>,
-    /// Whether `deferred_checks` may hold some: one load on the paths
-    /// that reap when there are none.
-    has_deferred_checks: std::sync::atomic::AtomicBool,
+    /// work, checked on the reclaim path.
+    deferred_checks: deferred::DeferredChecks,
     /// Streams outside the pool and the ledger, idle, on which a graphed
     /// scope captures foreign operations into child graphs
-    /// ([`Runtime::side_stream`]): nothing runs on them.
+    /// ([`Runtime::with_side_stream`]): nothing runs on them.
     side_streams: parking_lot::Mutex<Vec<RawStream>>,
     /// Set once a wait kept failing past [`RuntimeOptions::wait_limit`]
     /// on a device that reports no broken context: every later wait that
@@ -363,7 +343,7 @@ impl Runtime {
         }
         self.retry_deferred_frees();
         // Every stream finished: the deferred checks' work is done.
-        crate::context::reap(self, true);
+        self.inner.deferred_checks.reap(self, true);
         if let Some(e) = self.inner.unresponsive.get() {
             first.get_or_insert(e.clone());
         }
@@ -508,6 +488,12 @@ impl Runtime {
         &self.inner.usage
     }
 
+    /// The kernel modules loaded (kernel/typed.rs, kernel/loader.rs).
+    #[inline]
+    pub(crate) fn modules(&self) -> &Modules {
+        &self.inner.modules
+    }
+
     /// The page-locked blocks handed out and cached (staging.rs).
     pub(crate) fn pinned(&self) -> &pinned::PinnedPool {
         &self.inner.pinned
@@ -518,24 +504,11 @@ impl Runtime {
         &self.inner.deferred_frees
     }
 
-    /// The checks deferred by dropped tasks and fences.
-    pub(crate) fn deferred_checks(&self) -> &parking_lot::Mutex<Vec<crate::context::Pending>> {
+    /// The checks deferred by dropped tasks and fences
+    /// (`fence/checks.rs` keeps them; the ordered free and
+    /// [`Runtime::synchronize`] reap them).
+    pub(crate) fn deferred_checks(&self) -> &deferred::DeferredChecks {
         &self.inner.deferred_checks
-    }
-
-    /// Notes that `deferred_checks` holds some.
-    pub(crate) fn note_deferred_checks(&self) {
-        self.inner
-            .has_deferred_checks
-            .store(true, Ordering::Release);
-    }
-
-    /// Whether `deferred_checks` may hold some, clearing the note (the
-    /// caller takes the list). One load when there are none: every ordered
-    /// free asks.
-    pub(crate) fn take_deferred_note(&self) -> bool {
-        self.inner.has_deferred_checks.load(Ordering::Acquire)
-            && self.inner.has_deferred_checks.swap(false, Ordering::AcqRel)
     }
 
     /// The error of a device that stopped answering waits, once one did

@@ -5,7 +5,7 @@
 //! order other streams' work, and its free waits for them).
 
 use crate::driver::Driver;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -25,6 +25,13 @@ struct Pages {
     /// Free words: (page, index).
     free: Vec<(usize, usize)>,
 }
+
+/// Turns a nonzero value of a [`StatusWord`] written by `op` into its error
+/// ([`TaskContext::check_status_later`](crate::TaskContext::check_status_later)):
+/// a library's meaning of its status (cuSOLVER's positive `info` of a
+/// potrf is [`Error::NotPositiveDefinite`], a negative one
+/// [`Error::Library`]).
+pub type StatusJudge = fn(op: &'static str, value: i32) -> Error;
 
 /// A status word: one `i32` of mapped page-locked host memory, zeroed,
 /// that a library's device work writes its result into (cuSOLVER's
@@ -80,7 +87,7 @@ impl StatusWord {
         // SAFETY: a live word of a page that lives while its runtime does:
         // pages are freed only by the runtime's drop, and every word is held
         // by a check kept in its task (which holds the runtime) or with the
-        // fence of its work (which holds it, and which `checks::conclude`
+        // fence of its work (which holds it, and which `fence::conclude`
         // keeps until the word is read: reading after that fence's last
         // clone went freed the page, seen with another device's runtime).
         // Volatile, as the device wrote it behind the compiler's back.
@@ -110,7 +117,7 @@ impl StatusWords {
         // SAFETY: a free word of a live page, with no other holder: a word
         // goes back to the free list only when its check is dropped after a
         // successful wait that covers its writer (a word whose wait failed
-        // is leaked, `checks.rs`), or before any work that writes it was
+        // is leaked, `fence/checks.rs`), or before any work that writes it was
         // queued.
         unsafe { host.write_volatile(0) };
         Ok(StatusWord {

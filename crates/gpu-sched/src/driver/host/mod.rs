@@ -518,7 +518,7 @@ impl Driver for HostDriver {
     }
 
     fn load_ptx(&self, _ptx: &str) -> Result<u64> {
-        // Checked by `crate::ptx` already; the host implementations run
+        // Checked by `crate::kernel::ptx` already; the host implementations run
         // instead.
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))

@@ -4,9 +4,10 @@
 //! by name as typed [`Kernel`]s checked against the PTX.
 
 use crate::error::{Error, Result};
-use crate::ptx::{Entry, LoadedPtx, PtxParam};
+use crate::kernel::modules::Modules;
+use crate::kernel::ptx::{Entry, LoadedPtx, PtxParam};
+use crate::kernel::typed::{Kernel, Signature};
 use crate::runtime::Runtime;
-use crate::typed::{Kernel, Signature};
 use std::sync::Arc;
 
 /// A module loaded into a runtime ([`Runtime::load_ptx`],
@@ -100,7 +101,9 @@ impl Runtime {
     pub fn load_ptx(&self, ptx: impl Into<String>) -> Result<LoadedModule> {
         let ptx: String = ptx.into();
         let key = format!("ptx\0{ptx}");
-        let loaded = self.load_text(&key, || self.load_checked_ptx(ptx))?;
+        let loaded = self
+            .modules()
+            .load_text(&key, || Modules::load_checked_ptx(self.driver(), ptx))?;
         Ok(LoadedModule {
             rt: self.clone(),
             ptx: loaded,
@@ -131,7 +134,7 @@ impl Runtime {
     /// errors.
     pub fn compile_cuda(&self, src: &str, options: &[&str]) -> Result<LoadedModule> {
         let key = format!("cuda\0{}\0{src}", options.join("\0"));
-        let loaded = self.load_text(&key, || {
+        let loaded = self.modules().load_text(&key, || {
             let nvrtc = nvrtc_available();
             match (self.backend(), nvrtc) {
                 (crate::BackendKind::Host, Err(_)) => Ok(LoadedPtx {
@@ -147,7 +150,7 @@ impl Runtime {
                         None => "compute_75".to_owned(),
                     };
                     let ptx = compile(src, &arch, options)?;
-                    let loaded = self.load_checked_ptx(ptx)?;
+                    let loaded = Modules::load_checked_ptx(self.driver(), ptx)?;
                     Ok(LoadedPtx {
                         nvrtc: true,
                         ..loaded
@@ -244,7 +247,7 @@ fn global_functions(src: &str) -> Result<Vec<Entry>> {
 /// space), with the contents of every literal but `"C"` blanked, and
 /// without preprocessor lines (with their `\` continuations).
 fn c_code(src: &str) -> String {
-    let code = crate::ptx::strip_comments(src);
+    let code = crate::kernel::ptx::strip_comments(src);
     let mut out = String::with_capacity(code.len());
     let mut in_directive = false;
     let mut line_start = true;

@@ -1,7 +1,15 @@
 //! Kernels as the backends see them: a launch's arguments and
 //! configuration, each parameter's kind (what PTX entries are checked
 //! against) and the erased host implementations the host backend runs. A
-//! leaf: it uses nothing else of the crate.
+//! leaf: this file uses nothing else of the crate.
+//!
+//! The kernel wing. Beside this file, each in a row of its own of lib.rs's
+//! layer table (the wing spans the layers: the driver takes this file's
+//! types, typed kernels take a task): `ptx.rs` (what is checked of PTX
+//! text before a backend loads it), `modules.rs` (the modules a runtime
+//! loaded, which it holds), `typed.rs` (typed kernels: users' `Kernel`s
+//! and the `Builtin` statics) and `loader.rs` (users' modules, PTX or CUDA
+//! C). This file only declares them: it names none of them.
 
 /// One kernel argument, passed by value.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -127,7 +135,7 @@ pub enum Param {
 
 /// A typed kernel's host implementation with its signature erased: over a
 /// launch's arguments and its buffers' lengths in elements (see
-/// `crate::typed`).
+/// `typed.rs`).
 pub(crate) type ErasedHost = dyn Fn(&[KernelArg], &[usize]) + Send + Sync;
 
 /// A built-in kernel's host implementation, reached through the kernel's
@@ -203,5 +211,9 @@ impl BuiltinEntry {
     }
 }
 
+pub(crate) mod loader;
+pub(crate) mod modules;
+pub(crate) mod ptx;
 #[cfg(test)]
 mod test;
+pub(crate) mod typed;

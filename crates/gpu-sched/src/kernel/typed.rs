@@ -509,7 +509,10 @@ impl Runtime {
     /// PTX disagrees with a signature; [`Error::NoSuchKernel`] if the
     /// kernel is not in its module's list.
     pub fn cu_function<S: Signature>(&self, kernel: &Builtin<S>) -> Result<u64> {
-        Ok(self.kernel(kernel.module(), kernel.index()?)?.handle)
+        let k = self
+            .modules()
+            .kernel(self.driver(), kernel.module(), kernel.index()?)?;
+        Ok(k.handle)
     }
 }
 
@@ -684,7 +687,9 @@ impl<S: Signature> Builtin<S> {
     ) -> Result<()> {
         let l = ArgList::collect::<S>(self.name, t.runtime().id(), args)?;
         let resolve = |rt: &Runtime| {
-            let k = rt.kernel(self.module, self.index()?)?;
+            let k = rt
+                .modules()
+                .kernel(rt.driver(), self.module, self.index()?)?;
             Ok(KernelCall {
                 handle: k.handle,
                 host: HostCall::Builtin(self),

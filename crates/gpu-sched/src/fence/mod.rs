@@ -2,11 +2,17 @@
 //! ordered after (spawn, join, R8). Below the task context, which keeps the
 //! fences a task must wait for; recording and waiting are
 //! `TaskContext::fence` and `TaskContext::wait_fence` (context/event.rs).
+//! Beside this file: `checks.rs` (the results of library operations a
+//! fence carries, and those dropped tasks and fences defer to the runtime).
 
-use crate::context::{conclude_at_fence_drop, conclude_carried, Pending};
 use crate::error::Result;
 use crate::pool::PooledEvent;
 use crate::runtime::Runtime;
+use checks::{conclude_at_fence_drop, conclude_carried};
+
+mod checks;
+
+pub(crate) use checks::{carried_fences, conclude, defer, Check, Pending};
 
 /// A recorded point on a task's stream that other tasks can be ordered
 /// after: what `spawn` hands a child and a finished child hands its joiner.

@@ -169,7 +169,7 @@ fn untyped_bits_fit_any_type_of_their_size() {
 
 #[test]
 fn the_built_in_kernels_parse() {
-    let ptx = include_str!("../driver/cuda/test_kernels.ptx");
+    let ptx = include_str!("../../driver/cuda/test_kernels.ptx");
     let e = entries(ptx).unwrap();
     assert!(!e.is_empty());
 }
