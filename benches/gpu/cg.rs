@@ -195,7 +195,7 @@ pub(crate) fn b16_cg(c: &mut Criterion) {
         });
         // The same steps through a graphed scope (issue 38): checked
         // against the plain steps' residual first, then timed.
-        let mut graphed = gpu::Graphed::on(&rt);
+        let mut graphed = gpu::Graphed::on(rt);
         cg.restart(&t);
         for _ in 0..STEPS {
             cg.step(&t, &k);
