@@ -10,7 +10,10 @@
 //! buffers, and the vector updates are kernels of our own, CUDA C compiled at
 //! run time, that read `alpha = rr / pq` and `beta = rr_new / rr` from those
 //! buffers. The host reads the residual only every `CHECK` steps to decide
-//! whether to stop: no host round trip per dot product.
+//! whether to stop: no host round trip per dot product. The `CHECK` steps
+//! between two reads run as one `gpu::Graphed` scope: recorded once, built
+//! into a CUDA graph, then launched again at each check (the reductions'
+//! temporaries reuse their memory from run to run).
 //!
 //! ```text
 //! cargo run --release -p gpu-examples --example 08-cg
@@ -237,22 +240,32 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         dot_into(s, &r, &r, &mut rr)?;
         let mut steps = 0;
         let mut residual = 1.0;
+        // CHECK steps, one graph: built at the first run, launched again.
+        let mut graphed = gpu::Graphed::on(s.runtime());
         while steps < MAX_STEPS {
-            matvec(s, &cg, &mut q, &p)?;
-            dot_into(s, &p, &q, &mut pq)?;
-            update_xr(s, &cg, &mut x, &mut r, &p, &q, &rr, &pq)?;
-            dot_into(s, &r, &r, &mut rr_new)?;
-            update_p(s, &cg, &mut p, &r, &rr_new, &rr)?;
-            std::mem::swap(&mut rr, &mut rr_new);
-            steps += 1;
-            if steps % CHECK == 0 {
-                // The one host read: every CHECK steps.
-                residual = (s.to_vec(&rr)?[0] / b_norm2).sqrt();
-                if residual < TOL {
-                    break;
+            graphed.scope(|g| {
+                for _ in 0..CHECK {
+                    matvec(g, &cg, &mut q, &p)?;
+                    dot_into(g, &p, &q, &mut pq)?;
+                    update_xr(g, &cg, &mut x, &mut r, &p, &q, &rr, &pq)?;
+                    dot_into(g, &r, &r, &mut rr_new)?;
+                    update_p(g, &cg, &mut p, &r, &rr_new, &rr)?;
+                    std::mem::swap(&mut rr, &mut rr_new);
                 }
+                Ok(())
+            })?;
+            steps += CHECK;
+            // The one host read: every CHECK steps.
+            residual = (s.to_vec(&rr)?[0] / b_norm2).sqrt();
+            if residual < TOL {
+                break;
             }
         }
+        let st = graphed.stats();
+        println!(
+            "  graphed: {} build, {} replays of {} nodes",
+            st.builds, st.replays, st.nodes
+        );
         Ok((s.to_vec(&x)?, steps, residual, cg.compiled))
     })?;
     let took = start.elapsed();
