@@ -23,7 +23,7 @@ use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
 use crate::driver::{ChildNode, MemAccess, NodeOp, RawStream};
 use crate::error::{Error, Result, ResultExt};
-use crate::graph::capture_child;
+use crate::graph::{capture_child, CallKey};
 use crate::BackendKind;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -342,6 +342,9 @@ pub struct Foreign<'t, 'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> {
     writes: W::Ptrs,
     host: Option<Twin<'f, 'b, RE, WE, R, W, O>>,
     capture_safe: bool,
+    /// [`Foreign::reuse_capture`]'s key, and the value `run` returns
+    /// without running the device closure (the unit).
+    reuse: Option<(CallKey, O)>,
 }
 
 impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> std::fmt::Debug
@@ -359,6 +362,7 @@ impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> std::fmt::Debug
                 }),
             )
             .field("capture_safe", &self.capture_safe)
+            .field("reuse", &self.reuse.as_ref().map(|r| &r.0))
             .finish()
     }
 }
@@ -414,6 +418,7 @@ impl TaskContext {
             writes,
             host: None,
             capture_safe: false,
+            reuse: None,
         }
     }
 }
@@ -506,6 +511,29 @@ impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>> Foreign<'_, 'b, '_, RE, WE
             twin(r, w)
         });
         self.host = Some(Twin::Queued(job, ()));
+        self
+    }
+
+    /// Lets a graphed scope (`gpu::Graphed`) reuse this operation's
+    /// capture from the last run instead of running the device closure and
+    /// capturing again, where this run's has the same name, `key` (the
+    /// call's scalars and options, as words: a float by its bits) and
+    /// buffers (addresses, lengths, accesses): the graph is then replayed
+    /// as it is, with no capture, no update and no call of the closure. It
+    /// implies [`Foreign::capture_safe`]. On the host backend, and outside
+    /// a graphed scope, it changes nothing.
+    ///
+    /// # Safety
+    ///
+    /// Besides [`Foreign::run`]'s contract for a capture-safe operation:
+    /// the work the device closure queues is determined by the declared
+    /// buffers and `key` alone (every scalar and option of the call is in
+    /// `key`), and it uses no memory besides the declared buffers but
+    /// memory that lives as long as the runtime (a captured graph of it
+    /// may run again at later runs, after the call that made it returned).
+    pub unsafe fn reuse_capture(mut self, key: &[u64]) -> Self {
+        self.capture_safe = true;
+        self.reuse = Some((key.into(), ()));
         self
     }
 }
@@ -618,6 +646,7 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
             writes,
             host,
             capture_safe,
+            reuse,
         } = self;
         let rt = t.runtime();
         for id in &list.runtimes {
@@ -631,7 +660,7 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
                 })
                 .with_context(|| format!("`{name}` in a graphed scope"));
             }
-            return record(t, name, &mut list, reads, writes, host, device);
+            return record(t, name, &mut list, (reads, writes), host, reuse, device);
         }
         match rt.backend() {
             BackendKind::Cuda => {
@@ -762,12 +791,24 @@ fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
     t: &TaskContext,
     name: &'static str,
     list: &mut TouchList<'b>,
-    reads: R::Ptrs,
-    writes: W::Ptrs,
+    (reads, writes): (R::Ptrs, W::Ptrs),
     host: Option<Twin<'f, 'b, RE, WE, R, W, O>>,
+    reuse: Option<(CallKey, O)>,
     device: impl FnOnce(&ForeignStream<'_>, R::Ptrs, W::Ptrs) -> Result<O>,
 ) -> Result<O> {
     let rt = t.runtime();
+    // The captures kept from the last run, where the operation declared
+    // what its work depends on (on CUDA: a host twin runs once per launch,
+    // so it is recorded at every run).
+    let kept = match (rt.backend(), reuse) {
+        (BackendKind::Cuda, Some((key, value))) => t
+            .capture
+            .borrow()
+            .as_ref()
+            .and_then(|c| c.children().cloned())
+            .map(|children| (children, key, value)),
+        _ => None,
+    };
     let twin = match (rt.backend(), host) {
         (BackendKind::Cuda, _) => None,
         (BackendKind::Host, Some(Twin::Queued(job, value))) => Some((job, value)),
@@ -784,11 +825,37 @@ fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
         }
     };
     let recorded = |mem: &[MemAccess]| -> Result<(NodeOp, O)> {
+        let mem: SmallVec<[MemAccess; 4]> = mem.iter().copied().collect();
+        if let Some((children, key, value)) = kept {
+            let sig = (name, key, mem.clone());
+            // The caller's promise (`reuse_capture`): the same name, key
+            // and buffers capture the same work.
+            if let Some(graph) = children.get(&sig) {
+                return Ok((NodeOp::Child(ChildNode { name, graph, mem }), value));
+            }
+            let (child, ()) = capture_child(rt, |side| {
+                rt.driver().bind_context()?;
+                device(
+                    &ForeignStream {
+                        raw: side.0,
+                        slot: t.sid().index(),
+                        rt,
+                        capturing: true,
+                    },
+                    reads,
+                    writes,
+                )
+                .map(drop)
+            })?;
+            let graph = Arc::new(child);
+            children.put(sig, graph.clone());
+            return Ok((NodeOp::Child(ChildNode { name, graph, mem }), value));
+        }
         let (child, out) = capture_child(rt, |side| match twin {
             // SAFETY: as `run`'s: `mem` lists every declared buffer,
             // handed to the scope's stream and stamped there, where the
             // graph holding the twin is launched (once) after the body.
-            Some((job, value)) => unsafe { queue_twin(t, name, side, mem, job) }.map(|()| value),
+            Some((job, value)) => unsafe { queue_twin(t, name, side, &mem, job) }.map(|()| value),
             None => {
                 rt.driver().bind_context()?;
                 device(
@@ -806,7 +873,7 @@ fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
         let node = ChildNode {
             name,
             graph: Arc::new(child),
-            mem: mem.iter().copied().collect(),
+            mem,
         };
         Ok((NodeOp::Child(node), out))
     };

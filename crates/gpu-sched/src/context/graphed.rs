@@ -125,6 +125,7 @@ impl TaskContext {
             .and_then(|()| cap.take_recording())
             .and_then(|rec| cache.launch(&self.rt, rec, sid, raw));
         cache.note_times(t1 - t0, t1.elapsed());
+        cache.end_run();
         // After the launch: the stamps now name queued work.
         guard.end();
         launched

@@ -125,7 +125,7 @@ impl From<RawKernel> for KernelCall<'static> {
 
 /// A memory range an operation touches, for the host backend's race
 /// detector (the CUDA backend ignores it).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub(crate) struct MemAccess {
     pub(crate) ptr: u64,
     pub(crate) bytes: usize,

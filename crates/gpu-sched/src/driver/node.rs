@@ -217,6 +217,9 @@ impl NodeOp {
             // scalars a library read at the call) are set in place; a
             // driver that finds the child's topology changed refuses, and
             // the graph is built again (`GraphCache::launch`).
+            (NodeOp::Child(a), NodeOp::Child(b)) if Arc::ptr_eq(&a.graph, &b.graph) => {
+                Likeness::Same
+            }
             (NodeOp::Child(a), NodeOp::Child(b)) if a.name == b.name => Likeness::Child,
             _ => Likeness::Other,
         }

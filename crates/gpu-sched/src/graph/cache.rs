@@ -4,6 +4,7 @@
 //! graph is launched again (its changed kernel arguments set in place) or
 //! a graph of the new shape is built.
 
+use super::child::ChildCache;
 use super::lanes::{lanes, Deps, GRAPH_LANES};
 use super::recording::Recording;
 use crate::driver::{GraphSpec, Likeness, NodeOp, RawGraph, RawStream};
@@ -60,6 +61,8 @@ pub struct GraphCache {
     built: Option<Built>,
     /// The memory its runs' allocations reuse.
     memory: Option<Arc<GraphMemory>>,
+    /// Its foreign operations' captures kept from the last run.
+    children: Arc<ChildCache>,
     stats: GraphStats,
     serial: bool,
     lanes: usize,
@@ -70,6 +73,7 @@ impl Default for GraphCache {
         GraphCache {
             built: None,
             memory: None,
+            children: Arc::default(),
             stats: GraphStats::default(),
             serial: false,
             lanes: GRAPH_LANES,
@@ -114,12 +118,22 @@ impl GraphCache {
     }
 
     /// The memory the allocations of a run on `rt` reuse (new if the
-    /// last run was on another runtime).
-    pub(crate) fn memory(&mut self, rt: &Runtime) -> Arc<GraphMemory> {
-        match &self.memory {
+    /// last run was on another runtime), and the captures its foreign
+    /// operations may reuse.
+    pub(crate) fn memory(&mut self, rt: &Runtime) -> (Arc<GraphMemory>, Arc<ChildCache>) {
+        let memory = match &self.memory {
             Some(m) if m.runtime().id() == rt.id() => m.clone(),
-            _ => self.memory.insert(GraphMemory::new(rt)).clone(),
-        }
+            _ => {
+                self.children = Arc::default();
+                self.memory.insert(GraphMemory::new(rt)).clone()
+            }
+        };
+        (memory, self.children.clone())
+    }
+
+    /// A run ended: the captures it did not use are dropped.
+    pub(crate) fn end_run(&self) {
+        self.children.end_run();
     }
 
     /// Notes the last run's times: its body, and its graph (the compare

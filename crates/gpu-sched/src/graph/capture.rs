@@ -29,6 +29,7 @@
 //! not the ledger's (R14).
 
 use super::recording::{Recorded, Recording, Shards};
+use super::ChildCache;
 use crate::driver::{Driver, MemAccess, NodeOp, Nodes, RawNode, RawStream};
 use crate::error::{Error, Result};
 use crate::runtime::GraphMemory;
@@ -64,8 +65,8 @@ pub(crate) struct ScopeCapture {
     /// A graphed scope's recorded operations.
     shards: Shards,
     /// A graphed scope's memory, which its allocations reuse from run to
-    /// run.
-    memory: Option<Arc<GraphMemory>>,
+    /// run, and its foreign operations' captures kept from the last run.
+    memory: Option<(Arc<GraphMemory>, Arc<ChildCache>)>,
 }
 
 impl std::fmt::Debug for ScopeCapture {
@@ -146,22 +147,23 @@ impl ScopeCapture {
     /// A graphed scope's (DESIGN "Graphs without capture by hand"): its operations are recorded, to be built
     /// into a graph launched on `slot`'s stream, which is not captured;
     /// with `serial`, its tasks run at their spawn ([`CaptureHandle::serial`]);
-    /// its allocations take `memory`'s blocks.
+    /// its allocations take `memory`'s blocks, its foreign operations
+    /// `children`'s captures where they may.
     pub(crate) fn new_build(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
-        memory: Arc<GraphMemory>,
+        (memory, children): (Arc<GraphMemory>, Arc<ChildCache>),
         serial: bool,
     ) -> Self {
-        Self::with_mode(rt_id, task, slot, Some(memory), serial)
+        Self::with_mode(rt_id, task, slot, Some((memory, children)), serial)
     }
 
     fn with_mode(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
-        memory: Option<Arc<GraphMemory>>,
+        memory: Option<(Arc<GraphMemory>, Arc<ChildCache>)>,
         serial: bool,
     ) -> Self {
         let build = memory.is_some();
@@ -182,7 +184,13 @@ impl ScopeCapture {
 
     /// A graphed scope's memory (`None` for a stream capture).
     pub(crate) fn memory(&self) -> Option<&Arc<GraphMemory>> {
-        self.memory.as_ref()
+        self.memory.as_ref().map(|m| &m.0)
+    }
+
+    /// A graphed scope's captures kept from the last run (`None` for a
+    /// stream capture).
+    pub(crate) fn children(&self) -> Option<&Arc<ChildCache>> {
+        self.memory.as_ref().map(|m| &m.1)
     }
 
     /// Whether this is a graphed scope's recording rather than a stream

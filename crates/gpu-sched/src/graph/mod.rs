@@ -17,7 +17,7 @@ mod recording;
 pub use cache::{GraphCache, GraphStats};
 pub use capture::CaptureHandle;
 pub(crate) use capture::ScopeCapture;
-pub(crate) use child::capture_child;
+pub(crate) use child::{capture_child, CallKey, ChildCache};
 
 use crate::driver::{MemAccess, RawGraph};
 use crate::runtime::Runtime;
