@@ -309,3 +309,41 @@ fn calls_with_a_workspace_match_plain_ones() {
     assert_eq!(g.stats().builds, 1, "{:?}", g.stats());
     assert_no_races(&rt);
 }
+
+/// cuBLAS calls whose buffers and scalars are those of the last run reuse
+/// its captures (`Foreign::reuse_capture`): on CUDA their replays set no
+/// node in place; a changed host factor is captured anew and used.
+#[test]
+fn unchanged_blas_calls_reuse_their_capture() {
+    let rt = runtime();
+    let n = 256;
+    let [mut x, mut y] = zeroed::<2>(&rt, n);
+    let [mut d] = zeroed::<1>(&rt, 1);
+    let mut g = Graphed::on(&rt);
+    let mut run = |g: &mut Graphed, alpha: f32| {
+        g.scope(|s| {
+            k::fill(s, &mut x, 1.0)?;
+            k::fill(s, &mut y, 0.0)?;
+            gpu::blas::axpy(s, alpha, &x, &mut y)?; // y = alpha
+            gpu::blas::dot(s, &x, &y, &mut d)?; // d = n alpha
+            gpu::blas::scal_dev(s, &d, &mut y) // y = n alpha^2
+        })
+        .unwrap();
+        let want = n as f32 * alpha;
+        assert!(all(&d, want) && all(&y, want * alpha), "alpha {alpha}");
+        g.stats().nodes_updated
+    };
+    let first = run(&mut g, 2.0);
+    for _ in 0..3 {
+        let updated = run(&mut g, 2.0);
+        if rt.backend() == BackendKind::Cuda {
+            assert_eq!(updated, first, "a replay set nodes: {:?}", g.stats());
+        }
+    }
+    let updated = run(&mut g, 3.0);
+    if rt.backend() == BackendKind::Cuda {
+        assert!(updated > first, "axpy captured anew: {:?}", g.stats());
+    }
+    assert_eq!(g.stats().builds, 1, "{:?}", g.stats());
+    assert_no_races(&rt);
+}

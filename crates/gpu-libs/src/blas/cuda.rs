@@ -215,6 +215,9 @@ pub(super) unsafe fn gemm<T: Sealed>(
     })
 }
 
+/// The increment of a gemv's `x` and `y` (packed vectors).
+pub(super) const GEMV_INC: c_int = 1;
+
 /// A gemv on `stream`.
 ///
 /// # Safety
@@ -242,10 +245,10 @@ pub(super) unsafe fn gemv<T: Sealed>(
                 a,
                 ci(lda),
                 x,
-                1,
+                GEMV_INC,
                 &g.beta,
                 y,
-                1,
+                GEMV_INC,
             )
         }
     })

@@ -121,6 +121,32 @@ impl<T: Scalar> Gemm<T> {
         })
     }
 
+    /// The words of the call `cuda::gemm` makes for `self` checked as `k`,
+    /// besides the operands' pointers (`Foreign::reuse_capture`'s key):
+    /// batched or not (the op name is the same), the ops, the sizes, the
+    /// factors' bits, the leading dimensions, the batch count and strides.
+    fn key(&self, k: &Checked) -> [u64; 15] {
+        let [lda, ldb, ldc] = k.ld.map(|x| x as u64);
+        let [sa, sb, sc] = k.strides.map(|x| x as u64);
+        [
+            u64::from(self.batch.is_some()),
+            self.op_a as u64,
+            self.op_b as u64,
+            self.m as u64,
+            self.n as u64,
+            self.k as u64,
+            self.alpha.bits(),
+            self.beta.bits(),
+            lda,
+            ldb,
+            ldc,
+            k.count as u64,
+            sa,
+            sb,
+            sc,
+        ]
+    }
+
     /// Queues the product on `t`'s stream: `a` and `b` are read, `c` is
     /// written (and read where `beta != 0`).
     ///
@@ -149,12 +175,22 @@ impl<T: Scalar> Gemm<T> {
                 Ok(())
             },
         );
+        let key = g.key(&k);
+        // SAFETY: in a capture, through a handle of the capture slot
+        // (`shared::CAPTURE_SLOT`, no workspace: `cuda::call`), cuBLAS
+        // queues kernels whose parameters are the declared `a`, `b` and
+        // `c`'s pointers and the keyed values (every value `cuda::gemm`
+        // passes besides them, from `g` and `k`; host pointer mode, the
+        // factors by their bits; the name tells the element type), which
+        // use no memory besides `a`, `b` and `c` (the handle, in the
+        // runtime's pool, lives as long as the runtime).
+        let op = unsafe { op.reuse_capture(&key) };
         // SAFETY: the call reads `A` and `B` and writes `C` within the spans
         // checked above against the declared buffers (`check`), on the
         // stream it is given (the handle is bound to it), and returns once
         // queued (cuBLAS's gemm is asynchronous).
         unsafe {
-            op.capture_safe().run(|s, (a, b), (c,)| {
+            op.run(|s, (a, b), (c,)| {
                 cuda::gemm(
                     t.runtime(),
                     stream_of(s),
@@ -262,10 +298,25 @@ impl<T: Scalar> Gemv<T> {
                 Ok(())
             },
         );
+        // Every value `cuda::gemv` passes besides the operands' pointers:
+        // the op, the sizes, the factors' bits, `lda`, the increments.
+        let key = [
+            g.op as u64,
+            g.m as u64,
+            g.n as u64,
+            g.alpha.bits(),
+            g.beta.bits(),
+            lda as u64,
+            cuda::GEMV_INC as u64,
+        ];
+        // SAFETY: as in `Gemm::run`: through a capture slot's handle,
+        // kernels whose parameters are the declared `a`, `x` and `y`'s
+        // pointers and the keyed values; no other memory.
+        let op = unsafe { op.reuse_capture(&key) };
         // SAFETY: as in `Gemm::run`: `A` within its checked span, `x` and
         // `y` of exactly the lengths used, on the given stream, queued.
         unsafe {
-            op.capture_safe().run(|s, (a, x), (y,)| {
+            op.run(|s, (a, x), (y,)| {
                 cuda::gemv(
                     t.runtime(),
                     stream_of(s),

@@ -129,6 +129,9 @@ pub trait Sealed:
     const ONE: Self;
     /// The square root.
     fn sqrt(self) -> Self;
+    /// The value's bits, as a word of a foreign operation's key
+    /// (`Foreign::reuse_capture`): equal bits, the same value passed.
+    fn bits(self) -> u64;
     /// cuBLAS's gemm.
     const GEMM: (&'static str, GemmFn<Self>);
     /// cuBLAS's strided batched gemm.
@@ -165,6 +168,9 @@ macro_rules! scalar {
             const ONE: Self = 1.0;
             fn sqrt(self) -> Self {
                 <$t>::sqrt(self)
+            }
+            fn bits(self) -> u64 {
+                u64::from(self.to_bits())
             }
             const GEMM: (&'static str, GemmFn<Self>) =
                 (stringify!($gemm), cudarc::cublas::sys::$gemm);

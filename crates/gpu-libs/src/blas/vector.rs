@@ -7,6 +7,17 @@ use crate::shared::stream_of;
 use gpu_sched::TaskContext;
 use gpu_sched::{DeviceSlice, DeviceSliceMut};
 use gpu_sched::{Error, Result};
+use std::ffi::c_int;
+
+/// The vectors' increment in every call: packed.
+const INC: c_int = 1;
+
+/// A key's word (`Foreign::reuse_capture`) for cuBLAS's host pointer
+/// mode: the factor passed from the host (and keyed by its bits).
+const HOST_MODE: u64 = 0;
+/// A key's word for cuBLAS's device pointer mode: the scalars in declared
+/// one-element device buffers.
+const DEVICE_MODE: u64 = 1;
 
 /// The common length of two vectors, or the error.
 fn same_len(op: &'static str, x: usize, y: usize) -> Result<usize> {
@@ -54,12 +65,21 @@ pub fn axpy<T: Scalar>(
             super::host::axpy(alpha, x, y);
             Ok(())
         });
+    let key = [ni as u64, INC as u64, alpha.bits(), HOST_MODE];
+    // SAFETY: in a capture, through a handle of the capture slot
+    // (`shared::CAPTURE_SLOT`, no workspace: `cuda::call`), cuBLAS queues
+    // kernels whose parameters are the declared `x` and `y`'s pointers and
+    // the keyed values (`n`, the increments, `alpha`'s bits, host pointer
+    // mode; the name tells the element type), which use no memory besides
+    // `x` and `y` (the handle, in the runtime's pool, lives as long as the
+    // runtime).
+    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: `n` elements of the declared `x` (read) and `y` (written),
     // equal lengths checked; on the given stream; queued.
     unsafe {
-        op.capture_safe().run(|s, (x,), (y,)| {
+        op.run(|s, (x,), (y,)| {
             cuda::call(t.runtime(), stream_of(s), false, T::AXPY.0, |h| {
-                (T::AXPY.1)(h, ni, &alpha, x.as_ptr(), 1, y.as_mut_ptr(), 1)
+                (T::AXPY.1)(h, ni, &alpha, x.as_ptr(), INC, y.as_mut_ptr(), INC)
             })
         })
     }
@@ -83,12 +103,17 @@ pub fn scal<T: Scalar>(
             x.iter_mut().for_each(|x| *x = alpha * *x);
             Ok(())
         });
+    let key = [ni as u64, INC as u64, alpha.bits(), HOST_MODE];
+    // SAFETY: as in `axpy`: kernels over the declared `x`'s pointer and
+    // the keyed values (`n`, the increment, `alpha`'s bits, host pointer
+    // mode), through a capture slot's handle; no other memory.
+    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: `x.len()` elements of the declared `x`, written in place, on
     // the given stream; queued.
     unsafe {
-        op.capture_safe().run(|s, (), (x,)| {
+        op.run(|s, (), (x,)| {
             cuda::call(t.runtime(), stream_of(s), false, T::SCAL.0, |h| {
-                (T::SCAL.1)(h, ni, &alpha, x.as_mut_ptr(), 1)
+                (T::SCAL.1)(h, ni, &alpha, x.as_mut_ptr(), INC)
             })
         })
     }
@@ -117,12 +142,18 @@ pub fn dot<T: Scalar>(
             Ok(())
         },
     );
+    let key = [ni as u64, INC as u64, DEVICE_MODE];
+    // SAFETY: as in `axpy`: kernels over the declared `x`, `y` and `out`'s
+    // pointers (the result in device memory: a declared buffer) and the
+    // keyed values (`n`, the increments, device pointer mode), through a
+    // capture slot's handle; no other memory.
+    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: `n` elements of the declared `x` and `y` (read), one of
     // `out` (written, device pointer mode); on the given stream; queued.
     unsafe {
-        op.capture_safe().run(|s, (x, y), (out,)| {
+        op.run(|s, (x, y), (out,)| {
             cuda::call(t.runtime(), stream_of(s), true, T::DOT.0, |h| {
-                (T::DOT.1)(h, ni, x.as_ptr(), 1, y.as_ptr(), 1, out.as_mut_ptr())
+                (T::DOT.1)(h, ni, x.as_ptr(), INC, y.as_ptr(), INC, out.as_mut_ptr())
             })
         })
     }
@@ -148,12 +179,17 @@ pub fn nrm2<T: Scalar>(
             out[0] = T::host_nrm2(x);
             Ok(())
         });
+    let key = [ni as u64, INC as u64, DEVICE_MODE];
+    // SAFETY: as in `dot`: kernels over the declared `x` and `out`'s
+    // pointers and the keyed values (`n`, the increment, device pointer
+    // mode), through a capture slot's handle; no other memory.
+    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: `x.len()` elements of the declared `x` (read), one of `out`
     // (written, device pointer mode); on the given stream; queued.
     unsafe {
-        op.capture_safe().run(|s, (x,), (out,)| {
+        op.run(|s, (x,), (out,)| {
             cuda::call(t.runtime(), stream_of(s), true, T::NRM2.0, |h| {
-                (T::NRM2.1)(h, ni, x.as_ptr(), 1, out.as_mut_ptr())
+                (T::NRM2.1)(h, ni, x.as_ptr(), INC, out.as_mut_ptr())
             })
         })
     }
@@ -183,13 +219,19 @@ pub fn axpy_dev<T: Scalar>(
             Ok(())
         },
     );
+    let key = [ni as u64, INC as u64, DEVICE_MODE];
+    // SAFETY: as in `axpy`: kernels over the declared `alpha` (read on the
+    // device), `x` and `y`'s pointers and the keyed values (`n`, the
+    // increments, device pointer mode), through a capture slot's handle;
+    // no other memory.
+    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: one element of the declared `alpha` and `n` of `x` (read),
     // `n` of `y` (written), device pointer mode; on the given stream;
     // queued.
     unsafe {
-        op.capture_safe().run(|s, (a, x), (y,)| {
+        op.run(|s, (a, x), (y,)| {
             cuda::call(t.runtime(), stream_of(s), true, T::AXPY.0, |h| {
-                (T::AXPY.1)(h, ni, a.as_ptr(), x.as_ptr(), 1, y.as_mut_ptr(), 1)
+                (T::AXPY.1)(h, ni, a.as_ptr(), x.as_ptr(), INC, y.as_mut_ptr(), INC)
             })
         })
     }
@@ -216,12 +258,17 @@ pub fn scal_dev<T: Scalar>(
             x.iter_mut().for_each(|x| *x = a * *x);
             Ok(())
         });
+    let key = [ni as u64, INC as u64, DEVICE_MODE];
+    // SAFETY: as in `axpy_dev`: kernels over the declared `alpha` and
+    // `x`'s pointers and the keyed values (`n`, the increment, device
+    // pointer mode), through a capture slot's handle; no other memory.
+    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: one element of the declared `alpha` (read), `x.len()` of `x`
     // (written in place), device pointer mode; on the given stream; queued.
     unsafe {
-        op.capture_safe().run(|s, (a,), (x,)| {
+        op.run(|s, (a,), (x,)| {
             cuda::call(t.runtime(), stream_of(s), true, T::SCAL.0, |h| {
-                (T::SCAL.1)(h, ni, a.as_ptr(), x.as_mut_ptr(), 1)
+                (T::SCAL.1)(h, ni, a.as_ptr(), x.as_mut_ptr(), INC)
             })
         })
     }

@@ -120,6 +120,18 @@ fn data_type<T: Scalar>() -> cudaDataType {
 const SPMV_ALG: cusparseSpMVAlg_t = cusparseSpMVAlg_t::CUSPARSE_SPMV_ALG_DEFAULT;
 const SPMM_ALG: cusparseSpMMAlg_t = cusparseSpMMAlg_t::CUSPARSE_SPMM_ALG_DEFAULT;
 
+/// What [`product`] passes for `plan` besides the plan's values and the
+/// operands' addresses, as words of a key (`Foreign::reuse_capture`): the
+/// value (and compute) type and the algorithm (the index types and base,
+/// and an SpMM's `op(B)`, are the same for every call).
+pub(super) fn options<T: Scalar>(plan: &Plan<T>) -> [u64; 2] {
+    let alg = match plan.mat {
+        None => SPMV_ALG as u64,
+        Some(_) => SPMM_ALG as u64,
+    };
+    [data_type::<T>() as u64, alg]
+}
+
 /// The descriptors of one product's operands: `A` (CSR), and `x`, `y`
 /// (an SpMV) or `B`, `C` (an SpMM); those made are destroyed at the drop.
 struct Operands {

@@ -270,7 +270,7 @@ fn product<T: Scalar>(
     c: &mut (impl DeviceSliceMut<T> + ?Sized),
 ) -> Result<()> {
     let (rows, _) = plan.dims();
-    let (k, _, ldc) = plan.columns();
+    let (k, ldb, ldc) = plan.columns();
     if rows == 0 || k == 0 {
         return Ok(());
     }
@@ -314,13 +314,41 @@ fn product<T: Scalar>(
                 Ok(())
             },
         );
+    // Every value `cuda::product` passes besides the operands' addresses:
+    // the op, `A`'s sizes, the factors' bits, the dense operands' columns
+    // and leading dimensions, the value type, the algorithm, and the
+    // workspace's size.
+    let [value_type, alg] = cuda::options(&plan);
+    let key = [
+        plan.op as u64,
+        plan.m as u64,
+        plan.n as u64,
+        plan.nnz as u64,
+        plan.alpha.bits(),
+        plan.beta.bits(),
+        k as u64,
+        ldb as u64,
+        ldc as u64,
+        value_type,
+        alg,
+        size as u64,
+    ];
+    // SAFETY: in a capture, cuSPARSE's descriptors, made per call
+    // (`cuda::Operands`), hold host copies of the declared arrays'
+    // addresses and of keyed sizes only, and the scalars are read from the
+    // host at the call (host pointer mode, keyed by their bits): the
+    // kernels it queues through a capture slot's handle have the declared
+    // arrays' addresses and the keyed values as parameters, and use no
+    // memory besides the declared arrays and the declared workspace `work`
+    // (the handle, in the runtime's pool, lives as long as the runtime).
+    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: the matrix's arrays hold a structure `Csr::from_host`
     // checked (offsets within `nnz`, columns within `n`), and `b` and `c`
     // the spans the plan was checked for; the workspace holds the `size`
     // bytes cuSPARSE asked for these operands; all on the given stream;
     // queued (cuSPARSE's products are asynchronous).
     unsafe {
-        op.capture_safe().run(|s, (rp, ci, v, b), (c, w)| {
+        op.run(|s, (rp, ci, v, b), (c, w)| {
             let p = Ptrs {
                 row_ptr: rp.raw(),
                 col_idx: ci.raw(),
