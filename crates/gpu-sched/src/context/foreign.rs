@@ -613,7 +613,13 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
     ///   buffers that any other work may use while the graph lives: the
     ///   captured work runs at each launch of the graph, later, on any
     ///   stream (a library uses objects kept for captures, without a
-    ///   workspace of their own or with one only that graph uses).
+    ///   workspace of their own or with one only that graph uses);
+    /// - hands every [`StatusWord`](crate::StatusWord) whose device
+    ///   pointer it gives to queued work to
+    ///   [`TaskContext::check_status_later`] once `run` returned, never
+    ///   drops it: a dropped word goes back to the runtime's pool while the
+    ///   device may still write it, and the check of its next user could
+    ///   read that write.
     ///
     /// The host twin is safe code over slices and needs no such promise.
     ///
@@ -824,31 +830,32 @@ fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
             })
         }
     };
+    // The device closure on a side stream whose work is captured.
+    let on_side = |side: RawStream| -> Result<O> {
+        rt.driver().bind_context()?;
+        let s = ForeignStream {
+            raw: side.0,
+            slot: t.sid().index(),
+            rt,
+            capturing: true,
+        };
+        device(&s, reads, writes)
+    };
     let recorded = |mem: &[MemAccess]| -> Result<(NodeOp, O)> {
         let mem: SmallVec<[MemAccess; 4]> = mem.iter().copied().collect();
         if let Some((children, key, value)) = kept {
             let sig = (name, key, mem.clone());
             // The caller's promise (`reuse_capture`): the same name, key
             // and buffers capture the same work.
-            if let Some(graph) = children.get(&sig) {
-                return Ok((NodeOp::Child(ChildNode { name, graph, mem }), value));
-            }
-            let (child, ()) = capture_child(rt, |side| {
-                rt.driver().bind_context()?;
-                device(
-                    &ForeignStream {
-                        raw: side.0,
-                        slot: t.sid().index(),
-                        rt,
-                        capturing: true,
-                    },
-                    reads,
-                    writes,
-                )
-                .map(drop)
-            })?;
-            let graph = Arc::new(child);
-            children.put(sig, graph.clone());
+            let graph = match children.get(&sig) {
+                Some(graph) => graph,
+                None => {
+                    let (child, _) = capture_child(rt, on_side)?;
+                    let graph = Arc::new(child);
+                    children.put(sig, graph.clone());
+                    graph
+                }
+            };
             return Ok((NodeOp::Child(ChildNode { name, graph, mem }), value));
         }
         let (child, out) = capture_child(rt, |side| match twin {
@@ -856,19 +863,7 @@ fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
             // handed to the scope's stream and stamped there, where the
             // graph holding the twin is launched (once) after the body.
             Some((job, value)) => unsafe { queue_twin(t, name, side, &mem, job) }.map(|()| value),
-            None => {
-                rt.driver().bind_context()?;
-                device(
-                    &ForeignStream {
-                        raw: side.0,
-                        slot: t.sid().index(),
-                        rt,
-                        capturing: true,
-                    },
-                    reads,
-                    writes,
-                )
-            }
+            None => on_side(side),
         })?;
         let node = ChildNode {
             name,
