@@ -347,3 +347,59 @@ fn unchanged_blas_calls_reuse_their_capture() {
     assert_eq!(g.stats().builds, 1, "{:?}", g.stats());
     assert_no_races(&rt);
 }
+
+/// A device closure that fails or panics while it is captured (on CUDA)
+/// fails its run, whose work never runs, and leaves the graphed scope and
+/// its side stream usable: the next run captures again. (The host backend
+/// records the twin, never calling the device closure: the runs succeed.)
+#[test]
+fn a_device_closure_that_fails_while_captured_fails_its_run_only() {
+    let rt = runtime();
+    let n = 64;
+    let [mut a] = zeroed::<1>(&rt, n);
+    let cuda = rt.backend() == BackendKind::Cuda;
+    let mut g = Graphed::on(&rt);
+    // 0: fails, 1: panics, 2: works.
+    for how in 0..3 {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            g.scope(|s| {
+                k::fill(s, &mut a, how as f32 + 1.0)?;
+                let op = s
+                    .foreign("flaky", (), (&mut a,))
+                    .host(move |(), (y,): (&mut [f32],)| {
+                        y.iter_mut().for_each(|v| *v += 10.0);
+                        Ok(())
+                    })
+                    .capture_safe();
+                // SAFETY: the device closure queues nothing.
+                unsafe {
+                    op.run(|_, (), (_,)| match how {
+                        0 => Err(Error::Unsupported("failed on purpose")),
+                        1 => panic!("panicked on purpose"),
+                        _ => Ok(()),
+                    })
+                }
+            })
+        }));
+        match (cuda, how) {
+            (true, 0) => {
+                let e = run.expect("no panic").unwrap_err();
+                assert!(matches!(e.root(), Error::Unsupported(_)), "{e:?}");
+                assert!(all(&a, 0.0), "nothing of the failed run ran");
+            }
+            (true, 1) => {
+                assert!(run.is_err(), "the panic reached the caller");
+                assert!(all(&a, 0.0), "nothing of the panicked run ran");
+            }
+            (true, _) => {
+                run.expect("no panic").unwrap();
+                assert!(all(&a, 3.0));
+            }
+            (false, _) => {
+                run.expect("no panic").unwrap();
+                assert!(all(&a, how as f32 + 11.0), "the twin ran after the fill");
+            }
+        }
+    }
+    assert_no_races(&rt);
+}

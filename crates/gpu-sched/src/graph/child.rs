@@ -63,16 +63,31 @@ impl ChildCache {
 
 /// Captures what `queue` queues on the side stream it is given into a
 /// child graph: the graph, and what `queue` returned. The capture ends on
-/// every path: if `queue` or the capture fails, the graph (if any) is
-/// destroyed and the error returned (`queue`'s first).
+/// every path, a panic of `queue` included: if `queue` or the capture
+/// fails, the graph (if any) is destroyed and the error returned
+/// (`queue`'s first).
 pub(crate) fn capture_child<R>(
     rt: &Runtime,
     queue: impl FnOnce(RawStream) -> Result<R>,
 ) -> Result<(ChildGraph, R)> {
+    /// Ends the capture on `side` if `queue` unwinds: the side stream goes
+    /// back to the runtime not capturing.
+    struct EndOnUnwind<'a>(&'a Runtime, RawStream, bool);
+    impl Drop for EndOnUnwind<'_> {
+        fn drop(&mut self) {
+            if self.2 {
+                if let Ok(g) = self.0.driver().end_capture_child(self.1) {
+                    self.0.driver().child_destroy(g);
+                }
+            }
+        }
+    }
     rt.with_side_stream(|side| {
         let drv = rt.driver();
         drv.begin_capture(side)?;
+        let mut guard = EndOnUnwind(rt, side, true);
         let queued = queue(side);
+        guard.2 = false;
         let ended = drv.end_capture_child(side);
         match (queued, ended) {
             (Ok(r), Ok(g)) => Ok((ChildGraph::new(g, rt.driver_arc()), r)),

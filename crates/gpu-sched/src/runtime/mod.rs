@@ -439,9 +439,15 @@ impl Runtime {
             Some(s) => s,
             None => self.driver().create_stream()?,
         };
-        let r = f(s);
-        self.inner.side_streams.lock().push(s);
-        r
+        // Back on every path, unwinding included (`f` leaves it idle).
+        struct Back<'a>(&'a parking_lot::Mutex<Vec<RawStream>>, RawStream);
+        impl Drop for Back<'_> {
+            fn drop(&mut self) {
+                self.0.lock().push(self.1);
+            }
+        }
+        let _back = Back(&self.inner.side_streams, s);
+        f(s)
     }
 
     #[inline]
