@@ -403,3 +403,38 @@ fn a_device_closure_that_fails_while_captured_fails_its_run_only() {
     }
     assert_no_races(&rt);
 }
+
+/// An allocation whose size changes from run to run gets a new block (the
+/// old one freed, ordered after its uses): the memory the scope keeps
+/// stays one block per allocation, and the values follow each run's size.
+#[test]
+fn an_allocation_of_another_size_gets_a_new_block() {
+    let rt = runtime();
+    let [mut out] = zeroed::<1>(&rt, 1024);
+    let before = rt.live().allocations;
+    let mut g = Graphed::on(&rt);
+    for (round, n) in [256usize, 512, 512, 128, 1024].into_iter().enumerate() {
+        g.scope(|s| {
+            let mut tmp = s.zeros::<f32>(n)?;
+            k::fill(s, &mut tmp, round as f32)?;
+            let mut head = out.slice_mut(..n)?;
+            s.copy(&tmp, &mut head)
+        })
+        .unwrap();
+        let v = out.to_vec().unwrap();
+        assert!(v[..n].iter().all(|&x| x == round as f32), "round {round}");
+        rt.synchronize().unwrap();
+        assert_eq!(
+            rt.live().allocations,
+            before + 1,
+            "round {round}: one block kept"
+        );
+    }
+    let st = g.stats();
+    // The size changed at runs 1, 3 and 4: another shape each time.
+    assert_eq!((st.builds, st.replays), (4, 1), "{st:?}");
+    drop(g);
+    rt.synchronize().unwrap();
+    assert_eq!(rt.live().allocations, before);
+    assert_no_races(&rt);
+}
