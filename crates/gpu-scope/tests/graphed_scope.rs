@@ -131,6 +131,52 @@ fn another_shape_builds_a_new_graph() {
     assert_no_races(&rt);
 }
 
+/// Runs recorded with the same tasks in the same order (a serial scope's)
+/// are compared without sorting; what differs still counts: another
+/// kernel, or the same kernels whose buffers now make one follow the
+/// other, builds anew (set in place, the second would race the first).
+#[test]
+fn the_same_order_with_other_kernels_or_dependencies_builds_anew() {
+    let rt = runtime();
+    let n = 512;
+    let [mut a, mut b] = zeroed::<2>(&rt, n);
+    let mut g = Graphed::on(&rt).serial(true);
+    // Two fills, independent.
+    let two_fills = |g: &mut Graphed, a: &mut Buffer<f32>, b: &mut Buffer<f32>, v: f32| {
+        g.scope(|s| {
+            s.spawn(move |t| k::fill(t, a, v));
+            s.spawn(move |t| k::fill(t, b, v + 1.0));
+            Ok(())
+        })
+        .unwrap()
+    };
+    two_fills(&mut g, &mut a, &mut b, 1.0);
+    two_fills(&mut g, &mut a, &mut b, 2.0);
+    assert_eq!((g.stats().builds, g.stats().replays), (1, 1));
+    // The same tasks, the second a scale: another kernel.
+    g.scope(|s| {
+        s.spawn(|t| k::fill(t, &mut a, 3.0));
+        s.spawn(|t| k::scale(t, &mut b, 2.0));
+        Ok(())
+    })
+    .unwrap();
+    assert!(all(&a, 3.0) && all(&b, 6.0));
+    assert_eq!((g.stats().builds, g.stats().replays), (2, 1));
+    two_fills(&mut g, &mut a, &mut b, 4.0);
+    assert_eq!((g.stats().builds, g.stats().replays), (3, 1));
+    // The same kernels, both on `a`: the second follows the first.
+    let shared = Mutex::new(&mut a);
+    g.scope(|s| {
+        s.spawn(|t| k::fill(t, &mut **lock(&shared), 7.0));
+        s.spawn(|t| k::fill(t, &mut **lock(&shared), 8.0));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!((g.stats().builds, g.stats().replays), (4, 1));
+    assert!(all(&a, 8.0) && all(&b, 5.0));
+    assert_no_races(&rt);
+}
+
 /// B13's task graph (the bench's own code, its smaller size), through a
 /// graphed scope: twice from the starting values (a build, then a replay),
 /// equal to the host model bit for bit each time, whatever order its

@@ -102,7 +102,7 @@ impl TaskContext {
             rt.id(),
             self.task().clone(),
             (sid, raw),
-            cache.memory(rt),
+            cache.for_run(rt),
             cache.serial(),
         ));
         self.chain.borrow_mut().clear();

@@ -6,7 +6,7 @@
 
 use super::child::ChildCache;
 use super::lanes::{lanes, Deps, GRAPH_LANES};
-use super::recording::Recording;
+use super::recording::{Recorded, Recording};
 use crate::driver::{GraphSpec, Likeness, NodeOp, RawGraph, RawStream};
 use crate::error::Result;
 use crate::runtime::{GraphMemory, Runtime};
@@ -34,6 +34,9 @@ pub struct GraphStats {
     /// The last run's graph: building and instantiating it, or comparing
     /// and updating the cached one, and the launch.
     pub last_graph: std::time::Duration,
+    /// Of `last_graph`, the launch (`cuGraphLaunch`, and the trace span's
+    /// records if tracing).
+    pub last_launch: std::time::Duration,
 }
 
 /// An executable graph and the operations it was built from, in their
@@ -45,6 +48,14 @@ struct Built {
     deps: Deps,
     /// The graph's edges (the dependencies and the lanes').
     edges: usize,
+    /// The last recording that matched it, as recorded (its operations'
+    /// keys and dependencies in the order the tasks submitted them), and
+    /// its canonical order (`order[j]`: the operation that is node `j`).
+    /// A run that records the same keys and dependencies in the same
+    /// order (a serial scope always does) has the same canonical order:
+    /// no sort, no renumbering.
+    last: Vec<((u64, u32), smallvec::SmallVec<[u32; 4]>)>,
+    order: Vec<u32>,
 }
 
 impl Drop for Built {
@@ -63,6 +74,8 @@ pub struct GraphCache {
     memory: Option<Arc<GraphMemory>>,
     /// Its foreign operations' captures kept from the last run.
     children: Arc<ChildCache>,
+    /// The last run's recording's storage, emptied, for the next one.
+    spare: Vec<Recorded>,
     stats: GraphStats,
     serial: bool,
     lanes: usize,
@@ -74,6 +87,7 @@ impl Default for GraphCache {
             built: None,
             memory: None,
             children: Arc::default(),
+            spare: Vec::new(),
             stats: GraphStats::default(),
             serial: false,
             lanes: GRAPH_LANES,
@@ -118,9 +132,12 @@ impl GraphCache {
     }
 
     /// The memory the allocations of a run on `rt` reuse (new if the
-    /// last run was on another runtime), and the captures its foreign
-    /// operations may reuse.
-    pub(crate) fn memory(&mut self, rt: &Runtime) -> (Arc<GraphMemory>, Arc<ChildCache>) {
+    /// last run was on another runtime), the captures its foreign
+    /// operations may reuse, and the storage its recording may fill.
+    pub(crate) fn for_run(
+        &mut self,
+        rt: &Runtime,
+    ) -> (Arc<GraphMemory>, Arc<ChildCache>, Vec<Recorded>) {
         let memory = match &self.memory {
             Some(m) if m.runtime().id() == rt.id() => m.clone(),
             _ => {
@@ -128,7 +145,11 @@ impl GraphCache {
                 self.memory.insert(GraphMemory::new(rt)).clone()
             }
         };
-        (memory, self.children.clone())
+        (
+            memory,
+            self.children.clone(),
+            std::mem::take(&mut self.spare),
+        )
     }
 
     /// A run ended: the captures it did not use are dropped.
@@ -157,19 +178,31 @@ impl GraphCache {
             return Ok(());
         }
         // The canonical order: by task key and index in the task, the same
-        // from one run to the next whatever order the tasks ran in.
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_unstable_by_key(|&i| (rec.key(i), i));
-        let mut rank = vec![0u32; n];
-        for (j, &i) in order.iter().enumerate() {
-            rank[i as usize] = j as u32;
-        }
-        // Operation `i`'s dependencies in canonical indices, sorted.
-        let canonical_deps = |rec: &Recording, i: u32| {
-            let mut d: smallvec::SmallVec<[u32; 4]> =
-                rec.deps(i).iter().map(|&x| rank[x as usize]).collect();
-            d.sort_unstable();
-            d
+        // from one run to the next whatever order the tasks ran in. The
+        // last matching run's if this one recorded the same keys and
+        // dependencies in the same order (then its canonical dependencies
+        // are the same too).
+        let same_order = self.built.as_ref().is_some_and(|b| {
+            b.rt.id() == rt.id()
+                && b.last.len() == n
+                && b.last.iter().enumerate().all(|(i, (key, deps))| {
+                    rec.key(i as u32) == *key && rec.deps(i as u32) == &deps[..]
+                })
+        });
+        let order: Vec<u32> = if same_order {
+            let b = self.built.as_mut().expect("checked above");
+            std::mem::take(&mut b.order)
+        } else {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_unstable_by_key(|&i| (rec.key(i), i));
+            order
+        };
+        // Renumbering from recorded to canonical indices (not needed where
+        // the order is the last run's).
+        let rank = if same_order {
+            Vec::new()
+        } else {
+            ranks(&order)
         };
         let drv = rt.driver();
         // The cached graph, if it has this shape: the kernel nodes whose
@@ -180,7 +213,7 @@ impl GraphCache {
             }
             let mut changed = Vec::new();
             for (j, &i) in order.iter().enumerate() {
-                if canonical_deps(&rec, i) != b.deps[j] {
+                if !same_order && canonical_deps(&rec, &rank, i) != b.deps[j] {
                     return None;
                 }
                 match rec.op(i).likeness(&b.ops[j]) {
@@ -206,13 +239,25 @@ impl GraphCache {
                 _ => true,
             })
         });
+        // The recording as recorded, for the next run's comparison (kept
+        // unless this run's was the same).
+        let last = |rec: &Recording| {
+            (0..n as u32)
+                .map(|i| (rec.key(i), rec.deps(i).iter().copied().collect()))
+                .collect()
+        };
         let graph = match reuse {
             Some(changed) => {
                 let b = self.built.as_mut().expect("checked above");
+                if !same_order {
+                    b.last = last(&rec);
+                }
+                b.order = order;
                 for &j in &changed {
-                    if let NodeOp::Child(_) = rec.op(order[j]) {
-                        b.ops[j] = rec.op(order[j]).clone();
-                    } else if let NodeOp::Kernel(k) = rec.op(order[j]) {
+                    let i = b.order[j];
+                    if let NodeOp::Child(_) = rec.op(i) {
+                        b.ops[j] = rec.op(i).clone();
+                    } else if let NodeOp::Kernel(k) = rec.op(i) {
                         // SAFETY: node `j` of the graph is a launch of the
                         // same kernel with the same configuration
                         // (`Likeness::Arguments`); the new arguments are
@@ -227,7 +272,7 @@ impl GraphCache {
                             self.built = None;
                             return Err(e);
                         }
-                        b.ops[j] = rec.op(order[j]).clone();
+                        b.ops[j] = rec.op(i).clone();
                     }
                 }
                 self.stats.replays += 1;
@@ -238,7 +283,12 @@ impl GraphCache {
                 b.raw
             }
             None => {
-                let deps: Deps = order.iter().map(|&i| canonical_deps(&rec, i)).collect();
+                let rank = if same_order { ranks(&order) } else { rank };
+                let deps: Deps = order
+                    .iter()
+                    .map(|&i| canonical_deps(&rec, &rank, i))
+                    .collect();
+                let last = last(&rec);
                 let ops: Vec<NodeOp> = order.iter().map(|&i| rec.take_op(i)).collect();
                 // The graph's edges: the dependencies, and the lanes'
                 // (`lanes`), with nodes added in an order that follows
@@ -263,6 +313,8 @@ impl GraphCache {
                     ops,
                     deps,
                     edges: edges.iter().map(|d| d.len()).sum(),
+                    last,
+                    order,
                 });
                 self.stats.builds += 1;
                 raw_graph
@@ -271,6 +323,7 @@ impl GraphCache {
         // Traced as one span (`crate::trace`): its timing events are
         // recorded on the stream around the launch, not in the graph.
         let tracer = rt.tracer();
+        let t0 = std::time::Instant::now();
         let span = tracer.open(drv, raw);
         self.stats.nodes = n;
         self.stats.edges = self.built.as_ref().map_or(0, |b| b.edges);
@@ -283,6 +336,28 @@ impl GraphCache {
             let name = crate::trace::graph_name(n);
             tracer.close(drv, span, sid, raw, name);
         }
+        self.stats.last_launch = t0.elapsed();
+        // Its storage for the next run (after the launch: emptying it
+        // drops this run's operations).
+        self.spare = rec.into_spare();
         launched
     }
+}
+
+/// `rank[i]`: the place of recorded operation `i` in `order`.
+fn ranks(order: &[u32]) -> Vec<u32> {
+    let mut rank = vec![0u32; order.len()];
+    for (j, &i) in order.iter().enumerate() {
+        rank[i as usize] = j as u32;
+    }
+    rank
+}
+
+/// Recorded operation `i`'s dependencies in canonical indices (`rank`),
+/// sorted.
+fn canonical_deps(rec: &Recording, rank: &[u32], i: u32) -> smallvec::SmallVec<[u32; 4]> {
+    let mut d: smallvec::SmallVec<[u32; 4]> =
+        rec.deps(i).iter().map(|&x| rank[x as usize]).collect();
+    d.sort_unstable();
+    d
 }

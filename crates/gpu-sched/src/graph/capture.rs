@@ -148,15 +148,18 @@ impl ScopeCapture {
     /// into a graph launched on `slot`'s stream, which is not captured;
     /// with `serial`, its tasks run at their spawn ([`CaptureHandle::serial`]);
     /// its allocations take `memory`'s blocks, its foreign operations
-    /// `children`'s captures where they may.
+    /// `children`'s captures where they may, and its recording the
+    /// storage `spare` (the last run's, emptied).
     pub(crate) fn new_build(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
-        (memory, children): (Arc<GraphMemory>, Arc<ChildCache>),
+        (memory, children, spare): (Arc<GraphMemory>, Arc<ChildCache>, Vec<Recorded>),
         serial: bool,
     ) -> Self {
-        Self::with_mode(rt_id, task, slot, Some((memory, children)), serial)
+        let mut cap = Self::with_mode(rt_id, task, slot, Some((memory, children)), serial);
+        cap.shards = Shards::with_spare(spare);
+        cap
     }
 
     fn with_mode(
@@ -177,7 +180,7 @@ impl ScopeCapture {
             build,
             serial,
             state: Mutex::new(Deps::default()),
-            shards: Shards::new(),
+            shards: Shards::with_spare(Vec::new()),
             memory,
         }
     }

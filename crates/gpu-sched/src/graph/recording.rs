@@ -54,11 +54,19 @@ impl Recording {
     fn at(&self, i: u32) -> &Recorded {
         &self.items[self.pos[i as usize] as usize]
     }
+
+    /// Its storage, emptied, for the next run's recording to fill without
+    /// growing it again ([`Shards::with_spare`]).
+    pub(crate) fn into_spare(self) -> Vec<Recorded> {
+        let mut items = self.items;
+        items.clear();
+        items
+    }
 }
 
 /// One recorded operation of a graphed scope, with its index in the
 /// recording.
-pub(super) struct Recorded {
+pub(crate) struct Recorded {
     pub(super) i: u32,
     pub(super) key: (u64, u32),
     pub(super) op: NodeOp,
@@ -73,8 +81,15 @@ pub(super) struct Shards(Box<[Mutex<Vec<Recorded>>]>);
 impl Shards {
     const COUNT: usize = 32;
 
-    pub(super) fn new() -> Self {
-        Shards((0..Self::COUNT).map(|_| Mutex::new(Vec::new())).collect())
+    /// Shards, the calling thread's holding `spare` (empty): a serial
+    /// graphed scope's thread records everything there, so the storage of
+    /// the last run's recording ([`Recording::into_spare`]) is reused as
+    /// it is, neither grown nor copied.
+    pub(super) fn with_spare(spare: Vec<Recorded>) -> Self {
+        debug_assert!(spare.is_empty());
+        let shards = Shards((0..Self::COUNT).map(|_| Mutex::new(Vec::new())).collect());
+        *shards.mine().lock() = spare;
+        shards
     }
 
     /// The calling thread's shard.
@@ -98,10 +113,18 @@ impl Shards {
     /// [`Error::CaptureEnded`] if one is missing: numbered but not pushed
     /// (by a task kept past the scope, in flight when it ended).
     pub(super) fn take(&self, n: usize) -> Result<Recording> {
-        let mut items = Vec::with_capacity(n);
-        for shard in self.0.iter() {
-            items.append(&mut shard.lock());
-        }
+        let full: Vec<&Mutex<Vec<Recorded>>> =
+            self.0.iter().filter(|s| !s.lock().is_empty()).collect();
+        let items = if let [one] = full[..] {
+            // One thread recorded (a serial scope): its shard as it is.
+            std::mem::take(&mut *one.lock())
+        } else {
+            let mut items = Vec::with_capacity(n);
+            for shard in full {
+                items.append(&mut shard.lock());
+            }
+            items
+        };
         // An operation numbered but not pushed leaves a hole.
         let mut pos = vec![u32::MAX; n];
         for (p, r) in items.iter().enumerate() {
