@@ -39,6 +39,9 @@ pub struct GraphStats {
     pub last_launch: std::time::Duration,
 }
 
+/// An operation's key: its task's key and its index in the task.
+type OpKey = (u64, u32);
+
 /// An executable graph and the operations it was built from, in their
 /// canonical order (by task key and index in the task).
 struct Built {
@@ -54,7 +57,7 @@ struct Built {
     /// A run that records the same keys and dependencies in the same
     /// order (a serial scope always does) has the same canonical order:
     /// no sort, no renumbering.
-    last: Vec<((u64, u32), smallvec::SmallVec<[u32; 4]>)>,
+    last: Vec<(OpKey, smallvec::SmallVec<[u32; 4]>)>,
     order: Vec<u32>,
 }
 
