@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::runtime::GraphMemory;
 use gpu_epoch::{Access, StreamId, Task};
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,25 +92,48 @@ struct RangeUses {
 /// Per address range (start, bytes) touched in the capture: its uses.
 #[derive(Default)]
 struct Deps {
-    ranges: BTreeMap<(u64, u64), RangeUses>,
+    /// The uses of each range, in the order first touched.
+    uses: Vec<RangeUses>,
+    /// Each range's place in `uses`, found by its exact (start, bytes)...
+    exact: FxHashMap<(u64, u64), u32>,
+    /// ... and in address order, to find the ranges that overlap one.
+    ordered: BTreeMap<(u64, u64), u32>,
     /// The longest range, to find the ranges that overlap a new one.
     longest: u64,
+    /// Whether two ranges touched overlap (are not the same range): until
+    /// then, the only range that overlaps one touched before is itself,
+    /// found at once in `exact` (buffers touched whole, or in the same
+    /// parts, the common case).
+    overlapping: bool,
     /// A graphed scope's operations recorded so far (the next one's
     /// index).
     recorded: u32,
 }
 
 impl Deps {
+    /// The places in `uses` of the ranges that overlap `m`'s.
+    fn overlaps(&self, m: &MemAccess) -> smallvec::SmallVec<[u32; 4]> {
+        let key = (m.ptr, m.bytes as u64);
+        if !self.overlapping {
+            if let Some(&u) = self.exact.get(&key) {
+                return smallvec::smallvec![u];
+            }
+        }
+        let (lo, hi) = (m.ptr, m.ptr + m.bytes as u64);
+        let from = (lo.saturating_sub(self.longest), 0);
+        self.ordered
+            .range(from..(hi, 0))
+            .filter(|(&(p, n), _)| p + n > lo)
+            .map(|(_, &u)| u)
+            .collect()
+    }
+
     /// The nodes an operation touching `mem` must follow, besides `chain`.
     fn of(&self, chain: &[RawNode], mem: &[MemAccess]) -> smallvec::SmallVec<[RawNode; 8]> {
         let mut d: smallvec::SmallVec<[RawNode; 8]> = chain.iter().copied().collect();
         for m in mem.iter().filter(|m| m.bytes > 0) {
-            let (lo, hi) = (m.ptr, m.ptr + m.bytes as u64);
-            let from = (lo.saturating_sub(self.longest), 0);
-            for (&(p, n), u) in self.ranges.range(from..(hi, 0)) {
-                if p + n <= lo {
-                    continue;
-                }
+            for u in self.overlaps(m) {
+                let u = &self.uses[u as usize];
                 d.extend_from_slice(&u.writer);
                 if m.access == Access::Write {
                     d.extend_from_slice(&u.readers);
@@ -125,8 +149,21 @@ impl Deps {
     fn record(&mut self, mem: &[MemAccess], nodes: &Nodes) {
         for m in mem.iter().filter(|m| m.bytes > 0) {
             let key = (m.ptr, m.bytes as u64);
-            self.longest = self.longest.max(key.1);
-            let u = self.ranges.entry(key).or_default();
+            let u = match self.exact.get(&key) {
+                Some(&u) => u,
+                None => {
+                    if !self.overlapping && !self.overlaps(m).is_empty() {
+                        self.overlapping = true;
+                    }
+                    let u = self.uses.len() as u32;
+                    self.uses.push(RangeUses::default());
+                    self.exact.insert(key, u);
+                    self.ordered.insert(key, u);
+                    self.longest = self.longest.max(key.1);
+                    u
+                }
+            };
+            let u = &mut self.uses[u as usize];
             match m.access {
                 Access::Write => {
                     u.writer = nodes.clone();
@@ -290,8 +327,9 @@ impl ScopeCapture {
     /// any operation wrote it.
     pub(crate) fn touches(&self) -> Vec<MemAccess> {
         let st = self.state.lock();
-        let mut out: Vec<MemAccess> = Vec::with_capacity(st.ranges.len());
-        for (&(ptr, bytes), u) in &st.ranges {
+        let mut out: Vec<MemAccess> = Vec::with_capacity(st.uses.len());
+        for (&(ptr, bytes), &u) in &st.ordered {
+            let u = &st.uses[u as usize];
             let access = if u.written {
                 Access::Write
             } else {
