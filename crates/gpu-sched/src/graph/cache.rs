@@ -42,23 +42,27 @@ pub struct GraphStats {
 /// An operation's key: its task's key and its index in the task.
 type OpKey = (u64, u32);
 
-/// An executable graph and the operations it was built from, in their
-/// canonical order (by task key and index in the task).
+/// An executable graph and the operations it was built from: node `i` is
+/// the `i`-th operation its build run recorded.
 struct Built {
     rt: Runtime,
     raw: RawGraph,
+    /// Each node's operation (the last run's, once set in place).
     ops: Vec<NodeOp>,
+    /// Each node's key and the nodes it follows, as the build run recorded
+    /// them. A run that records the same keys and dependencies in the
+    /// same order (a serial scope always does) is compared node by node,
+    /// in that order: no sort, no renumbering.
+    keys: Vec<OpKey>,
     deps: Deps,
+    /// The canonical order (by task key and index in the task, the same
+    /// whatever order the tasks ran in): `canon[j]` is the `j`-th node;
+    /// and its dependencies as canonical places, sorted. What a run
+    /// recorded in another order is compared with.
+    canon: Vec<u32>,
+    canon_deps: Deps,
     /// The graph's edges (the dependencies and the lanes').
     edges: usize,
-    /// The last recording that matched it, as recorded (its operations'
-    /// keys and dependencies in the order the tasks submitted them), and
-    /// its canonical order (`order[j]`: the operation that is node `j`).
-    /// A run that records the same keys and dependencies in the same
-    /// order (a serial scope always does) has the same canonical order:
-    /// no sort, no renumbering.
-    last: Vec<(OpKey, smallvec::SmallVec<[u32; 4]>)>,
-    order: Vec<u32>,
 }
 
 impl Drop for Built {
@@ -180,49 +184,39 @@ impl GraphCache {
         if n == 0 {
             return Ok(());
         }
-        // The canonical order: by task key and index in the task, the same
-        // from one run to the next whatever order the tasks ran in. The
-        // last matching run's if this one recorded the same keys and
-        // dependencies in the same order (then its canonical dependencies
-        // are the same too).
-        let same_order = self.built.as_ref().is_some_and(|b| {
-            b.rt.id() == rt.id()
-                && b.last.len() == n
-                && b.last.iter().enumerate().all(|(i, (key, deps))| {
-                    rec.key(i as u32) == *key && rec.deps(i as u32) == &deps[..]
-                })
-        });
-        let order: Vec<u32> = if same_order {
-            let b = self.built.as_mut().expect("checked above");
-            std::mem::take(&mut b.order)
-        } else {
-            let mut order: Vec<u32> = (0..n as u32).collect();
-            order.sort_unstable_by_key(|&i| (rec.key(i), i));
-            order
-        };
-        // Renumbering from recorded to canonical indices (not needed where
-        // the order is the last run's).
-        let rank = if same_order {
-            Vec::new()
-        } else {
-            ranks(&order)
-        };
         let drv = rt.driver();
-        // The cached graph, if it has this shape: the kernel nodes whose
-        // arguments changed. Compared in place (no copy of the recording).
+        // The cached graph, if it has this shape: the nodes whose
+        // arguments changed, each with the operation that replaces it.
+        // Compared in place (no copy of the recording).
         let reuse = self.built.as_ref().and_then(|b| {
             if b.rt.id() != rt.id() || b.ops.len() != n {
                 return None;
             }
-            let mut changed = Vec::new();
-            for (j, &i) in order.iter().enumerate() {
-                if !same_order && canonical_deps(&rec, &rank, i) != b.deps[j] {
+            let mut changed: Vec<(usize, u32)> = Vec::new();
+            let mut like = |node: usize, i: u32| match rec.op(i).likeness(&b.ops[node]) {
+                Likeness::Same => true,
+                Likeness::Arguments | Likeness::Child => {
+                    changed.push((node, i));
+                    true
+                }
+                Likeness::Other => false,
+            };
+            let same_order = (0..n)
+                .all(|i| rec.key(i as u32) == b.keys[i] && rec.deps(i as u32) == &b.deps[i][..]);
+            if same_order {
+                // Node `i` is operation `i`, with the same dependencies.
+                if !(0..n).all(|i| like(i, i as u32)) {
                     return None;
                 }
-                match rec.op(i).likeness(&b.ops[j]) {
-                    Likeness::Same => {}
-                    Likeness::Arguments | Likeness::Child => changed.push(j),
-                    Likeness::Other => return None,
+            } else {
+                let order = canonical_order(&rec);
+                let rank = ranks(&order);
+                for (j, &i) in order.iter().enumerate() {
+                    if canonical_deps(&rec, &rank, i) != b.canon_deps[j]
+                        || !like(b.canon[j] as usize, i)
+                    {
+                        return None;
+                    }
                 }
             }
             Some(changed)
@@ -232,42 +226,28 @@ impl GraphCache {
         // nothing; the graph is then built anew.
         let reuse = reuse.filter(|changed| {
             let b = self.built.as_ref().expect("checked above");
-            changed.iter().all(|&j| match rec.op(order[j]) {
-                // SAFETY: node `j` of the graph is a child node of a
-                // foreign operation of the same name (`Likeness::Child`);
-                // the new child graph is this run's capture of it, whose
-                // buffers it handed to this stream and stamped
-                // (`tracked_recorded`), where the graph is launched next.
-                NodeOp::Child(c) => unsafe { drv.graph_set_child(b.raw, j, c) }.is_ok(),
+            changed.iter().all(|&(node, i)| match rec.op(i) {
+                // SAFETY: `node` is a child node of a foreign operation of
+                // the same name (`Likeness::Child`); the new child graph
+                // is this run's capture of it, whose buffers it handed to
+                // this stream and stamped (`tracked_recorded`), where the
+                // graph is launched next.
+                NodeOp::Child(c) => unsafe { drv.graph_set_child(b.raw, node, c) }.is_ok(),
                 _ => true,
             })
         });
-        // The recording as recorded, for the next run's comparison (kept
-        // unless this run's was the same).
-        let last = |rec: &Recording| {
-            (0..n as u32)
-                .map(|i| (rec.key(i), rec.deps(i).iter().copied().collect()))
-                .collect()
-        };
         let graph = match reuse {
             Some(changed) => {
                 let b = self.built.as_mut().expect("checked above");
-                if !same_order {
-                    b.last = last(&rec);
-                }
-                b.order = order;
-                for &j in &changed {
-                    let i = b.order[j];
-                    if let NodeOp::Child(_) = rec.op(i) {
-                        b.ops[j] = rec.op(i).clone();
-                    } else if let NodeOp::Kernel(k) = rec.op(i) {
-                        // SAFETY: node `j` of the graph is a launch of the
-                        // same kernel with the same configuration
+                for &(node, i) in &changed {
+                    if let NodeOp::Kernel(k) = rec.op(i) {
+                        // SAFETY: `node` is a launch of the same kernel
+                        // with the same configuration
                         // (`Likeness::Arguments`); the new arguments are
                         // this run's recorded launch's, whose buffers it
                         // handed to this stream and stamped (`tracked`),
                         // where the graph is launched next.
-                        if let Err(e) = unsafe { drv.graph_set_kernel(b.raw, j, k) } {
+                        if let Err(e) = unsafe { drv.graph_set_kernel(b.raw, node, k) } {
                             // Some nodes may hold this run's arguments and
                             // the cache would not say so: a later run with
                             // the old ones would launch them unset. Built
@@ -275,8 +255,8 @@ impl GraphCache {
                             self.built = None;
                             return Err(e);
                         }
-                        b.ops[j] = rec.op(i).clone();
                     }
+                    b.ops[node] = rec.op(i).clone();
                 }
                 self.stats.replays += 1;
                 if !changed.is_empty() {
@@ -286,17 +266,27 @@ impl GraphCache {
                 b.raw
             }
             None => {
-                let rank = if same_order { ranks(&order) } else { rank };
-                let deps: Deps = order
+                // Node `i` is operation `i`: its dependencies are earlier
+                // nodes, as recorded.
+                let keys: Vec<OpKey> = (0..n as u32).map(|i| rec.key(i)).collect();
+                let deps: Deps = (0..n as u32).map(|i| rec.deps(i).into()).collect();
+                let canon = canonical_order(&rec);
+                let rank = ranks(&canon);
+                let canon_deps: Deps = canon
                     .iter()
                     .map(|&i| canonical_deps(&rec, &rank, i))
                     .collect();
-                let last = last(&rec);
-                let ops: Vec<NodeOp> = order.iter().map(|&i| rec.take_op(i)).collect();
+                let ops: Vec<NodeOp> = (0..n as u32).map(|i| rec.take_op(i)).collect();
                 // The graph's edges: the dependencies, and the lanes'
                 // (`lanes`), with nodes added in an order that follows
-                // both.
-                let (topo, edges) = lanes(&deps, self.lanes);
+                // both; laid in canonical order, so that the graph is the
+                // same whatever order the tasks ran in, then renumbered.
+                let (topo, canon_edges) = lanes(&canon_deps, self.lanes);
+                let topo: Vec<u32> = topo.iter().map(|&j| canon[j as usize]).collect();
+                let mut edges: Deps = vec![smallvec::SmallVec::new(); n];
+                for (j, e) in canon_edges.iter().enumerate() {
+                    edges[canon[j] as usize] = e.iter().map(|&k| canon[k as usize]).collect();
+                }
                 let spec = GraphSpec {
                     ops: &ops,
                     deps: &edges,
@@ -314,10 +304,11 @@ impl GraphCache {
                     rt: rt.clone(),
                     raw: raw_graph,
                     ops,
+                    keys,
                     deps,
+                    canon,
+                    canon_deps,
                     edges: edges.iter().map(|d| d.len()).sum(),
-                    last,
-                    order,
                 });
                 self.stats.builds += 1;
                 raw_graph
@@ -345,6 +336,15 @@ impl GraphCache {
         self.spare = rec.into_spare();
         launched
     }
+}
+
+/// The canonical order of `rec`'s operations: by task key and index in
+/// the task, the same from one run to the next whatever order the tasks
+/// ran in.
+fn canonical_order(rec: &Recording) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..rec.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| (rec.key(i), i));
+    order
 }
 
 /// `rank[i]`: the place of recorded operation `i` in `order`.
