@@ -122,9 +122,10 @@ impl KernelNode {
             handle: k.handle,
             host,
             cfg,
-            args: args.into(),
-            lens: lens.into(),
-            mem: mem.into(),
+            // Copied whole (`from_slice`), not element by element.
+            args: smallvec::SmallVec::from_slice(args),
+            lens: smallvec::SmallVec::from_slice(lens),
+            mem: smallvec::SmallVec::from_slice(mem),
         }
     }
 }
