@@ -168,31 +168,48 @@ def main():
 
     # The same 8-stream program captured once: the streams join the capture
     # through an event of the capturing stream and rejoin it at the end.
-    graph = torch.cuda.CUDAGraph()
     capture = torch.cuda.Stream()
+
+    def captured():
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=capture):
+            fork = torch.cuda.Event()
+            fork.record(capture)
+            for s in streams:
+                s.wait_event(fork)
+            ends = by_hand(torch, tasks, bufs, streams, cycles, wait=False)
+            for ev in ends:
+                capture.wait_event(ev)
+        return graph
+
     reset()
-    with torch.cuda.graph(graph, stream=capture):
-        fork = torch.cuda.Event()
-        fork.record(capture)
-        for s in streams:
-            s.wait_event(fork)
-        ends = by_hand(torch, tasks, bufs, streams, cycles, wait=False)
-        for ev in ends:
-            capture.wait_event(ev)
+    graph = captured()
     timed("cuda-graph", graph.replay, iters=10)
 
-    # B13-iter's counterpart: 100 replays back to back (values overflow to
-    # inf after a few passes; the time does not depend on them), the median
-    # of three.
-    times = []
+    # B13-build's counterpart: a capture and its instantiation (the graph's
+    # end of capture instantiates it), the median of three; and B13-iter's:
+    # a fresh capture, then 100 replays back to back (values overflow to
+    # inf after a few passes; the time does not depend on them), and the
+    # 100 replays alone, each the median of three.
+    builds, iters, replays = [], [], []
     for _ in range(3):
         reset()
-        t0 = time.perf_counter()
-        for _ in range(100):
-            graph.replay()
         torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    row("B13/cuda-graph-100", statistics.median(times))
+        t0 = time.perf_counter()
+        fresh = captured()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        for _ in range(100):
+            fresh.replay()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        builds.append(t1 - t0)
+        iters.append(t2 - t0)
+        replays.append(t2 - t1)
+        del fresh
+    row("B13/cuda-graph-capture", statistics.median(builds))
+    row("B13/cuda-graph-capture-100", statistics.median(iters))
+    row("B13/cuda-graph-100", statistics.median(replays))
 
     # One spin, back to back on one stream: what each task's spin takes.
     n = 1000

@@ -211,12 +211,14 @@ type Check<'a> = dyn Fn(&[std::sync::RwLock<Buffer<f32>>], &str) + 'a;
 /// the tasks as jobs of the pool (`gpu-graphed-*`) and run at their spawn
 /// (`gpu-graphed-serial-*`, `Graphed::serial`): `-build`, a fresh one's
 /// first run until it returns (its graph built and launched; waited for
-/// outside the timing), against one plain run of the scope
-/// (`B13-capture`, serial; the median of 5, [`printed_row`]); `-replay`,
+/// outside the timing), against PyTorch's capture and instantiation of
+/// the DAG (`B13-build`, serial; the median of 5, [`printed_row`]) and one
+/// plain run of the scope (`B13-build-vs-plain`); `-replay`,
 /// one more run of a built one, to the end of its work (criterion);
 /// serial only, `-100`, 100 runs of a fresh one (the build included) to
-/// the end of their GPU work, against 100 replays of PyTorch's graph
-/// (`B13-iter`; the median of 3).
+/// the end of their GPU work, against PyTorch's capture of the DAG and
+/// 100 replays (`B13-iter`; the median of 3); and the host part of a
+/// replay per task, with its parts ([`b13::replay_host_parts`]).
 fn b13_graphed(
     g: &mut Group<'_>,
     t: &gpu::TaskContext,
@@ -296,4 +298,13 @@ fn b13_graphed(
         bufs,
         &format!("the graphed scope's last timed replay ({name})"),
     );
+    // Serial only: the host part of a replay per task, and its parts
+    // (`B13-graphed-host-per-task`, issue 38 item 4).
+    let row = "B13/gpu-graphed-replay-host-per-task";
+    if serial && filter_may_select(row) {
+        let p = b13::replay_host_parts(&mut graphed, t, pristine, bufs, tasks, 20).unwrap();
+        eprintln!("{row}: the medians of 20 replays: {p:?}");
+        print!("{}", p.rows(tasks.len()));
+        check(bufs, "the graphed scope's replays of its host parts");
+    }
 }

@@ -404,3 +404,94 @@ fn spawn_all<'s>(
         });
     }
 }
+
+/// The host time of a graphed replay of B13 (issue 38, item 4): the
+/// medians over some replays of the time `Graphed::scope` took, and of its
+/// parts from `Graphed::stats` (see [`replay_host_parts`]).
+#[derive(Clone, Copy, Debug)]
+pub struct HostParts {
+    /// The whole call, to its return (its graph launched, not run).
+    pub total: Duration,
+    /// The body: the tasks' host code and the recording of their
+    /// operations.
+    pub body: Duration,
+    /// Comparing the recording with the cached graph, setting changed
+    /// nodes in place.
+    pub compare: Duration,
+    /// The graph's launch.
+    pub launch: Duration,
+    /// The rest: beginning and ending the scope and its task.
+    pub rest: Duration,
+}
+
+impl HostParts {
+    /// One JSON row per part, per task of `tasks` (as `xtask bench` reads
+    /// them): `B13/gpu-graphed-replay-host-per-task` (the total), then
+    /// `.../body`, `.../compare`, `.../launch`, `.../rest`.
+    pub fn rows(&self, tasks: usize) -> String {
+        let per = |d: Duration| d.as_nanos() as f64 / tasks as f64;
+        let name = "B13/gpu-graphed-replay-host-per-task";
+        [
+            (String::new(), self.total),
+            ("/body".into(), self.body),
+            ("/compare".into(), self.compare),
+            ("/launch".into(), self.launch),
+            ("/rest".into(), self.rest),
+        ]
+        .iter()
+        .map(|(part, d)| {
+            format!(
+                "{{\"name\": \"{name}{part}\", \"value\": {:.1}, \"unit\": \"ns\"}}\n",
+                per(*d)
+            )
+        })
+        .collect()
+    }
+}
+
+/// [`HostParts`] of `runs` replays (at least one) of `g`, a graphed
+/// scope of `tasks` on `bufs` that was built already: each replay from
+/// the starting values (`pristine`, copied on `t` outside the timing) and
+/// waited for before the next.
+///
+/// # Errors
+///
+/// A replay's; driver errors.
+pub fn replay_host_parts(
+    g: &mut gpu::Graphed,
+    t: &gpu::TaskContext,
+    pristine: &[Buffer<f32>],
+    bufs: &mut [RwLock<Buffer<f32>>],
+    tasks: &[Task],
+    runs: usize,
+) -> Result<HostParts> {
+    let mut parts: [Vec<Duration>; 5] = Default::default();
+    for _ in 0..runs.max(1) {
+        reset(t, pristine, bufs)?;
+        t.synchronize()?;
+        let t0 = Instant::now();
+        run_graphed(g, bufs, tasks)?;
+        let total = t0.elapsed();
+        gpu::synchronize()?;
+        let st = g.stats();
+        let compare = st.last_graph.saturating_sub(st.last_launch);
+        let rest = total.saturating_sub(st.last_body + st.last_graph);
+        for (v, d) in parts
+            .iter_mut()
+            .zip([total, st.last_body, compare, st.last_launch, rest])
+        {
+            v.push(d);
+        }
+    }
+    let [total, body, compare, launch, rest] = parts.map(|mut v| {
+        v.sort();
+        v[v.len() / 2]
+    });
+    Ok(HostParts {
+        total,
+        body,
+        compare,
+        launch,
+        rest,
+    })
+}

@@ -32,11 +32,6 @@ fn flag(args: &[String], name: &str) -> Option<usize> {
     )
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
-}
-
 fn main() -> gpu::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n = flag(&args, "--tasks").unwrap_or(b13::TASKS);
@@ -54,50 +49,23 @@ fn main() -> gpu::Result<()> {
     b13::run_graphed(&mut g, &bufs, &tasks)?;
     let build = t0.elapsed();
     gpu::synchronize()?;
-    let (mut total, mut body, mut graph, mut launch) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..runs {
-        // The values drift from run to run (each adds into its buffers):
-        // reset now and then, outside the timing, so they stay finite.
-        b13::reset(&t, &pristine, &mut bufs)?;
-        t.synchronize()?;
-        let t0 = Instant::now();
-        b13::run_graphed(&mut g, &bufs, &tasks)?;
-        total.push(t0.elapsed());
-        gpu::synchronize()?;
-        let st = g.stats();
-        body.push(st.last_body);
-        graph.push(st.last_graph.saturating_sub(st.last_launch));
-        launch.push(st.last_launch);
-    }
+    let p = b13::replay_host_parts(&mut g, &t, &pristine, &mut bufs, &tasks, runs)?;
     let st = g.stats();
     assert_eq!(st.builds, 1, "one build: {st:?}");
     let per = |d: Duration| d.as_nanos() as f64 / n as f64;
-    let (tm, bm, gm, lm) = (median(total), median(body), median(graph), median(launch));
-    let rest = tm.saturating_sub(bm + gm + lm);
     println!(
         "graphed replay of B13's DAG ({n} tasks, {} nodes, {}), on {}: build {build:?}; \
-         median of {runs} replays {tm:?}: per task {:.0} ns = body {:.0} ns + compare {:.0} ns + launch {:.0} ns + rest {:.0} ns",
+         median of {runs} replays {:?}: per task {:.0} ns = body {:.0} ns + compare {:.0} ns + launch {:.0} ns + rest {:.0} ns",
         st.nodes,
         if serial { "serial" } else { "threads" },
         rt.device_name(),
-        per(tm),
-        per(bm),
-        per(gm),
-        per(lm),
-        per(rest),
+        p.total,
+        per(p.total),
+        per(p.body),
+        per(p.compare),
+        per(p.launch),
+        per(p.rest),
     );
-    for (part, d) in [
-        ("total", tm),
-        ("body", bm),
-        ("compare", gm),
-        ("launch", lm),
-        ("rest", rest),
-    ] {
-        println!(
-            "{{\"name\": \"B13/gpu-graphed-replay-host-per-task/{part}\", \"value\": {:.1}, \"unit\": \"ns\"}}",
-            per(d)
-        );
-    }
+    print!("{}", p.rows(n));
     Ok(())
 }

@@ -114,6 +114,8 @@ fn rows_for(r: &Ratio) -> BTreeMap<String, f64> {
             Term::Row(n) | Term::Twice(n) => n.replace('*', "k"),
             Term::FirstOf(ns) => ns[0].to_string(),
             Term::Least { prefix, .. } => format!("{prefix}x"),
+            // A constant: no row.
+            Term::Ns(_) => continue,
         };
         rows.insert(name, 2.0);
     }
@@ -157,4 +159,16 @@ fn a_star_ratio_gives_one_a_key_and_the_least_of_them() {
     assert_eq!(goal("ratio/B5-cold-min"), Some(Goal::AtLeast(7.5)));
     assert_eq!(goal("ratio/B5-cold-run-01"), None);
     assert!(!named_by("B5-cold-*", "B5-cold-min"));
+}
+
+/// A goal given as a time: the row over it, a fraction of the goal.
+#[test]
+fn a_time_goal_divides_its_row() {
+    let mut rows = BTreeMap::from([("B13/gpu-graphed-replay-host-per-task".to_string(), 1500.0)]);
+    add_ratios(&mut rows);
+    assert_eq!(rows["ratio/B13-graphed-host-per-task"], 1.5);
+    assert_eq!(
+        goal("ratio/B13-graphed-host-per-task"),
+        Some(Goal::AtMost(1.0))
+    );
 }
