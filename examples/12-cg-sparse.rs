@@ -3,9 +3,10 @@
 //! Solves the 2D Poisson equation (the 5-point stencil on an `n x n` grid,
 //! Dirichlet boundaries: `4` on the diagonal, `-1` for each neighbour) by
 //! conjugate gradients, the matrix a `gpu::sparse::Csr<f64>` and every
-//! step a library call: `gpu::sparse::spmv` for `q = A p`, `gpu::blas::dot`
-//! into one-element device buffers, `axpy_dev` and `scal_dev` reading their
-//! factor from such a buffer. The factors `alpha = rr / pq` and `beta =
+//! step a library call: `gpu::sparse::spmv` for `q = A p`, dot products
+//! into one-element device buffers (`gpu_kernels::reduce::dot_into` in the
+//! graphed steps: cuBLAS's `dot` is not capture-safe), `axpy_dev` and
+//! `scal_dev` reading their factor from such a buffer. The factors `alpha = rr / pq` and `beta =
 //! rr_new / rr` are computed on the device by a one-thread kernel of our
 //! own (CUDA C compiled at run time, with a host implementation), so the
 //! host reads the residual only every `CHECK` steps. Those `CHECK` steps
@@ -25,6 +26,7 @@
 use gpu::kernel::{In, Kernel, LaunchConfig, Out};
 use gpu::sparse::{self, Csr};
 use gpu::{blas, BackendKind, Buffer, Result, TaskContext};
+use gpu_kernels::reduce::dot_into;
 use std::time::{Duration, Instant};
 
 /// Relative residual (of the recurrence) to reach.
@@ -163,12 +165,12 @@ fn cg(a: &(Vec<i32>, Vec<i32>, Vec<f64>), b: &[f64]) -> Result<Solve> {
             graphed.scope(|g| {
                 for _ in 0..CHECK {
                     sparse::spmv(g, 1.0, &a, &p, 0.0, &mut q)?; // q = A p
-                    blas::dot(g, &p, &q, &mut pq)?;
+                    dot_into(g, &p, &q, &mut pq)?;
                     ratio(g, &k, &mut alpha, (&rr, &pq), 1.0)?; // alpha = rr / pq
                     ratio(g, &k, &mut neg_alpha, (&rr, &pq), -1.0)?;
                     blas::axpy_dev(g, &alpha, &p, &mut x)?; // x += alpha p
                     blas::axpy_dev(g, &neg_alpha, &q, &mut r)?; // r -= alpha q
-                    blas::dot(g, &r, &r, &mut rr_new)?;
+                    dot_into(g, &r, &r, &mut rr_new)?;
                     ratio(g, &k, &mut beta, (&rr_new, &rr), 1.0)?; // beta = rr_new / rr
                     blas::scal_dev(g, &beta, &mut p)?; // p = r + beta p
                     blas::axpy(g, 1.0, &r, &mut p)?;

@@ -122,6 +122,12 @@ pub fn scal<T: Scalar>(
 /// `out[0] = x . y`, written in device memory (cuBLAS's device pointer
 /// mode): no host wait, so chains like CG stay on the device.
 ///
+/// Not capture-safe: in a graphed scope or a capture it is
+/// `Error::Capturing` before anything is queued (cuBLAS's reductions need
+/// a workspace, which a captured handle does not have: on an H100 the
+/// captured call is `CUBLAS_STATUS_NOT_SUPPORTED`). There,
+/// `gpu_kernels::reduce::dot_into` is a device reduction that is.
+///
 /// # Errors
 ///
 /// [`Error::Shape`] for vectors of different lengths or an `out` that is
@@ -142,12 +148,6 @@ pub fn dot<T: Scalar>(
             Ok(())
         },
     );
-    let key = [ni as u64, INC as u64, DEVICE_MODE];
-    // SAFETY: as in `axpy`: kernels over the declared `x`, `y` and `out`'s
-    // pointers (the result in device memory: a declared buffer) and the
-    // keyed values (`n`, the increments, device pointer mode), through a
-    // capture slot's handle; no other memory.
-    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: `n` elements of the declared `x` and `y` (read), one of
     // `out` (written, device pointer mode); on the given stream; queued.
     unsafe {
@@ -160,6 +160,8 @@ pub fn dot<T: Scalar>(
 }
 
 /// `out[0] = ||x||_2`, written in device memory (as [`dot`]).
+///
+/// Not capture-safe, as [`dot`].
 ///
 /// # Errors
 ///
@@ -179,11 +181,6 @@ pub fn nrm2<T: Scalar>(
             out[0] = T::host_nrm2(x);
             Ok(())
         });
-    let key = [ni as u64, INC as u64, DEVICE_MODE];
-    // SAFETY: as in `dot`: kernels over the declared `x` and `out`'s
-    // pointers and the keyed values (`n`, the increment, device pointer
-    // mode), through a capture slot's handle; no other memory.
-    let op = unsafe { op.reuse_capture(&key) };
     // SAFETY: `x.len()` elements of the declared `x` (read), one of `out`
     // (written, device pointer mode); on the given stream; queued.
     unsafe {

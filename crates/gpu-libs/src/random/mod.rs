@@ -18,6 +18,11 @@
 //! - [`Rng::normal`]: normal of a mean and standard deviation
 //!   (Box-Muller, as cuRAND's).
 //!
+//! Fills are not capture-safe: in a graphed scope or a capture they are
+//! `Error::Capturing` before anything is queued (on an H100, cuRAND's
+//! generation captured on a side stream failed with
+//! `CURAND_STATUS_LAUNCH_FAILURE`; fill before the graphed scope).
+//!
 //! The two backends' sequences differ: the same seed gives the same values
 //! on the same backend (and, on the CUDA backend, the same cuRAND
 //! version), not across backends. The host backend's sequence is exactly
@@ -144,7 +149,7 @@ impl Rng {
         // SAFETY: cuRAND writes `n` values at `y`, `out`'s length, on the
         // stream the generator is bound to, the operation's.
         unsafe {
-            op.capture_safe().run(|s, (), (y,)| {
+            op.run(|s, (), (y,)| {
                 cuda::generate(t, s, seed, offset * SLOT_WORDS, |g| {
                     (T::UNIFORM, T::uniform(g, y.as_mut_ptr(), n))
                 })
@@ -219,7 +224,7 @@ impl Rng {
         // operation's. The copies move within the two declared buffers on
         // that stream: `body` values to `out`'s start, one to its last.
         unsafe {
-            op.capture_safe().run(|s, (), (y, sc)| {
+            op.run(|s, (), (y, sc)| {
                 let (b, p) = if aligned {
                     (y.raw(), sc.raw())
                 } else {

@@ -53,8 +53,9 @@ use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 ///   reaches the caller; nothing was queued).
 /// - The graph takes kernel launches (built-in and your own), device
 ///   copies within the device, `memset_zero` of whole words, and foreign
-///   operations declared capture-safe: cuBLAS's, cuFFT's, cuSPARSE's and
-///   cuRAND's calls and your own (`Foreign::capture_safe`), each captured
+///   operations declared capture-safe: cuBLAS's calls but its reductions
+///   (`dot`, `nrm2`: use `gpu_kernels::reduce::dot_into`), cuFFT's and
+///   cuSPARSE's, and your own (`Foreign::capture_safe`), each captured
 ///   at every run into a child graph node set in place, so the scalars it
 ///   passes are each run's.
 /// - Allocations in the body (a temporary, a library's workspace) take
@@ -66,8 +67,9 @@ use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 /// - Everything else [`crate::capture`] refuses is refused here too (host
 ///   memory, records, synchronizes, gates, raw pointers), and so are
 ///   foreign operations not declared capture-safe (cuSOLVER's
-///   factorizations: they report through a status word the host reads),
-///   collectives and peer copies: each is `Error::Capturing` before
+///   factorizations: they report through a status word the host reads;
+///   cuBLAS's reductions, which need a workspace; cuRAND's fills, whose
+///   capture failed on an H100), collectives and peer copies: each is `Error::Capturing` before
 ///   anything is queued.
 /// - Like a scope, it returns once the graph is launched, not run; later
 ///   work on its buffers is ordered after it.
