@@ -22,10 +22,6 @@ use std::path::{Path, PathBuf};
 /// "Layout" names each file too. An exception that matches no upward edge
 /// fails the test: whoever removes an edge removes its line here.
 const EXCEPTIONS: &[(&str, &str)] = &[
-    // Blocking a task's stream on a gate launches the gate kernel, a
-    // `Builtin` of `kernel/typed`, which takes a `TaskContext`: the
-    // `context`/`kernel/typed` pair, kept on purpose (no issue removes it).
-    ("context/gate.rs", "kernel/typed"),
     // The pool's unit tests open a whole runtime to get a driver and its
     // streams: test builds only, kept.
     ("pool/test.rs", "runtime"),

@@ -47,7 +47,8 @@
 //!  7  context/: `TaskContext`, a task on its stream, and its operations
 //!     by kind (tracked.rs: the path every operation takes)
 //!  8  kernel/typed: typed kernels (a signature declared once, checked
-//!     against the PTX entry: users' `Kernel`s and the `Builtin` statics)
+//!     against the PTX entry: users' `Kernel`s and the `Builtin` statics),
+//!     and blocking a stream on a gate (the gate kernel is one)
 //!  9  kernel/loader, staging, nccl/, future, plumbing: users' modules
 //!     (PTX or CUDA C, loaded once per runtime and source); pinned staging
 //!     memory; collectives; completion as futures; the hooks gpu-scope
@@ -60,13 +61,13 @@
 //! per-stream handles, [`TaskContext::check_status_later`] for their
 //! status words), as any other library can be.
 //!
-//! **The import circle, today.** One, of 2 modules: `context` and
-//! `kernel/typed`, closed by the one edge against the table left, named in
-//! the test's exceptions: `context/gate.rs` -> `kernel/typed` (the gate
-//! kernel is a `Builtin`, whose launch takes a `TaskContext`), kept on
-//! purpose.
+//! **No import circle.** The last one, `context` and `kernel/typed`, went
+//! with its one edge against the table: blocking a stream on a gate
+//! launches the gate kernel, a `Builtin` whose launch takes a
+//! `TaskContext`, so `TaskContext::block_on` lives with the typed kernels
+//! (kernel/typed/gate.rs), not in `context/`.
 //!
-//! One more exception, in test builds only: `pool/test.rs` -> `runtime`
+//! One exception, in test builds only: `pool/test.rs` -> `runtime`
 //! (the pool's unit tests open a whole runtime, which holds pools: a
 //! circle of `pool` and `runtime` that no build of the library has).
 //!
@@ -85,7 +86,8 @@
 //! (kernel/loader.rs) and its page-locked memory pool (staging.rs); `Buffer`
 //! gets its one-off-task conveniences (context/) and its futures
 //! (future.rs); `Fence` its futures (future.rs); `TaskContext` gets its
-//! operations by kind, in `context/` (and its futures, future.rs). Such a
+//! operations by kind, in `context/` (its futures, future.rs; `block_on`,
+//! kernel/typed/gate.rs). Such a
 //! method can be called from below the module that defines it, which an
 //! import check cannot see. Everything else of a type is in its module.
 

@@ -21,7 +21,6 @@ mod checks;
 mod copy;
 mod event;
 mod foreign;
-mod gate;
 mod graph;
 mod graphed;
 mod host;

@@ -33,6 +33,8 @@ pub struct In<T>(PhantomData<fn() -> T>);
 #[derive(Debug)]
 pub struct Out<T>(PhantomData<fn() -> T>);
 
+mod gate;
+
 mod sealed {
     pub trait Sealed {}
     pub trait SealedArg {}

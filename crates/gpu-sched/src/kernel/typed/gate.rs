@@ -1,12 +1,14 @@
 //! Blocking a task's stream on a [`Gate`] (see `crate::gate`): on CUDA
 //! the gate kernel spinning on the gate's flags, on the host backend the
-//! stream's thread.
+//! stream's thread. Here rather than in `context/`, since the gate kernel
+//! is a [`Builtin`], whose launch takes a `TaskContext`: so `context`
+//! names nothing of this module's layer.
 
-use super::TaskContext;
+use super::{Builtin, Out, Untracked};
+use crate::context::TaskContext;
 use crate::driver::BackendKind;
 use crate::error::Result;
 use crate::gate::Gate;
-use crate::kernel::typed::{Builtin, Out, Untracked};
 use crate::kernel::LaunchConfig;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -41,9 +43,9 @@ impl TaskContext {
         kernel: &'static Builtin<(Out<u32>, Out<u32>, u64)>,
         timeout: Duration,
     ) -> Result<()> {
-        self.rt.check_same(gate.rt.id(), "the gate")?;
+        self.runtime().check_same(gate.rt.id(), "the gate")?;
         self.bind()?;
-        if self.in_scope_capture() || self.rt.ledger_rw().is_capturing(self.sid()) {
+        if self.in_scope_capture() || self.runtime().ledger_rw().is_capturing(self.sid()) {
             // Every launch of the graph would wait on the gate's flags,
             // which the graph cannot own: refused before anything is
             // queued (the gate keeps no lost flags).
@@ -52,7 +54,7 @@ impl TaskContext {
             });
         }
         let ns = timeout.as_nanos().min(u64::MAX as u128) as u64;
-        match self.rt.backend() {
+        match self.runtime().backend() {
             // SAFETY: the two flags are 4-aligned words within the gate's
             // allocation; the gate frees them only after a fence after every
             // operation blocked on it passed (`used_by`, below), or the
@@ -60,7 +62,9 @@ impl TaskContext {
             // through atomics (`flag`).
             BackendKind::Host => unsafe {
                 let (open, timed_out) = (gate.host as *const u32, gate.host.add(4) as *mut u32);
-                self.rt.driver().host_gate(self.raw(), open, timed_out, ns)
+                self.runtime()
+                    .driver()
+                    .host_gate(self.raw(), open, timed_out, ns)
             },
             // SAFETY: the caller passes a gate kernel (this fn's contract),
             // which touches only the gate's two flags: mapped pinned memory
