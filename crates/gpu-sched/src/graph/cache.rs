@@ -193,7 +193,10 @@ impl GraphCache {
                 return None;
             }
             let mut changed: Vec<(usize, u32)> = Vec::new();
-            let mut like = |node: usize, i: u32| match rec.op(i).likeness(&b.ops[node]) {
+            let like = |changed: &mut Vec<(usize, u32)>, node: usize, i: u32| match rec
+                .op(i)
+                .likeness(&b.ops[node])
+            {
                 Likeness::Same => true,
                 Likeness::Arguments | Likeness::Child => {
                     changed.push((node, i));
@@ -201,19 +204,29 @@ impl GraphCache {
                 }
                 Likeness::Other => false,
             };
-            let same_order = (0..n)
-                .all(|i| rec.key(i as u32) == b.keys[i] && rec.deps(i as u32) == &b.deps[i][..]);
-            if same_order {
-                // Node `i` is operation `i`, with the same dependencies.
-                if !(0..n).all(|i| like(i, i as u32)) {
+            // One pass in memory order while the run recorded the build's
+            // keys and dependencies in its order: node `i` is operation
+            // `i`. (An operation of another kind ends the comparison
+            // either way: keys name one operation, so the canonical order
+            // would pair the same two.)
+            let mut same_order = true;
+            for i in 0..n {
+                let j = i as u32;
+                if rec.key(j) != b.keys[i] || rec.deps(j) != &b.deps[i][..] {
+                    same_order = false;
+                    break;
+                }
+                if !like(&mut changed, i, j) {
                     return None;
                 }
-            } else {
+            }
+            if !same_order {
+                changed.clear();
                 let order = canonical_order(&rec);
                 let rank = ranks(&order);
                 for (j, &i) in order.iter().enumerate() {
                     if canonical_deps(&rec, &rank, i) != b.canon_deps[j]
-                        || !like(b.canon[j] as usize, i)
+                        || !like(&mut changed, b.canon[j] as usize, i)
                     {
                         return None;
                     }

@@ -194,19 +194,21 @@ impl ScopeCapture {
         (memory, children, spare): (Arc<GraphMemory>, Arc<ChildCache>, Vec<Recorded>),
         serial: bool,
     ) -> Self {
-        let mut cap = Self::with_mode(rt_id, task, slot, Some((memory, children)), serial);
-        cap.shards = Shards::with_spare(spare);
-        cap
+        Self::with_mode(rt_id, task, slot, Some((memory, children, spare)), serial)
     }
 
     fn with_mode(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
-        memory: Option<(Arc<GraphMemory>, Arc<ChildCache>)>,
+        memory: Option<(Arc<GraphMemory>, Arc<ChildCache>, Vec<Recorded>)>,
         serial: bool,
     ) -> Self {
         let build = memory.is_some();
+        let (memory, spare) = match memory {
+            Some((m, c, spare)) => (Some((m, c)), spare),
+            None => (None, Vec::new()),
+        };
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ScopeCapture {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
@@ -217,7 +219,7 @@ impl ScopeCapture {
             build,
             serial,
             state: Mutex::new(Deps::default()),
-            shards: Shards::with_spare(Vec::new()),
+            shards: Shards::with_spare(spare),
             memory,
         }
     }
