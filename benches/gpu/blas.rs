@@ -3,7 +3,7 @@
 //! submissions are timed), the alternative binding (`cublasSetStream`
 //! before every call on one shared handle), and 16 independent sgemms on
 //! 16 sibling tasks against the same on one stream and one strided-batched
-//! call of the 16.
+//! call of the 16, and the 16 sibling tasks through a graphed scope.
 
 use super::*;
 use gpu::blas::{Gemm, Op};
@@ -195,6 +195,30 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
                 warm.synchronize().unwrap();
             })
         });
+    }
+    // The 16 sibling products through a graphed scope (issue 38, item 5):
+    // built at its first run, then each run replays the graph.
+    {
+        let mut graphed = gpu::Graphed::on(rt);
+        let mut run = |outs: &mut [Buffer<f32>]| {
+            graphed
+                .scope(|s| {
+                    let b = &b;
+                    for (x, y) in ins.iter().zip(outs.iter_mut()) {
+                        s.spawn(move |t| gemm.run(t, x, b, y));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            rt.synchronize().unwrap();
+        };
+        run(&mut outs);
+        let got = t.to_vec(&outs[COUNT - 1]).unwrap();
+        assert!(
+            got.iter().all(|&v| v == N as f32 * 0.5),
+            "B17 graphed: the product"
+        );
+        g.bench_function("graphed", |bch| bch.iter(|| run(&mut outs)));
     }
     g.bench_function("one-stream", |bch| {
         bch.iter(|| {

@@ -456,7 +456,8 @@ pub(super) const BENCHES: &[Bench] = &[
     },
     Bench {
         id: "B17",
-        what: "a tracked 512 x 512 sgemm (host-side cost); 16 of them on 16 sibling tasks",
+        what: "a tracked 512 x 512 sgemm (host-side cost); 16 of them on 16 sibling tasks, \
+               plain and through a graphed scope",
         against: "raw cuBLAS on the same stream; `cublasSetStream` before each call; one \
                   stream; one strided-batched call",
         multi_gpu: false,
@@ -466,6 +467,7 @@ pub(super) const BENCHES: &[Bench] = &[
             rows("B17-setstream", "B17/raw-setstream", "B17/raw"),
             rows("B17-siblings", "B17/one-stream", "B17/siblings"),
             rows("B17-siblings-vs-batched", "B17/batched", "B17/siblings").at_least(0.5),
+            rows("B17-graphed-vs-batched", "B17/batched", "B17/graphed").at_least(0.8),
         ],
     },
 ];
