@@ -96,6 +96,8 @@ macro_rules! builtins {
     };
 }
 
+pub mod diag;
+pub mod elementwise;
 pub mod host;
 mod ops;
 pub mod reduce;
@@ -111,7 +113,9 @@ pub use ops::{
 #[cfg(test)]
 mod test;
 
-pub use kernels::{KERNELS_PTX, PTX_FROM_NVCC, REDUCE_PTX};
+pub use diag::{add_diagonal, diagonal, identity, set_diagonal};
+pub use elementwise::Elementwise;
+pub use kernels::{DIAG_PTX, KERNELS_PTX, PTX_FROM_NVCC, REDUCE_PTX};
 pub use reduce::{reduce_chunk, reduce_parts, REDUCE_PARTS, REDUCE_TILE};
 
 /// Threads per block for `sum_*`, `scan_block_*`, `scan_sums_*` and

@@ -9,6 +9,7 @@ use crate::{
 const HEADER: &str = include_str!("cuda/kernels.cuh");
 const COMMITTED_PTX: &str = include_str!("../ptx/kernels.ptx");
 const COMMITTED_REDUCE_PTX: &str = include_str!("../ptx/reduce.ptx");
+const COMMITTED_DIAG_PTX: &str = include_str!("../ptx/diag.ptx");
 
 /// The names of the `.entry` directives of a PTX text.
 fn entries(ptx: &str) -> Vec<&str> {
@@ -48,6 +49,8 @@ fn ptx_has_an_entry_for_every_name() {
         (COMMITTED_PTX, ops::NAMES),
         (REDUCE_PTX, reduce::NAMES),
         (COMMITTED_REDUCE_PTX, reduce::NAMES),
+        (crate::DIAG_PTX, crate::diag::NAMES),
+        (COMMITTED_DIAG_PTX, crate::diag::NAMES),
     ] {
         let found = entries(ptx);
         for name in all {
@@ -73,8 +76,12 @@ fn every_kernel_resolves_in_its_module() {
     assert_eq!(crate::SCAN_BLOCK_F32.name(), "scan_block_f32");
     assert_eq!(<f64 as crate::Float>::scale().name(), "scale_f64");
     assert_eq!(<f32 as crate::Float>::reduce_dot().name(), "reduce_dot_f32");
-    for name in reduce::NAMES {
-        assert!(!ops::NAMES.contains(name), "{name} in both modules");
+    assert_eq!(rt.cu_function(&crate::diag::ADD_DIAGONAL_F64).unwrap(), 0);
+    for name in reduce::NAMES.iter().chain(crate::diag::NAMES) {
+        assert!(!ops::NAMES.contains(name), "{name} in two modules");
+    }
+    for name in crate::diag::NAMES {
+        assert!(!reduce::NAMES.contains(name), "{name} in two modules");
     }
 }
 
@@ -109,7 +116,7 @@ fn reduce_partition_covers_n_in_whole_blocks() {
 
 #[test]
 fn names_are_unique() {
-    for names in [ops::NAMES, reduce::NAMES] {
+    for names in [ops::NAMES, reduce::NAMES, crate::diag::NAMES] {
         let mut all = names.to_vec();
         all.sort_unstable();
         all.dedup();
@@ -120,7 +127,7 @@ fn names_are_unique() {
 #[test]
 fn committed_ptx_targets_old_drivers() {
     // PTX ISA 8.0 (CUDA 12.0, driver >= 525) for sm_70: see README.md.
-    for ptx in [COMMITTED_PTX, COMMITTED_REDUCE_PTX] {
+    for ptx in [COMMITTED_PTX, COMMITTED_REDUCE_PTX, COMMITTED_DIAG_PTX] {
         assert_eq!(directive(ptx, ".version"), "8.0");
         assert_eq!(directive(ptx, ".target"), "sm_70");
         assert_eq!(directive(ptx, ".address_size"), "64");

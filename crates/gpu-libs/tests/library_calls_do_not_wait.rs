@@ -169,7 +169,7 @@ fn buffers_dropped_at_once_outlive_the_queued_call(rt: &Runtime) {
     // gate it would sit it out whatever the libraries do.
     let a = t.from_host(&[2.0f32, 0.0, 0.0, 2.0]).unwrap();
     let b = t.from_host(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-    let mut x = t.from_host(&[1.0f32; 64]).unwrap();
+    let x = t.from_host(&[1.0f32; 64]).unwrap();
     // Each step behind a gate of its own, so that one that waits is named.
     let mut waited = Vec::new();
     let mut gated = |what: &'static str, call: &mut dyn FnMut()| {
@@ -209,6 +209,7 @@ backend_tests!(buffers_dropped_at_once_outlive_the_queued_call);
 #[ignore = "CUDA only: run on the GPU machine with --ignored"]
 fn curand_steps_behind_a_gate() {
     use gpu_sched::cudarc::curand::sys;
+    use gpu_sched::raw::RawTask;
     let rt = common::runtime_with(gpu_sched::BackendKind::Cuda, Default::default());
     let t = rt.begin_task().unwrap();
     // cuRAND loaded and its kernels' modules too, by the library's fill.
@@ -232,51 +233,39 @@ fn curand_steps_behind_a_gate() {
         gate.open();
     };
     let philox = sys::curandRngType_t::CURAND_RNG_PSEUDO_PHILOX4_32_10;
-    // SAFETY (every call below): `g` is the generator made by the first
-    // step, used by this thread only; `p` points to 1024 floats of a live
-    // buffer, marked escaped by `raw_ptr`, its task waited for at the end.
-    gated("create", &mut || {
-        ok(
-            unsafe { sys::curandCreateGenerator(&mut g, philox) },
-            "create",
-        )
-    });
-    gated("set_stream", &mut || {
-        ok(unsafe { sys::curandSetStream(g, stream) }, "stream")
-    });
-    gated("seed", &mut || {
-        ok(
-            unsafe { sys::curandSetPseudoRandomGeneratorSeed(g, 7) },
-            "seed",
-        )
-    });
-    gated("offset", &mut || {
-        ok(unsafe { sys::curandSetGeneratorOffset(g, 0) }, "offset")
-    });
-    gated("generate", &mut || {
-        ok(unsafe { sys::curandGenerateUniform(g, p, 1 << 10) }, "gen")
-    });
-    gated("generate_again", &mut || {
-        ok(unsafe { sys::curandGenerateUniform(g, p, 1 << 10) }, "gen")
-    });
-    gated("offset_again", &mut || {
-        ok(unsafe { sys::curandSetGeneratorOffset(g, 4096) }, "offset")
-    });
-    gated("generate_at_offset", &mut || {
-        ok(unsafe { sys::curandGenerateUniform(g, p, 1 << 10) }, "gen")
-    });
-    gated("reseed", &mut || {
-        ok(
-            unsafe { sys::curandSetPseudoRandomGeneratorSeed(g, 9) },
-            "seed",
-        )
-    });
-    gated("generate_reseeded", &mut || {
-        ok(unsafe { sys::curandGenerateUniform(g, p, 1 << 10) }, "gen")
-    });
-    gated("destroy", &mut || {
-        ok(unsafe { sys::curandDestroyGenerator(g) }, "destroy")
-    });
+    let gp: *mut sys::curandGenerator_t = &mut g;
+    macro_rules! step {
+        ($what:literal, $call:expr) => {
+            gated($what, &mut || {
+                // SAFETY: `g` is the generator the first step made (through
+                // `gp`, which points to it), used by this thread only; `p`
+                // points to 1024 floats of a live buffer, marked escaped by
+                // `raw_ptr`, whose task is waited for at the end.
+                let r = unsafe { $call };
+                ok(r, $what)
+            })
+        };
+    }
+    step!("create", sys::curandCreateGenerator(gp, philox));
+    step!("set_stream", sys::curandSetStream(*gp, stream));
+    step!("seed", sys::curandSetPseudoRandomGeneratorSeed(*gp, 7));
+    step!("offset", sys::curandSetGeneratorOffset(*gp, 0));
+    step!("generate", sys::curandGenerateUniform(*gp, p, 1 << 10));
+    step!(
+        "generate_again",
+        sys::curandGenerateUniform(*gp, p, 1 << 10)
+    );
+    step!("offset_again", sys::curandSetGeneratorOffset(*gp, 4096));
+    step!(
+        "generate_at_offset",
+        sys::curandGenerateUniform(*gp, p, 1 << 10)
+    );
+    step!("reseed", sys::curandSetPseudoRandomGeneratorSeed(*gp, 9));
+    step!(
+        "generate_reseeded",
+        sys::curandGenerateUniform(*gp, p, 1 << 10)
+    );
+    step!("destroy", sys::curandDestroyGenerator(*gp));
     t.synchronize().unwrap();
     println!("cuRAND steps that waited for the gated stream: {waited:?}");
     assert!(

@@ -452,3 +452,161 @@ fn reduction_chaining_and_errors(rt: &Runtime) {
     assert!(r::dot_into(&t, &x, &x, &mut wide).is_err());
 }
 backend_tests!(reduction_chaining_and_errors);
+
+/// Element-wise kernels from expressions (`gpu_kernels::Elementwise`):
+/// on CUDA compiled by NVRTC, on the host run by the expression's
+/// program; each against the same expression in Rust, on random data of
+/// every size above. Exact bodies bit for bit; those calling CUDA's
+/// transcendental functions within a few units in the last place.
+fn elementwise_kernels(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    let mut rng = StdRng::seed_from_u64(17);
+    type F = fn(f32, f32, f32) -> f32;
+    let cases: [(&str, F, bool); 5] = [
+        ("z = a * x + z", |x, _, z| 2.5 * x + z, true),
+        (
+            "d = x - y; z = d > 0 ? sqrt(d) : fma(d, d, -z) / 3",
+            |x, y, z| {
+                let d = x - y;
+                if d > 0.0 {
+                    d.sqrt()
+                } else {
+                    d.mul_add(d, -z) / 3.0
+                }
+            },
+            true,
+        ),
+        (
+            "z = min(max(x, -1), 1) + floor(y) * (x < y) - abs(z)",
+            |x, y, z| x.clamp(-1.0, 1.0) + y.floor() * f32::from(x < y) - z.abs(),
+            true,
+        ),
+        (
+            "z = exp(x / 4) - log(abs(y) + 1)",
+            |x, y, _| (x / 4.0).exp() - (y.abs() + 1.0).ln(),
+            false,
+        ),
+        (
+            "z = tanh(x) * sin(y) + cos(z)",
+            |x, y, z| x.tanh() * y.sin() + z.cos(),
+            false,
+        ),
+    ];
+    for (body, f, exact) in cases {
+        let k = k::Elementwise::<f32>::new("ew", &["x", "y"], &["a"], &["z"], body).unwrap();
+        assert_eq!(k.is_exact(), exact, "{body}");
+        for n in SIZES {
+            let gen = |rng: &mut StdRng| {
+                (0..n)
+                    .map(|_| rng.gen_range(-8.0f32..8.0))
+                    .collect::<Vec<_>>()
+            };
+            let (x, y, z0) = (gen(&mut rng), gen(&mut rng), gen(&mut rng));
+            let (bx, by) = (t.from_host(&x).unwrap(), t.from_host(&y).unwrap());
+            let mut bz = t.from_host(&z0).unwrap();
+            k.run(&t, &[&bx, &by], &[2.5], &mut [&mut bz]).unwrap();
+            let got = t.to_vec(&bz).unwrap();
+            for i in 0..n {
+                let want = f(x[i], y[i], z0[i]);
+                if exact {
+                    assert_eq!(
+                        got[i].to_bits(),
+                        want.to_bits(),
+                        "{body}, n {n}, at {i}: {} vs {want}",
+                        got[i]
+                    );
+                } else {
+                    let tol = 4.0 * f32::EPSILON * want.abs().max(1.0);
+                    assert!(
+                        (got[i] - want).abs() <= tol,
+                        "{body}, n {n}, at {i}: {} vs {want}",
+                        got[i]
+                    );
+                }
+            }
+        }
+    }
+    // f64, and a kernel of the most parameters: 4 inputs, 3 outputs, 4
+    // scalars.
+    let k = k::Elementwise::<f64>::new(
+        "wide",
+        &["p", "q", "r", "s"],
+        &["a", "b", "c", "d"],
+        &["u", "v", "w"],
+        "u = a * p + b * q; v = c * r - d * s; w = u * v",
+    )
+    .unwrap();
+    let n = 1000;
+    let ins: Vec<Vec<f64>> = (0..4)
+        .map(|j| (0..n).map(|i| (i * (j + 1)) as f64 * 0.1).collect())
+        .collect();
+    let bufs: Vec<_> = ins.iter().map(|v| t.from_host(v).unwrap()).collect();
+    let (mut u, mut v, mut w) = (
+        t.zeros::<f64>(n).unwrap(),
+        t.zeros::<f64>(n).unwrap(),
+        t.zeros::<f64>(n).unwrap(),
+    );
+    k.run(
+        &t,
+        &[&bufs[0], &bufs[1], &bufs[2], &bufs[3]],
+        &[1.0, 2.0, 3.0, 4.0],
+        &mut [&mut u, &mut v, &mut w],
+    )
+    .unwrap();
+    let (u, v, w) = (
+        t.to_vec(&u).unwrap(),
+        t.to_vec(&v).unwrap(),
+        t.to_vec(&w).unwrap(),
+    );
+    for i in 0..n {
+        let (eu, ev) = (
+            ins[0][i] + 2.0 * ins[1][i],
+            3.0 * ins[2][i] - 4.0 * ins[3][i],
+        );
+        assert_eq!((u[i], v[i], w[i]), (eu, ev, eu * ev), "at {i}");
+    }
+}
+backend_tests!(elementwise_kernels);
+
+/// The diagonal helpers (`gpu_kernels::diag`), `f32` and `f64`, against
+/// the host: the identity, a diagonal set, read back and shifted, the
+/// other elements untouched; shapes that are not square refused.
+fn diagonal_helpers(rt: &Runtime) {
+    let t = rt.begin_task().unwrap();
+    for n in [1usize, 3, 257] {
+        let mut a = t.from_host(&vec![5.0f64; n * n]).unwrap();
+        k::identity(&t, &mut a).unwrap();
+        let got = t.to_vec(&a).unwrap();
+        for (idx, v) in got.iter().enumerate() {
+            assert_eq!(*v, if idx % (n + 1) == 0 { 1.0 } else { 0.0 }, "I at {idx}");
+        }
+        let d: Vec<f32> = (0..n).map(|i| i as f32 + 0.5).collect();
+        let bd = t.from_host(&d).unwrap();
+        let mut m = t.from_host(&vec![-1.0f32; n * n]).unwrap();
+        k::set_diagonal(&t, &mut m, &bd).unwrap();
+        k::add_diagonal(&t, &mut m, 2.0).unwrap();
+        let mut back = t.zeros::<f32>(n).unwrap();
+        k::diagonal(&t, &m, &mut back).unwrap();
+        assert_eq!(
+            t.to_vec(&back).unwrap(),
+            d.iter().map(|v| v + 2.0).collect::<Vec<_>>()
+        );
+        let all = t.to_vec(&m).unwrap();
+        let off = all.iter().enumerate().filter(|(idx, _)| idx % (n + 1) != 0);
+        assert!(
+            off.map(|(_, v)| *v).all(|v| v == -1.0),
+            "off the diagonal, n {n}"
+        );
+    }
+    let mut not_square = t.zeros::<f64>(6).unwrap();
+    assert!(matches!(
+        k::identity(&t, &mut not_square),
+        Err(gpu_sched::Error::Shape { .. })
+    ));
+    let d = t.zeros::<f64>(3).unwrap();
+    assert!(matches!(
+        k::set_diagonal(&t, &mut not_square, &d),
+        Err(gpu_sched::Error::Shape { .. })
+    ));
+}
+backend_tests!(diagonal_helpers);

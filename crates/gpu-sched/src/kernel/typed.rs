@@ -41,6 +41,7 @@ mod sealed {
     impl<B: ?Sized> SealedArg for &B {}
     impl<B: ?Sized> SealedArg for &mut B {}
     impl<T> SealedArg for super::Untracked<T> {}
+    impl<B> SealedArg for Option<B> {}
     macro_rules! scalars { ($($t:ty),*) => {$(impl SealedArg for $t {})*}; }
     scalars!(u64, usize, u32, i32, f32, f64);
 }
@@ -72,6 +73,10 @@ impl<T: DeviceRepr> KernelParam for In<T> {
         let KernelArg::Ptr(p) = arg else {
             unreachable!("the launch pushed a pointer for a buffer")
         };
+        if len == 0 {
+            // An absent buffer (`None`, a null pointer) or an empty one.
+            return &[];
+        }
         // SAFETY: the caller's contract: `p` holds `len` live, aligned,
         // ordered elements that nothing writes while this borrow lives.
         unsafe { std::slice::from_raw_parts(p as *const T, len) }
@@ -86,6 +91,10 @@ impl<T: DeviceRepr> KernelParam for Out<T> {
         let KernelArg::Ptr(p) = arg else {
             unreachable!("the launch pushed a pointer for a buffer")
         };
+        if len == 0 {
+            // An absent buffer (`None`, a null pointer) or an empty one.
+            return &mut [];
+        }
         // SAFETY: the caller's contract: `p` holds `len` live, aligned,
         // ordered elements and no other reference to them exists while this
         // borrow lives (the launch took the buffer as `&mut`).
@@ -249,6 +258,30 @@ impl<T> Untracked<T> {
             ptr,
             len,
             _t: PhantomData,
+        }
+    }
+}
+
+/// An optional buffer: `Some` as the buffer itself, `None` as a null
+/// pointer of no elements (the kernel must not touch it; a host
+/// implementation sees an empty slice). For kernels with parameters a
+/// launch may leave out, such as [`gpu_kernels`' element-wise
+/// kernels](https://docs.rs/gpu-kernels).
+impl<'b, T: DeviceRepr, B: DeviceSlice<T> + ?Sized> Arg<'b, In<T>> for Option<&'b B> {
+    fn push(self, l: &mut ArgList<'b>) {
+        match self {
+            Some(b) => Arg::<In<T>>::push(b, l),
+            None => l.push(KernelArg::Ptr(0), 0),
+        }
+    }
+}
+
+/// An optional buffer written: as for reads (`Option<&B>`).
+impl<'b, T: DeviceRepr, B: DeviceSliceMut<T> + ?Sized> Arg<'b, Out<T>> for Option<&'b mut B> {
+    fn push(self, l: &mut ArgList<'b>) {
+        match self {
+            Some(b) => Arg::<Out<T>>::push(b, l),
+            None => l.push(KernelArg::Ptr(0), 0),
         }
     }
 }
