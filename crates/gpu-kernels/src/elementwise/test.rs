@@ -213,3 +213,33 @@ fn empty_buffers_launch_nothing_wrong() {
     k.run(&t, &[&x], &[], &mut [&mut y]).unwrap();
     assert!(t.to_vec(&y).unwrap().is_empty());
 }
+
+/// Every generated source is a module with the kernel's entry, of the
+/// kernel's parameters: compiled by NVRTC where it is installed (on CUDA,
+/// or on the host with NVRTC on the library path), read by the host
+/// backend's reader otherwise; with NVRTC, each function of the language
+/// compiles in both precisions.
+#[test]
+fn generated_sources_load_with_their_entries() {
+    let rt = host_rt();
+    let bodies = [
+        "z = exp(x) + log(x) + sqrt(x) + abs(x) + sin(x) + cos(x) + tanh(x)",
+        "z = floor(x) + ceil(x) + pow(x, a) + min(x, a) + max(x, a) + fma(x, a, z)",
+        "t = x < a && !(x >= a) || x == a; z = t ? -x / 3 : x != a",
+    ];
+    for body in bodies {
+        let k32 = Elementwise::<f32>::new("k", &["x"], &["a"], &["z"], body).unwrap();
+        let k64 = Elementwise::<f64>::new("k", &["x"], &["a"], &["z"], body).unwrap();
+        for src in [k32.source(), k64.source()] {
+            let m = rt.compile_cuda(src, &["--fmad=false"]).unwrap();
+            assert_eq!(m.kernel_names(), ["k"], "{src}");
+            if m.is_compiled() {
+                assert!(m.is_checked());
+            }
+        }
+        let t = rt.begin_task().unwrap();
+        let x = t.from_host(&[0.5f32, 2.0]).unwrap();
+        let mut z = t.zeros::<f32>(2).unwrap();
+        k32.run(&t, &[&x], &[1.0], &mut [&mut z]).unwrap();
+    }
+}
