@@ -233,20 +233,103 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
             "`{name}`: names starting `gk_` or `__` are the kernel's own"
         ));
     }
-    const RESERVED: [&str; 24] = [
-        "int", "float", "double", "char", "long", "short", "unsigned", "signed", "void", "const",
-        "return", "if", "else", "for", "while", "do", "struct", "auto", "true", "false", "sizeof",
-        "static", "extern", "volatile",
+    // C++'s keywords (NVRTC compiles C++), CUDA's built-in variables, and
+    // the math functions the kernel calls: a name that the host would take
+    // but NVRTC would not, or that would hide a function the kernel calls.
+    const RESERVED: &[&str] = &[
+        "alignas",
+        "alignof",
+        "asm",
+        "auto",
+        "bool",
+        "break",
+        "case",
+        "catch",
+        "char",
+        "class",
+        "const",
+        "constexpr",
+        "continue",
+        "decltype",
+        "default",
+        "delete",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "explicit",
+        "extern",
+        "false",
+        "float",
+        "for",
+        "friend",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "mutable",
+        "namespace",
+        "new",
+        "noexcept",
+        "nullptr",
+        "operator",
+        "private",
+        "protected",
+        "public",
+        "register",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "template",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typedef",
+        "typeid",
+        "typename",
+        "union",
+        "unsigned",
+        "using",
+        "virtual",
+        "void",
+        "volatile",
+        "while",
+        "threadIdx",
+        "blockIdx",
+        "blockDim",
+        "gridDim",
+        "warpSize",
     ];
-    if RESERVED.contains(&name) || Func::ALL.iter().any(|(_, f, _)| *f == name) {
+    let function = Func::ALL.iter().any(|&(f, n, _)| {
+        let c = f.c_name();
+        n == name || c == name || name.strip_suffix('f') == Some(c)
+    });
+    if RESERVED.contains(&name) || function {
         return Err(format!("`{name}` is reserved"));
     }
     Ok(())
 }
 
+/// How many tokens a body may have: every tree made of them is then
+/// shallow enough for the recursive passes over it (printing, compiling
+/// for the host, dropping) on any thread's stack.
+const MAX_TOKENS: usize = 2048;
+
+/// How deep expressions may nest (parentheses, operators of one level
+/// chained to the right, calls): far beyond what anyone writes, and well
+/// within the parser's stack.
+const MAX_DEPTH: usize = 200;
+
 struct Parser<'n> {
     toks: Vec<(Tok, usize)>,
     at: usize,
+    depth: usize,
     names: &'n Names<'n>,
     locals: Vec<String>,
     /// Outputs assigned so far.
@@ -323,6 +406,19 @@ impl Parser<'_> {
     }
 
     fn expr(&mut self) -> Result<Expr, String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(format!(
+                "the expression nests deeper than {MAX_DEPTH} {}",
+                self.where_()
+            ));
+        }
+        let e = self.select();
+        self.depth -= 1;
+        e
+    }
+
+    fn select(&mut self) -> Result<Expr, String> {
         let c = self.or()?;
         if self.eat("?") {
             let a = self.expr()?;
@@ -383,13 +479,22 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
-        if self.eat("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        let mut signs = Vec::new();
+        while let Some(s) = ["-", "!"].into_iter().find(|s| self.eat(s)) {
+            signs.push(s);
         }
-        if self.eat("!") {
-            return Ok(Expr::Not(Box::new(self.unary()?)));
+        if signs.len() > MAX_DEPTH {
+            return Err(format!("more than {MAX_DEPTH} signs {}", self.where_()));
         }
-        self.primary()
+        let mut e = self.primary()?;
+        for s in signs.into_iter().rev() {
+            e = if s == "-" {
+                Expr::Neg(Box::new(e))
+            } else {
+                Expr::Not(Box::new(e))
+            };
+        }
+        Ok(e)
     }
 
     fn primary(&mut self) -> Result<Expr, String> {
@@ -463,9 +568,17 @@ fn symbol(s: &str) -> &'static str {
 
 /// Parses `src` over `names`: every output assigned at least once.
 pub(super) fn parse(src: &str, names: &Names<'_>) -> Result<Body, String> {
+    let toks = lex(src)?;
+    if toks.len() > MAX_TOKENS {
+        return Err(format!(
+            "the body has {} tokens; at most {MAX_TOKENS}",
+            toks.len()
+        ));
+    }
     let mut p = Parser {
-        toks: lex(src)?,
+        toks,
         at: 0,
+        depth: 0,
         names,
         locals: Vec::new(),
         assigned: vec![false; names.outputs.len()],

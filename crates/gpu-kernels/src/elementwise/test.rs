@@ -165,6 +165,24 @@ fn bad_bodies_and_names_are_refused_saying_why() {
         compile_err(Elementwise::<f32>::new("1k", &[], &[], &["y"], "y = 1"))
             .contains("not a name")
     );
+    // Names NVRTC would refuse or that would hide a function the kernel
+    // calls are refused here, on both backends.
+    for name in ["class", "blockIdx", "expf", "fmin", "sqrt"] {
+        assert!(e(&[name], &["y"], "y = 1").contains("reserved"), "{name}");
+        assert!(
+            e(&["x"], &["y"], &format!("{name} = x; y = 1")).contains("reserved"),
+            "{name}"
+        );
+    }
+    // Nesting beyond the limit is an error, not an overflowed stack.
+    let deep = format!("y = {}x{}", "(".repeat(1000), ")".repeat(1000));
+    assert!(e(&["x"], &["y"], &deep).contains("nests deeper"));
+    let signs = format!("y = {}x", "-".repeat(1000));
+    assert!(e(&["x"], &["y"], &signs).contains("signs"));
+    let long = format!("y = x{}", " + x".repeat(3000));
+    assert!(e(&["x"], &["y"], &long).contains("at most 2048"));
+    let fine = format!("y = {}x{}", "(".repeat(100), ")".repeat(100));
+    Elementwise::<f32>::new("k", &["x"], &[], &["y"], &fine).unwrap();
 }
 
 #[test]
