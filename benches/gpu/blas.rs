@@ -84,6 +84,20 @@ unsafe fn raw_sgemm(h: cublas::cublasHandle_t, a: u64, b: u64, c: u64) {
     assert_eq!(r, cublas::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
 }
 
+/// `outs[i] = ins[i] b`, a sibling task each, on `s`.
+fn products<'scope>(
+    s: &gpu::Scope<'_, 'scope>,
+    gemm: Gemm<f32>,
+    ins: &'scope [Buffer<f32>],
+    b: &'scope Buffer<f32>,
+    outs: &'scope mut [Buffer<f32>],
+) -> gpu::Result<()> {
+    for (x, y) in ins.iter().zip(outs.iter_mut()) {
+        s.spawn(move |t| gemm.run(t, x, b, y));
+    }
+    Ok(())
+}
+
 pub(crate) fn b17_blas(c: &mut Criterion) {
     let rt = rt();
     let t = rt.begin_task().unwrap();
@@ -143,14 +157,7 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
     t.synchronize().unwrap();
     g.bench_function("siblings", |bch| {
         bch.iter(|| {
-            gpu::scope(|s| {
-                let b = &b;
-                for (x, y) in ins.iter().zip(outs.iter_mut()) {
-                    s.spawn(move |t| gemm.run(t, x, b, y));
-                }
-                Ok(())
-            })
-            .unwrap();
+            gpu::scope(|s| products(s, gemm, &ins, &b, &mut outs)).unwrap();
             rt.synchronize().unwrap();
         })
     });
@@ -184,14 +191,7 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
         warm.synchronize().unwrap();
         g.bench_function("siblings-warm", |bch| {
             bch.iter(|| {
-                gpu::scope_on(&warm, |s| {
-                    let b = &wb;
-                    for (x, y) in wins.iter().zip(wouts.iter_mut()) {
-                        s.spawn(move |t| gemm.run(t, x, b, y));
-                    }
-                    Ok(())
-                })
-                .unwrap();
+                gpu::scope_on(&warm, |s| products(s, gemm, &wins, &wb, &mut wouts)).unwrap();
                 warm.synchronize().unwrap();
             })
         });
@@ -202,13 +202,7 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
         let mut graphed = gpu::Graphed::on(rt);
         let mut run = |outs: &mut [Buffer<f32>]| {
             graphed
-                .scope(|s| {
-                    let b = &b;
-                    for (x, y) in ins.iter().zip(outs.iter_mut()) {
-                        s.spawn(move |t| gemm.run(t, x, b, y));
-                    }
-                    Ok(())
-                })
+                .scope(|s| products(s, gemm, &ins, &b, outs))
                 .unwrap();
             rt.synchronize().unwrap();
         };

@@ -40,6 +40,35 @@ fn twice(t: &TaskContext, x: &gpu_sched::Buffer<f32>, y: &mut gpu_sched::Buffer<
     unsafe { op.run(|_, _, _| Ok(())) }.unwrap();
 }
 
+/// Runs each step behind a gate of its own on `t`'s stream, which it
+/// opens after the step returned, and names the steps that waited for the
+/// gated stream (a step that waits sits there until the gate gives up).
+struct Gated<'a> {
+    rt: &'a Runtime,
+    t: &'a TaskContext,
+    waited: Vec<&'static str>,
+}
+
+impl<'a> Gated<'a> {
+    fn new(rt: &'a Runtime, t: &'a TaskContext) -> Self {
+        Gated {
+            rt,
+            t,
+            waited: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, what: &'static str, call: impl FnOnce()) {
+        let g = self.rt.gate().unwrap();
+        k::gate(self.t, &g, OPENED_BY_TEST).unwrap();
+        call();
+        if g.timed_out() {
+            self.waited.push(what);
+        }
+        g.open();
+    }
+}
+
 /// Every call below returns while the gate ahead of it on the task's
 /// stream is still closed: none waits for its stream. Each library is used
 /// once before the gate (handles, plans and libraries loaded, which may
@@ -79,30 +108,21 @@ fn library_calls_behind_a_closed_gate_return_at_once(rt: &Runtime) {
     };
 
     // Each call behind a gate of its own, so that one that waits is named.
-    let mut waited = Vec::new();
-    let mut gated = |what: &'static str, call: &mut dyn FnMut()| {
-        let g = rt.gate().unwrap();
-        k::gate(&t, &g, OPENED_BY_TEST).unwrap();
-        call();
-        // A call that waited for its stream sat here until the gate gave up.
-        if g.timed_out() {
-            waited.push(what);
-        }
-        g.open();
-    };
-    gated("scal", &mut || blas::scal(&t, 2.0f32, &mut x).unwrap());
-    gated("gemm", &mut || {
+    let mut gated = Gated::new(rt, &t);
+    gated.step("scal", || blas::scal(&t, 2.0f32, &mut x).unwrap());
+    gated.step("gemm", || {
         Gemm::new(2, 2, 2).run(&t, &ident, &x, &mut c).unwrap()
     });
-    gated("potrf", &mut || Potrf::new(2).run(&t, &mut spd).unwrap());
-    gated("spmv", &mut || {
+    gated.step("potrf", || Potrf::new(2).run(&t, &mut spd).unwrap());
+    gated.step("spmv", || {
         sparse::spmv(&t, 1.0, &a, &v, 0.0, &mut y).unwrap()
     });
-    gated("fft", &mut || {
+    gated.step("fft", || {
         Plan::new(&[4]).forward(&t, &sig, &mut spec).unwrap()
     });
-    gated("rand", &mut || Rng::new(7).uniform(&t, &mut u).unwrap());
-    gated("foreign", &mut || twice(&t, &x, &mut w));
+    gated.step("rand", || Rng::new(7).uniform(&t, &mut u).unwrap());
+    gated.step("foreign", || twice(&t, &x, &mut w));
+    let waited = gated.waited;
     assert!(
         waited.is_empty(),
         "library calls that waited for the gated stream: {waited:?}"
@@ -169,27 +189,15 @@ fn buffers_dropped_at_once_outlive_the_queued_call(rt: &Runtime) {
     // gate it would sit it out whatever the libraries do.
     let a = t.from_host(&[2.0f32, 0.0, 0.0, 2.0]).unwrap();
     let b = t.from_host(&[1.0f32, 2.0, 3.0, 4.0]).unwrap();
-    let x = t.from_host(&[1.0f32; 64]).unwrap();
+    let mut x = t.from_host(&[1.0f32; 64]).unwrap();
     // Each step behind a gate of its own, so that one that waits is named.
-    let mut waited = Vec::new();
-    let mut gated = |what: &'static str, call: &mut dyn FnMut()| {
-        let g = rt.gate().unwrap();
-        k::gate(&t, &g, OPENED_BY_TEST).unwrap();
-        call();
-        if g.timed_out() {
-            waited.push(what);
-        }
-        g.open();
-    };
-    let (mut a, mut b, mut x) = (Some(a), Some(b), Some(x));
-    gated("gemm", &mut || {
-        let (a, b) = (a.as_ref().unwrap(), b.as_ref().unwrap());
-        Gemm::new(2, 2, 2).run(&t, a, b, &mut c).unwrap()
+    let mut gated = Gated::new(rt, &t);
+    gated.step("gemm", || {
+        Gemm::new(2, 2, 2).run(&t, &a, &b, &mut c).unwrap()
     });
-    gated("scal", &mut || {
-        blas::scal(&t, 3.0f32, x.as_mut().unwrap()).unwrap()
-    });
-    gated("drops", &mut || drop((a.take(), b.take(), x.take())));
+    gated.step("scal", || blas::scal(&t, 3.0f32, &mut x).unwrap());
+    gated.step("drops", || drop((a, b, x)));
+    let waited = gated.waited;
     assert!(
         waited.is_empty(),
         "steps that waited for the gated stream: {waited:?}"
@@ -222,21 +230,12 @@ fn curand_steps_behind_a_gate() {
     };
     let stream = t.cu_stream() as usize as sys::cudaStream_t;
     let mut g: sys::curandGenerator_t = std::ptr::null_mut();
-    let mut waited = Vec::new();
-    let mut gated = |what: &'static str, call: &mut dyn FnMut()| {
-        let gate = rt.gate().unwrap();
-        k::gate(&t, &gate, OPENED_BY_TEST).unwrap();
-        call();
-        if gate.timed_out() {
-            waited.push(what);
-        }
-        gate.open();
-    };
+    let mut gated = Gated::new(&rt, &t);
     let philox = sys::curandRngType_t::CURAND_RNG_PSEUDO_PHILOX4_32_10;
     let gp: *mut sys::curandGenerator_t = &mut g;
     macro_rules! step {
         ($what:literal, $call:expr) => {
-            gated($what, &mut || {
+            gated.step($what, || {
                 // SAFETY: `g` is the generator the first step made (through
                 // `gp`, which points to it), used by this thread only; `p`
                 // points to 1024 floats of a live buffer, marked escaped by
@@ -267,6 +266,7 @@ fn curand_steps_behind_a_gate() {
     );
     step!("destroy", sys::curandDestroyGenerator(*gp));
     t.synchronize().unwrap();
+    let waited = gated.waited;
     println!("cuRAND steps that waited for the gated stream: {waited:?}");
     assert!(
         waited.is_empty(),
