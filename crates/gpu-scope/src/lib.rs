@@ -266,7 +266,9 @@ pub mod kernel {
     //! from PTX or CUDA C ([`Kernel`], [`LoadedModule`], from
     //! `Runtime::load_ptx` and `Runtime::compile_cuda`), and the built-in
     //! ones' form ([`Builtin`], the statics of `gpu-kernels`); launch
-    //! configurations; the traits behind signatures and arguments.
+    //! configurations; the traits behind signatures and arguments. A kernel
+    //! that is one expression per element needs no CUDA C and no twin of
+    //! your own: `gpu_kernels::Elementwise` writes both from it.
     pub use gpu_sched::{
         Arg, Args, Builtin, BuiltinEntry, BuiltinModule, HostFn, In, Kernel, KernelParam,
         LaunchConfig, LoadedModule, Out, Signature, Untracked,
