@@ -116,15 +116,7 @@ fn main() -> gpu::Result<()> {
         (d / s).sqrt()
     } else {
         // ||A x - L (L^T x)|| / ||A x|| for a random x.
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let x: Vec<f64> = (0..n)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-            })
-            .collect();
+        let x = common::uniform(0x2545_f491_4f6c_dd1d, n);
         let mut ltx = vec![0.0; n];
         for (j, v) in ltx.iter_mut().enumerate() {
             *v = (j..n).map(|i| l[i + j * n] * x[i]).sum();

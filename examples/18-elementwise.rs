@@ -33,14 +33,9 @@ fn main() -> Result<()> {
     let rt = gpu::Runtime::global()?;
     println!("18-elementwise on the {} backend", rt.backend());
     // B, column-major, entries in [-1, 1) from a fixed generator.
-    let mut state = 0x2545_F491_4F6C_DD1Du64;
-    let host_b: Vec<f64> = (0..N * N)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        })
+    let host_b: Vec<f64> = common::uniform(0x2545_F491_4F6C_DD1D, N * N)
+        .into_iter()
+        .map(|v| 2.0 * v)
         .collect();
     // The two expressions, parsed and checked once.
     let rhs = Elementwise::<f64>::new("rhs", &["t"], &["n"], &["b"], "b = sin(t) + t / n")?;

@@ -4,7 +4,8 @@
 //! for several devices ([`heat_parts`]), and the tiled Cholesky of
 //! `11-cholesky` and B15 ([`cholesky`]), and the Poisson matrix of
 //! `12-cg-sparse` and B16 ([`poisson`]), and the measurement of
-//! `02-siblings` and B5-cold ([`siblings`]). Examples use them as `common::heat`.
+//! `02-siblings` and B5-cold ([`siblings`]), and a fixed generator of test data
+//! ([`uniform`]). Examples use them as `common::heat`.
 
 pub mod cholesky;
 pub mod cholesky_devices;
@@ -12,3 +13,17 @@ pub mod heat;
 pub mod heat_parts;
 pub mod poisson;
 pub mod siblings;
+
+/// `n` numbers in `[-0.5, 0.5)` from a fixed xorshift generator started at
+/// `seed` (non-zero): the same data on every run and machine.
+pub fn uniform(seed: u64, n: usize) -> Vec<f64> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        })
+        .collect()
+}

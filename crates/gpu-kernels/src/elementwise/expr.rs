@@ -350,7 +350,7 @@ impl Parser<'_> {
     }
 
     fn eat(&mut self, s: &str) -> bool {
-        if self.peek() == Some(&Tok::Sym(symbol(s))) {
+        if matches!(self.peek(), Some(Tok::Sym(t)) if *t == s) {
             self.at += 1;
             true
         } else {
@@ -559,11 +559,6 @@ impl Parser<'_> {
             "`{name}` (at {pos}) is not an input, a scalar, an output or a local assigned before"
         ))
     }
-}
-
-/// The symbol of the table equal to `s` (symbols are `'static`).
-fn symbol(s: &str) -> &'static str {
-    SYMBOLS.iter().copied().find(|x| *x == s).unwrap_or("")
 }
 
 /// Parses `src` over `names`: every output assigned at least once.

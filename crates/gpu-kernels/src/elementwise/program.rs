@@ -19,7 +19,8 @@ enum Step {
     Not,
     Bin(Bin),
     Select,
-    Call(Func),
+    /// A function and its arity.
+    Call(Func, usize),
 }
 
 /// A body compiled for the host.
@@ -84,7 +85,7 @@ impl Program {
                 for (k, a) in args.iter().enumerate() {
                     d = d.max(self.expr(a, below + k));
                 }
-                self.steps.push(Step::Call(*f));
+                self.steps.push(Step::Call(*f, args.len()));
                 d
             }
         }
@@ -157,11 +158,7 @@ impl Program {
                             };
                         }
                     }
-                    Step::Call(f) => {
-                        let arity = Func::ALL
-                            .iter()
-                            .find(|(g, _, _)| *g == f)
-                            .map_or(1, |a| a.2);
+                    Step::Call(f, arity) => {
                         sp -= arity - 1;
                         let (lo, hi) = stack.split_at_mut(sp);
                         let a = &mut lo[sp - 1][..len];
