@@ -33,6 +33,10 @@ const SYMBOLS: &[&str] = &[
     "cusolverDnDgeqrf_bufferSize",
     "cusolverDnSgeqrf",
     "cusolverDnDgeqrf",
+    "cusolverDnSpotrfBatched",
+    "cusolverDnDpotrfBatched",
+    "cusolverDnSpotrsBatched",
+    "cusolverDnDpotrsBatched",
 ];
 
 type H = cusolverDnHandle_t;
@@ -50,6 +54,22 @@ pub(crate) type PotrfFn<T> =
 /// `?potrs`.
 pub(crate) type PotrsFn<T> =
     unsafe fn(H, Fill, c_int, c_int, *const T, c_int, *mut T, c_int, *mut c_int) -> St;
+/// `?potrfBatched`.
+pub(crate) type PotrfBatchedFn<T> =
+    unsafe fn(H, Fill, c_int, *mut *mut T, c_int, *mut c_int, c_int) -> St;
+/// `?potrsBatched`.
+pub(crate) type PotrsBatchedFn<T> = unsafe fn(
+    H,
+    Fill,
+    c_int,
+    c_int,
+    *mut *mut T,
+    c_int,
+    *mut *mut T,
+    c_int,
+    *mut c_int,
+    c_int,
+) -> St;
 /// `?getrf`.
 pub(crate) type GetrfFn<T> =
     unsafe fn(H, c_int, c_int, *mut T, c_int, *mut T, *mut c_int, *mut c_int) -> St;
@@ -78,6 +98,10 @@ pub trait Sealed: Sized + 'static {
     const POTRF: (&'static str, PotrfFn<Self>);
     /// `?potrs`.
     const POTRS: (&'static str, PotrsFn<Self>);
+    /// `?potrfBatched`.
+    const POTRF_BATCHED: (&'static str, PotrfBatchedFn<Self>);
+    /// `?potrsBatched`.
+    const POTRS_BATCHED: (&'static str, PotrsBatchedFn<Self>);
     /// `?getrf_bufferSize`.
     const GETRF_LWORK: (&'static str, LworkFn<Self>);
     /// `?getrf`.
@@ -91,11 +115,15 @@ pub trait Sealed: Sized + 'static {
 }
 
 macro_rules! sealed {
-    ($t:ty, $plw:ident, $potrf:ident, $potrs:ident, $glw:ident, $getrf:ident, $getrs:ident, $qlw:ident, $geqrf:ident) => {
+    ($t:ty, $plw:ident, $potrf:ident, $potrs:ident, $pfb:ident, $psb:ident, $glw:ident, $getrf:ident, $getrs:ident, $qlw:ident, $geqrf:ident) => {
         impl Sealed for $t {
             const POTRF_LWORK: (&'static str, PotrfLworkFn<Self>) = (stringify!($plw), sys::$plw);
             const POTRF: (&'static str, PotrfFn<Self>) = (stringify!($potrf), sys::$potrf);
             const POTRS: (&'static str, PotrsFn<Self>) = (stringify!($potrs), sys::$potrs);
+            const POTRF_BATCHED: (&'static str, PotrfBatchedFn<Self>) =
+                (stringify!($pfb), sys::$pfb);
+            const POTRS_BATCHED: (&'static str, PotrsBatchedFn<Self>) =
+                (stringify!($psb), sys::$psb);
             const GETRF_LWORK: (&'static str, LworkFn<Self>) = (stringify!($glw), sys::$glw);
             const GETRF: (&'static str, GetrfFn<Self>) = (stringify!($getrf), sys::$getrf);
             const GETRS: (&'static str, GetrsFn<Self>) = (stringify!($getrs), sys::$getrs);
@@ -109,6 +137,8 @@ sealed!(
     cusolverDnSpotrf_bufferSize,
     cusolverDnSpotrf,
     cusolverDnSpotrs,
+    cusolverDnSpotrfBatched,
+    cusolverDnSpotrsBatched,
     cusolverDnSgetrf_bufferSize,
     cusolverDnSgetrf,
     cusolverDnSgetrs,
@@ -120,6 +150,8 @@ sealed!(
     cusolverDnDpotrf_bufferSize,
     cusolverDnDpotrf,
     cusolverDnDpotrs,
+    cusolverDnDpotrfBatched,
+    cusolverDnDpotrsBatched,
     cusolverDnDgetrf_bufferSize,
     cusolverDnDgetrf,
     cusolverDnDgetrs,

@@ -41,11 +41,13 @@
 //! # Ok(()) }
 //! ```
 
+mod batched;
 mod cuda;
 mod host;
 mod ops;
 
 pub use crate::blas::{Op, Uplo};
+pub use batched::{PotrfBatched, PotrsBatched};
 pub use ops::{Geqrf, Getrf, Getrs, Pivots, Potrf, Potrs};
 
 use crate::blas::Scalar as BlasScalar;

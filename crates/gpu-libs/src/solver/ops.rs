@@ -16,7 +16,7 @@ use std::ffi::c_int;
 
 /// Checks that a column-major `rows x cols` operand with leading dimension
 /// `ld` fits in `len` elements and that its sizes fit cuSOLVER's `int`.
-fn operand(
+pub(super) fn operand(
     op: &'static str,
     name: &str,
     (rows, cols, ld): (usize, usize, usize),
@@ -36,7 +36,7 @@ fn vector(op: &'static str, name: &str, need: usize, len: usize) -> Result<()> {
 }
 
 /// A checked size as cuSOLVER's `int` (`operand` proved it fits).
-fn ci(x: usize) -> c_int {
+pub(super) fn ci(x: usize) -> c_int {
     x as c_int
 }
 

@@ -30,6 +30,25 @@ impl TaskContext {
         self.runtime().status_word()
     }
 
+    /// A run of `len` status words, each zeroed, for a batched library
+    /// call that writes one result per problem into an array (cuSOLVER's
+    /// `infoArray`): pass [`StatusWord::device_ptr`] (the first word's
+    /// address), then hand it to [`TaskContext::check_status_later`], whose
+    /// failure is the first nonzero word's, with the problem's index and
+    /// the others that failed as its context
+    /// ([`Error::Context`](crate::Error::Context)). `len <= 1` is a single
+    /// word. A run of more than one takes a block of its own, reused by
+    /// later runs of its size.
+    ///
+    /// # Errors
+    ///
+    /// Driver errors from allocating a block;
+    /// [`Error::TooLarge`](crate::Error::TooLarge) for a run beyond
+    /// `i32::MAX / 4` words.
+    pub fn status_words(&self, len: usize) -> Result<StatusWord> {
+        self.runtime().status_words(len)
+    }
+
     /// Registers `word` to be read at this task's next host wait
     /// ([`TaskContext::synchronize`] and every wait built on it), after
     /// the work queued on this task's stream so far: a nonzero value is

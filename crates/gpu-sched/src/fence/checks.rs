@@ -37,17 +37,43 @@ impl Check {
     /// The result as an error, if it is one. Only after a wait that
     /// covers the work that writes the word.
     fn verdict(&self) -> Result<()> {
-        match self.word.get() {
-            0 => Ok(()),
-            v => {
-                let e = (self.judge)(self.op, v);
-                Err(match &self.task {
-                    Some((name, device)) => e.in_task(name.clone(), *device),
-                    None => e,
-                })
-            }
+        let bad = self.word.nonzero();
+        let Some(&(first, v)) = bad.first() else {
+            return Ok(());
+        };
+        let mut e = (self.judge)(self.op, v);
+        if self.word.len() > 1 {
+            e = Error::Context {
+                context: batch_context(first, self.word.len(), &bad[1..]),
+                source: Box::new(e),
+            };
         }
+        Err(match &self.task {
+            Some((name, device)) => e.in_task(name.clone(), *device),
+            None => e,
+        })
     }
+}
+
+/// Which problem of a batch of `len` failed first (0-based, as the
+/// caller's index), and the others that failed too (the first few).
+fn batch_context(first: usize, len: usize, others: &[(usize, i32)]) -> String {
+    const LISTED: usize = 8;
+    let mut s = format!("problem {first} of a batch of {len}");
+    if !others.is_empty() {
+        let list: Vec<String> = others
+            .iter()
+            .take(LISTED)
+            .map(|(i, _)| i.to_string())
+            .collect();
+        let more = others.len().saturating_sub(LISTED);
+        s += &format!(" (also failed: {}", list.join(", "));
+        if more > 0 {
+            s += &format!(" and {more} more");
+        }
+        s += ")";
+    }
+    s
 }
 
 /// A check of a task's own work (`after: None`, covered by a synchronize

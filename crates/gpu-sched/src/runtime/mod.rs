@@ -488,6 +488,14 @@ impl Runtime {
             .take(&*self.inner.core.driver, self.inner.id)
     }
 
+    /// A run of `len` words for a batched call's results, zeroed
+    /// ([`crate::TaskContext::status_words`]).
+    pub(crate) fn status_words(&self, len: usize) -> Result<StatusWord> {
+        self.inner
+            .status_words
+            .take_run(&*self.inner.core.driver, self.inner.id, len)
+    }
+
     /// What the runtime's memory holds, counted.
     #[inline]
     pub(crate) fn usage(&self) -> &usage::Usage {

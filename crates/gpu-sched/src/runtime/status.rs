@@ -24,6 +24,21 @@ struct Pages {
     pages: Vec<(usize, u64)>,
     /// Free words: (page, index).
     free: Vec<(usize, usize)>,
+    /// Blocks for runs of words (a batched call's results): (host
+    /// address, device address, words), `words` a power of two of at
+    /// least a page's.
+    blocks: Vec<(usize, u64, usize)>,
+    /// Free blocks, by index into `blocks`.
+    free_blocks: Vec<usize>,
+}
+
+/// Where a word or run lives, to give it back.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// Word `.1` of page `.0`.
+    Word(usize, usize),
+    /// Block `.0`, whole.
+    Block(usize),
 }
 
 /// Turns a nonzero value of a [`StatusWord`] written by `op` into its error
@@ -35,7 +50,9 @@ pub type StatusJudge = fn(op: &'static str, value: i32) -> Error;
 
 /// A status word: one `i32` of mapped page-locked host memory, zeroed,
 /// that a library's device work writes its result into (cuSOLVER's
-/// `info`), and that the runtime reads after a wait. Made by
+/// `info`), and that the runtime reads after a wait; or a run of
+/// [`StatusWord::len`] such words, one per problem of a batched call
+/// ([`TaskContext::status_words`](crate::TaskContext::status_words)). Made by
 /// [`TaskContext::status_word`](crate::TaskContext::status_word), handed
 /// to [`TaskContext::check_status_later`](crate::TaskContext::check_status_later),
 /// which reads it at the task's next host wait (DESIGN "Where a failure
@@ -49,10 +66,12 @@ pub type StatusJudge = fn(op: &'static str, value: i32) -> Error;
 pub struct StatusWord {
     host: *mut i32,
     dev: u64,
+    /// Words in the run (1 for a single word).
+    len: usize,
     /// The id of the runtime whose pages hold it: a check reads it only
     /// in a task of that runtime, which keeps the pages alive.
     runtime: u64,
-    at: (usize, usize),
+    at: At,
     pages: Arc<Mutex<Pages>>,
 }
 
@@ -69,35 +88,56 @@ impl StatusWord {
         self.runtime
     }
 
-    /// The device address of the word (an `int*` for the library's call),
-    /// valid while the word lives.
+    /// The device address of the word, or of the run's first (an `int*`
+    /// for the library's call), valid while the word lives.
     pub fn device_ptr(&self) -> u64 {
         self.dev
     }
 
-    /// The host address of the same word, what a host twin writes (with
-    /// a volatile write) in the device's place. Valid while the word lives;
+    /// The host address of the same word (of the run's first), what a
+    /// host twin writes (with volatile writes) in the device's place. Valid while the word lives;
     /// written by nothing but the one operation the word was made for.
     pub fn host_ptr(&self) -> *mut i32 {
         self.host
     }
 
-    /// The value. Only after a wait that covers the work writing it.
-    pub(crate) fn get(&self) -> i32 {
+    /// The number of words: 1, or the run's length.
+    #[allow(clippy::len_without_is_empty)] // never empty
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The nonzero values with their indices in the run, in order. Only
+    /// after a wait that covers the work writing them.
+    pub(crate) fn nonzero(&self) -> Vec<(usize, i32)> {
+        (0..self.len)
+            .map(|i| (i, self.get(i)))
+            .filter(|&(_, v)| v != 0)
+            .collect()
+    }
+
+    /// The value of word `i` (`< len`).
+    fn get(&self, i: usize) -> i32 {
+        debug_assert!(i < self.len);
         // SAFETY: a live word of a page that lives while its runtime does:
         // pages are freed only by the runtime's drop, and every word is held
         // by a check kept in its task (which holds the runtime) or with the
         // fence of its work (which holds it, and which `fence::conclude`
         // keeps until the word is read: reading after that fence's last
         // clone went freed the page, seen with another device's runtime).
-        // Volatile, as the device wrote it behind the compiler's back.
-        unsafe { self.host.read_volatile() }
+        // `i < len` words of the run are the word's own. Volatile, as the
+        // device wrote it behind the compiler's back.
+        unsafe { self.host.add(i).read_volatile() }
     }
 }
 
 impl Drop for StatusWord {
     fn drop(&mut self) {
-        self.pages.lock().free.push(self.at);
+        let mut p = self.pages.lock();
+        match self.at {
+            At::Word(page, i) => p.free.push((page, i)),
+            At::Block(b) => p.free_blocks.push(b),
+        }
     }
 }
 
@@ -123,8 +163,57 @@ impl StatusWords {
         Ok(StatusWord {
             host,
             dev: dev + 4 * i as u64,
+            len: 1,
             runtime,
-            at: (page, i),
+            at: At::Word(page, i),
+            pages: self.inner.clone(),
+        })
+    }
+
+    /// A run of `len` free words, each zero: a single word for `len <= 1`,
+    /// otherwise a block of its own (a power of two of words, at least a
+    /// page), reused by later runs of its size class.
+    pub(crate) fn take_run(
+        &self,
+        driver: &dyn Driver,
+        runtime: u64,
+        len: usize,
+    ) -> Result<StatusWord> {
+        if len <= 1 {
+            return self.take(driver, runtime);
+        }
+        let words = len
+            .checked_next_power_of_two()
+            .filter(|w| *w <= i32::MAX as usize / 4)
+            .ok_or(Error::TooLarge {
+                elements: len,
+                element_bytes: 4,
+                during: "taking status words for a batch",
+            })?
+            .max(WORDS);
+        let mut p = self.inner.lock();
+        let found = p.free_blocks.iter().position(|&b| p.blocks[b].2 == words);
+        let b = match found {
+            Some(at) => p.free_blocks.swap_remove(at),
+            None => {
+                let (host, dev) = driver.alloc_host(words * 4, true)?;
+                p.blocks.push((host as usize, dev, words));
+                p.blocks.len() - 1
+            }
+        };
+        let (host, dev, _) = p.blocks[b];
+        let host = host as *mut i32;
+        for i in 0..len {
+            // SAFETY: a free block of `words >= len` words with no other
+            // holder (as for a single word in `take`).
+            unsafe { host.add(i).write_volatile(0) };
+        }
+        Ok(StatusWord {
+            host,
+            dev,
+            len,
+            runtime,
+            at: At::Block(b),
             pages: self.inner.clone(),
         })
     }
@@ -132,10 +221,18 @@ impl StatusWords {
     /// Frees every page. Only from the runtime's drop, once every stream
     /// finished (no word is written any more).
     pub(crate) fn free_all(&self, driver: &dyn Driver) {
-        for (host, _) in std::mem::take(&mut self.inner.lock().pages) {
-            // SAFETY: a page of `alloc_host` of this size, freed once (it
-            // left the list); every stream finished, so nothing writes it.
-            let _ = unsafe { driver.free_host(host as *mut u8, WORDS * 4) };
+        let mut p = self.inner.lock();
+        let pages = std::mem::take(&mut p.pages)
+            .into_iter()
+            .map(|(h, _)| (h, WORDS));
+        let blocks = std::mem::take(&mut p.blocks)
+            .into_iter()
+            .map(|(h, _, w)| (h, w));
+        for (host, words) in pages.chain(blocks) {
+            // SAFETY: a page or block of `alloc_host` of this size, freed
+            // once (it left the list); every stream finished, so nothing
+            // writes it.
+            let _ = unsafe { driver.free_host(host as *mut u8, words * 4) };
         }
     }
 }
