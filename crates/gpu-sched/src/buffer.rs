@@ -29,6 +29,21 @@ unsafe impl DeviceRepr for i32 {}
 unsafe impl DeviceRepr for u64 {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for i64 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for i8 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for u16 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for i16 {}
+// SAFETY: an array of plain-old-data elements is plain old data: its
+// elements lie back to back with no padding (an element's size is a
+// multiple of its alignment).
+unsafe impl<T: DeviceRepr, const N: usize> DeviceRepr for [T; N] {}
+// SAFETY: `half`'s types are `#[repr(transparent)]` over a `u16`, and every
+// bit pattern is a value (a NaN, perhaps), as for `f32`.
+unsafe impl DeviceRepr for half::f16 {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for half::bf16 {}
 // SAFETY: `Complex<T>` is `#[repr(C)]` `{ re: T, im: T }`: two values of
 // one plain-old-data type (so no padding between or after them), every bit
 // pattern a value. `Complex<f32>` and `Complex<f64>` have the layouts of

@@ -130,9 +130,12 @@ pub use gpu_epoch::{
     Access, Binding, CounterSnapshot, Generation, Reason, StreamEpoch, StreamId, TaskId, Uses,
 };
 pub use graph::{CaptureHandle, Graph, GraphCache, GraphStats};
+/// The `half` crate, whose `f16` and `bf16` are kernel scalars and device
+/// elements here (the same version, for a crate that names them).
+pub use half;
 pub use kernel::loader::LoadedModule;
 pub use kernel::typed::{
-    Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked,
+    Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked, Value,
 };
 pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
 pub use runtime::{
@@ -148,5 +151,5 @@ pub use staging::{par_copy, Staging};
 /// declare or launch a kernel, see [`Kernel`] and [`Builtin`]).
 pub mod raw {
     pub use crate::context::RawTask;
-    pub use crate::kernel::{KernelArg, Param};
+    pub use crate::kernel::{KernelArg, Param, ValueBytes};
 }

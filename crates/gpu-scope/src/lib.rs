@@ -269,9 +269,12 @@ pub mod kernel {
     //! configurations; the traits behind signatures and arguments. A kernel
     //! that is one expression per element needs no CUDA C and no twin of
     //! your own: `gpu_kernels::Elementwise` writes both from it.
+    /// The half-precision types kernels take as scalars and buffer
+    /// elements (`__half`, `__nv_bfloat16`): the `half` crate's.
+    pub use gpu_sched::half::{bf16, f16};
     pub use gpu_sched::{
         Arg, Args, Builtin, BuiltinEntry, BuiltinModule, HostFn, In, Kernel, KernelParam,
-        LaunchConfig, LoadedModule, Out, Signature, Untracked,
+        LaunchConfig, LoadedModule, Out, Signature, Untracked, Value,
     };
 }
 

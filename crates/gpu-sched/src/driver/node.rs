@@ -130,16 +130,23 @@ impl KernelNode {
     }
 }
 
-/// An argument's bits and kind, compared bit for bit (a NaN scalar equals
-/// itself).
-fn arg_bits(a: &KernelArg) -> (u8, u64) {
-    match *a {
-        KernelArg::Ptr(v) => (0, v),
-        KernelArg::U64(v) => (1, v),
-        KernelArg::U32(v) => (2, u64::from(v)),
-        KernelArg::I32(v) => (3, v as u32 as u64),
-        KernelArg::F32(v) => (4, u64::from(v.to_bits())),
-        KernelArg::F64(v) => (5, v.to_bits()),
+/// Whether two arguments are of one kind (values of one size).
+fn same_kind(x: &KernelArg, y: &KernelArg) -> bool {
+    std::mem::discriminant(x) == std::mem::discriminant(y)
+        && match (x, y) {
+            (KernelArg::Value(a), KernelArg::Value(b)) => a.as_bytes().len() == b.as_bytes().len(),
+            _ => true,
+        }
+}
+
+/// Whether two arguments are the same bit for bit (a NaN scalar equals
+/// itself; `0.0` and `-0.0` differ).
+fn same_bits(x: &KernelArg, y: &KernelArg) -> bool {
+    match (x, y) {
+        (KernelArg::F32(a), KernelArg::F32(b)) => a.to_bits() == b.to_bits(),
+        (KernelArg::F64(a), KernelArg::F64(b)) => a.to_bits() == b.to_bits(),
+        // Every other kind holds its bits (`half`'s as `u16`).
+        _ => x == y,
     }
 }
 
@@ -180,18 +187,10 @@ impl NodeOp {
                     && a.cfg == b.cfg
                     && a.lens == b.lens
                     && a.args.len() == b.args.len()
-                    && a.args
-                        .iter()
-                        .zip(&b.args)
-                        .all(|(x, y)| arg_bits(x).0 == arg_bits(y).0);
+                    && a.args.iter().zip(&b.args).all(|(x, y)| same_kind(x, y));
                 if !shape {
                     Likeness::Other
-                } else if a
-                    .args
-                    .iter()
-                    .zip(&b.args)
-                    .all(|(x, y)| arg_bits(x) == arg_bits(y))
-                    && a.mem == b.mem
+                } else if a.args.iter().zip(&b.args).all(|(x, y)| same_bits(x, y)) && a.mem == b.mem
                 {
                     Likeness::Same
                 } else {

@@ -26,6 +26,50 @@ pub enum KernelArg {
     F32(f32),
     /// `double`.
     F64(f64),
+    /// `long long`.
+    I64(i64),
+    /// `unsigned char`, or a `bool` (0 or 1).
+    U8(u8),
+    /// `__half`, by its bits.
+    F16(u16),
+    /// `__nv_bfloat16`, by its bits.
+    Bf16(u16),
+    /// A value of a plain-old-data type passed by value (a `#[repr(C)]`
+    /// struct), by its bytes.
+    Value(ValueBytes),
+}
+
+/// The bytes of a value passed by value ([`KernelArg::Value`]): at most
+/// [`ValueBytes::MAX`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ValueBytes {
+    bytes: [u8; ValueBytes::MAX],
+    len: u8,
+}
+
+impl ValueBytes {
+    /// The largest value passed by value, in bytes (a `double4`).
+    pub const MAX: usize = 32;
+
+    /// The bytes of `bytes`, or `None` beyond [`ValueBytes::MAX`].
+    pub fn new(bytes: &[u8]) -> Option<ValueBytes> {
+        let mut b = [0u8; Self::MAX];
+        b.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(ValueBytes {
+            bytes: b,
+            len: bytes.len() as u8,
+        })
+    }
+
+    /// The value's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// The bytes, padded with zeros to [`ValueBytes::MAX`].
+    pub(crate) fn padded(&self) -> [u8; Self::MAX] {
+        self.bytes
+    }
 }
 
 /// A launch's grid, block and dynamic shared memory.
@@ -131,6 +175,32 @@ pub enum Param {
     F32,
     /// `double`.
     F64,
+    /// `long long`.
+    I64,
+    /// `unsigned char` or `bool`.
+    U8,
+    /// `__half`.
+    F16,
+    /// `__nv_bfloat16`.
+    Bf16,
+    /// A plain-old-data value of `size` bytes passed by value.
+    Value {
+        /// Its size in bytes (at most [`ValueBytes::MAX`]).
+        size: u8,
+    },
+}
+
+impl Param {
+    /// The parameter's size in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            Param::PtrRead | Param::PtrWrite | Param::U64 | Param::I64 | Param::F64 => 8,
+            Param::U32 | Param::I32 | Param::F32 => 4,
+            Param::F16 | Param::Bf16 => 2,
+            Param::U8 => 1,
+            Param::Value { size } => size as usize,
+        }
+    }
 }
 
 /// A typed kernel's host implementation with its signature erased: over a

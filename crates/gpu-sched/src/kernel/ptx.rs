@@ -56,19 +56,20 @@ impl PtxParam {
     }
 
     /// Whether a typed parameter `w` may stand for this one: the same
-    /// size, and the same kind unless this one is untyped bits.
+    /// size, and the same kind unless this one is untyped bits (`__half`
+    /// and structs are, as NVRTC passes them) or `w` a value passed by
+    /// value (whose type the signature does not say).
     pub(crate) fn fits(self, w: Param) -> bool {
-        let (bytes, float) = match w {
-            Param::PtrRead | Param::PtrWrite | Param::U64 => (8, false),
-            Param::U32 | Param::I32 => (4, false),
-            Param::F32 => (4, true),
-            Param::F64 => (8, true),
+        let float = match w {
+            Param::F32 | Param::F64 | Param::F16 | Param::Bf16 => Some(true),
+            Param::Value { .. } => None,
+            _ => Some(false),
         };
-        self.bytes == bytes
-            && match self.kind {
-                ParamKind::Int => !float,
-                ParamKind::Float => float,
-                ParamKind::Bits => true,
+        self.bytes == w.size()
+            && match (self.kind, float) {
+                (ParamKind::Bits, _) | (_, None) => true,
+                (ParamKind::Int, Some(f)) => !f,
+                (ParamKind::Float, Some(f)) => f,
             }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::MAX_KERNEL_ARGS;
 use crate::error::{Error, Result};
-use crate::kernel::KernelArg;
+use crate::kernel::{KernelArg, ValueBytes};
 use std::ffi::c_void;
 
 /// One kernel argument's value, at offset 0 whatever its type.
@@ -15,6 +15,10 @@ pub(super) union ArgSlot {
     i32: i32,
     f32: f32,
     f64: f64,
+    i64: i64,
+    u8: u8,
+    u16: u16,
+    bytes: [u8; ValueBytes::MAX],
 }
 
 impl ArgSlot {
@@ -38,6 +42,10 @@ pub(super) fn pack_args(
             KernelArg::I32(v) => ArgSlot { i32: v },
             KernelArg::F32(v) => ArgSlot { f32: v },
             KernelArg::F64(v) => ArgSlot { f64: v },
+            KernelArg::I64(v) => ArgSlot { i64: v },
+            KernelArg::U8(v) => ArgSlot { u8: v },
+            KernelArg::F16(v) | KernelArg::Bf16(v) => ArgSlot { u16: v },
+            KernelArg::Value(v) => ArgSlot { bytes: v.padded() },
         };
     }
     let base = slots.as_mut_ptr();
