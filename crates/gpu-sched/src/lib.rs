@@ -137,7 +137,7 @@ pub use kernel::loader::LoadedModule;
 pub use kernel::typed::{
     Arg, Args, Builtin, HostFn, In, Kernel, KernelParam, Out, Signature, Untracked, Value,
 };
-pub use kernel::{BuiltinEntry, BuiltinModule, LaunchConfig};
+pub use kernel::{BuiltinEntry, BuiltinModule, CKind, LaunchConfig};
 pub use runtime::{
     Extension, LedgerView, LiveCounts, Runtime, RuntimeOptions, StatusJudge, StatusWord,
 };

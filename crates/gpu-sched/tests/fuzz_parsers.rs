@@ -218,6 +218,28 @@ fn fits(p: P, k: K) -> bool {
     p == typed || (p.kind == T::Bits && p.bytes == typed.bytes)
 }
 
+/// A parameter as a CUDA C source declares it, for the reference of the
+/// check of signatures against sources: a pointer or not, to const or
+/// not, and the pointee's type where it is a number type.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct D {
+    pointer: bool,
+    to_const: bool,
+    ty: Option<P>,
+}
+
+/// A scalar's declaration.
+const SCALAR: D = D {
+    pointer: false,
+    to_const: false,
+    ty: None,
+};
+
+/// A kernel as the tests know it: its name, what PTX passes for its
+/// parameters (`None`: not checked), and how its source declares them
+/// (`None`: no source, or not read).
+type Kern = (String, Option<Vec<P>>, Option<Vec<D>>);
+
 /// The typed kernels that stand for `p`, if any.
 fn kinds_for(p: P) -> Vec<K> {
     KINDS.iter().copied().filter(|&k| fits(p, k)).collect()
@@ -282,7 +304,51 @@ fn lookup(m: &LoadedModule, name: &str, sig: &[K]) -> gpu_sched::Result<()> {
 /// The reference's verdict on looking up a kernel of parameters `params`
 /// (`None`: not known, so not checked) with `sig`: `Ok`, or a part of the
 /// message the refusal must have.
-fn verdict(params: Option<&[P]>, sig: &[K]) -> Result<(), String> {
+fn verdict(params: Option<&[P]>, decls: Option<&[D]>, sig: &[K]) -> Result<(), String> {
+    ptx_verdict(params, sig).and_then(|()| source_verdict(decls, sig))
+}
+
+/// The verdict of the source's declarations (`None`: not checked): a
+/// buffer for each pointer and a scalar for each other parameter; `In`
+/// for a pointer to const, `Out` for one to non-const; the element type
+/// (`f32` here) of a pointee's size and kind where that is a number type.
+fn source_verdict(decls: Option<&[D]>, sig: &[K]) -> Result<(), String> {
+    let Some(decls) = decls else {
+        return Ok(());
+    };
+    if decls.len() != sig.len() {
+        return Err(format!(
+            "the source declares {} parameters; the signature {}",
+            decls.len(),
+            sig.len()
+        ));
+    }
+    for (i, (d, &k)) in decls.iter().zip(sig).enumerate() {
+        let buffer = matches!(k, K::PtrR | K::PtrW);
+        match (d.pointer, buffer) {
+            (true, false) => return Err(format!("parameter {i} is a pointer in the source")),
+            (false, true) => return Err(format!("parameter {i} is not a pointer in the source")),
+            (false, false) => continue,
+            (true, true) => {}
+        }
+        if k == K::PtrW && d.to_const {
+            return Err(format!("parameter {i} points to const"));
+        }
+        if k == K::PtrR && !d.to_const {
+            return Err(format!("parameter {i} points to non-const"));
+        }
+        match d.ty {
+            Some(p) if p != float(4) => {
+                return Err(format!("parameter {i} points to {}-byte", p.bytes))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The verdict of the PTX parameters alone.
+fn ptx_verdict(params: Option<&[P]>, sig: &[K]) -> Result<(), String> {
     let Some(params) = params else {
         return Ok(());
     };
@@ -310,20 +376,19 @@ fn verdict(params: Option<&[P]>, sig: &[K]) -> Result<(), String> {
 /// Checks the lookup of `name` in `m` with `sig` against [`verdict`].
 fn check_lookup(
     m: &LoadedModule,
-    name: &str,
-    params: Option<&[P]>,
+    (name, params, decls): (&str, Option<&[P]>, Option<&[D]>),
     sig: &[K],
     src: &str,
 ) -> Result<(), TestCaseError> {
     let got = lookup(m, name, sig);
-    match (verdict(params, sig), got) {
+    match (verdict(params, decls, sig), got) {
         (Ok(()), Ok(())) => Ok(()),
         (Err(want), Err(e @ Error::BadKernelArgs { .. })) if e.to_string().contains(&want) => {
             Ok(())
         }
         (want, got) => Err(TestCaseError::fail(format!(
             "kernel `{name}` with {sig:?}: the reference says {want:?} (its parameters: \
-             {params:?}), the runtime {got:?}\n--- source ---\n{src}"
+             {params:?}, declared {decls:?}), the runtime {got:?}\n--- source ---\n{src}"
         ))),
     }
 }
@@ -449,6 +514,8 @@ fn c_scalars() -> Vec<(&'static str, Option<P>)> {
 struct CParam {
     text: String,
     want: Option<P>,
+    /// How it is declared (`None`: not read, a reference).
+    decl: Option<D>,
 }
 
 /// A C parameter: a scalar, a pointer or array of any type (a pointer,
@@ -479,7 +546,12 @@ fn c_param() -> impl Strategy<Value = CParam> {
                 2 => "volatile",
                 _ => "",
             };
-            let (text, want) = match style {
+            let pointee = |to_const: bool, ty: Option<P>| D {
+                pointer: true,
+                to_const,
+                ty,
+            };
+            let (text, want, decl) = match style {
                 // Scalars.
                 0..=4 => {
                     let grid = if quals == 4 {
@@ -502,6 +574,7 @@ fn c_param() -> impl Strategy<Value = CParam> {
                     (
                         format!("{grid}{}{ty}{}{named}{default}", s.next(), s.next()),
                         p,
+                        SCALAR,
                     )
                 }
                 // `T* p`, `T *p`, `T * const p`, `const T* __restrict__ p`, ...
@@ -516,6 +589,14 @@ fn c_param() -> impl Strategy<Value = CParam> {
                         (lead, after)
                     };
                     let stars = if style == 9 { "**" } else { "*" };
+                    // `const` before the only `*` points to const; before
+                    // the first of two, to a pointer to const (non-const
+                    // itself), whose pointee is a pointer.
+                    let decl = if style == 9 {
+                        pointee(false, None)
+                    } else {
+                        pointee(lead == "const" && !grid, p)
+                    };
                     (
                         format!(
                             "{lead}{}{ty}{}{stars}{}{after}{}{named}",
@@ -525,6 +606,7 @@ fn c_param() -> impl Strategy<Value = CParam> {
                             s.next()
                         ),
                         Some(if grid { bits(8) } else { int(8) }),
+                        decl,
                     )
                 }
                 // `T p[]`, `T p[16]`, `T p[N]`, `T (*p)[4]`: pointers too.
@@ -538,6 +620,7 @@ fn c_param() -> impl Strategy<Value = CParam> {
                     (
                         format!("{lead}{}{ty}{}{decl}", s.next(), s.next()),
                         Some(int(8)),
+                        pointee(lead == "const", p),
                     )
                 }
                 _ => unreachable!(),
@@ -548,11 +631,13 @@ fn c_param() -> impl Strategy<Value = CParam> {
                 return CParam {
                     text: format!("{ty}&{}{named}", s.next()),
                     want: None,
+                    decl: None,
                 };
             }
             CParam {
                 text: format!("{}{t}{}", s.maybe(), s.maybe()),
                 want,
+                decl: Some(decl),
             }
         })
 }
@@ -573,6 +658,11 @@ impl CKernel {
     /// What PTX passes for its parameters (`None` where one is not plain).
     fn want(&self) -> Option<Vec<P>> {
         self.params.iter().map(|p| p.want).collect()
+    }
+
+    /// How its parameters are declared (`None` where one is not read).
+    fn decls(&self) -> Option<Vec<D>> {
+        self.params.iter().map(|p| p.decl).collect()
     }
 }
 
@@ -623,7 +713,7 @@ const C_DISTRACTORS: &[&str] = &[
 #[derive(Clone, Debug)]
 struct CSource {
     text: String,
-    kernels: Vec<(String, Option<Vec<P>>)>,
+    kernels: Vec<Kern>,
 }
 
 fn c_source() -> impl Strategy<Value = CSource> {
@@ -683,7 +773,7 @@ fn c_source() -> impl Strategy<Value = CSource> {
                     }
                     _ => text.push_str(&format!("{decl}{body}\n")),
                 }
-                out.push((name, k.want()));
+                out.push((name, k.want(), k.decls()));
             }
             for d in distractors.iter().skip(kernels.len()).flatten() {
                 text.push_str(d);
@@ -756,7 +846,7 @@ const PTX_DISTRACTORS: &[&str] = &[
 #[derive(Clone, Debug)]
 struct PtxModule {
     text: String,
-    kernels: Vec<(String, Option<Vec<P>>)>,
+    kernels: Vec<Kern>,
 }
 
 /// One PTX entry: its name suffix, parameters (spellings), form and body.
@@ -825,7 +915,7 @@ fn ptx_module() -> impl Strategy<Value = PtxModule> {
                     "{visibility}.entry{}{name}{list}{tuning}{body}\n",
                     s.next()
                 ));
-                out.push((name, Some(params.iter().map(|(_, p)| *p).collect())));
+                out.push((name, Some(params.iter().map(|(_, p)| *p).collect()), None));
             }
             for d in distractors.iter().skip(entries.len()).flatten() {
                 text.push_str(d);
@@ -843,18 +933,18 @@ fn ptx_module() -> impl Strategy<Value = PtxModule> {
 /// the signatures [`signatures_for`] gives, and an unknown name.
 fn check_module(
     m: &LoadedModule,
-    kernels: &[(String, Option<Vec<P>>)],
+    kernels: &[Kern],
     random: &[K],
     pick: &Index,
     src: &str,
 ) -> Result<(), TestCaseError> {
-    let names: Vec<&str> = kernels.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = kernels.iter().map(|(n, _, _)| n.as_str()).collect();
     prop_assert_eq!(m.kernel_names(), names, "the kernels of\n{}", src);
-    let checked = kernels.iter().all(|(_, p)| p.is_some());
+    let checked = kernels.iter().all(|(_, p, _)| p.is_some());
     prop_assert_eq!(m.is_checked(), checked, "is_checked of\n{}", src);
-    for (name, params) in kernels {
+    for (name, params, decls) in kernels {
         for sig in signatures_for(params.as_deref(), random, pick) {
-            check_lookup(m, name, params.as_deref(), &sig, src)?;
+            check_lookup(m, (name, params.as_deref(), decls.as_deref()), &sig, src)?;
         }
     }
     let missing = lookup(m, "no_such_kernel", random);
@@ -1721,8 +1811,49 @@ struct Record {
     lang: String,
     /// PTX: whether the checker (and the JIT) take it.
     ok: bool,
-    kernels: Vec<(String, Option<Vec<P>>)>,
+    kernels: Vec<Kern>,
     text: String,
+}
+
+/// One parameter's bytes and kind as the corpus writes it (`8i`).
+fn corpus_param(p: &str, title: &str) -> P {
+    let (n, k) = p.split_at(p.len() - 1);
+    let bytes = n.parse().expect("a size");
+    let kind = match k {
+        "i" => T::Int,
+        "f" => T::Float,
+        "b" => T::Bits,
+        _ => panic!("{title}: a kind `i`, `f` or `b`: {p}"),
+    };
+    P { bytes, kind }
+}
+
+/// An `expect` line's parameters: `?`, `-` or a list.
+fn corpus_params(list: &str, title: &str) -> Option<Vec<P>> {
+    match list {
+        "?" => None,
+        "-" => Some(Vec::new()),
+        list => Some(list.split(',').map(|p| corpus_param(p, title)).collect()),
+    }
+}
+
+/// A `decl` line's declarations: `-` or a list of `s`, `p`, `c`, a
+/// pointer with its pointee's type (`c4f`).
+fn corpus_decls(list: &str, title: &str) -> Vec<D> {
+    if list == "-" {
+        return Vec::new();
+    }
+    list.split(',')
+        .map(|d| match d.split_at(1) {
+            ("s", "") => SCALAR,
+            (pc @ ("p" | "c"), ty) => D {
+                pointer: true,
+                to_const: pc == "c",
+                ty: (!ty.is_empty()).then(|| corpus_param(ty, title)),
+            },
+            _ => panic!("{title}: a declaration `s`, `p..` or `c..`: {d}"),
+        })
+        .collect()
 }
 
 fn corpus() -> Vec<Record> {
@@ -1741,33 +1872,25 @@ fn corpus() -> Vec<Record> {
             }
             _ => (true, first[lang.len()..].trim().to_owned()),
         };
-        let kernels = lines
-            .map(|l| {
-                let mut w = l.split_whitespace();
-                assert_eq!(w.next(), Some("expect"), "{title}: {l}");
-                let name = w.next().expect("a kernel name").to_owned();
-                let params = match w.next().expect("its parameters") {
-                    "?" => None,
-                    "-" => Some(Vec::new()),
-                    list => Some(
-                        list.split(',')
-                            .map(|p| {
-                                let (n, k) = p.split_at(p.len() - 1);
-                                let bytes = n.parse().expect("a size");
-                                let kind = match k {
-                                    "i" => T::Int,
-                                    "f" => T::Float,
-                                    "b" => T::Bits,
-                                    _ => panic!("{title}: a kind `i`, `f` or `b`: {p}"),
-                                };
-                                P { bytes, kind }
-                            })
-                            .collect(),
-                    ),
-                };
-                (name, params)
-            })
-            .collect();
+        let (mut kernels, mut decls) = (Vec::new(), Vec::new());
+        for l in lines {
+            let mut w = l.split_whitespace();
+            let key = w.next();
+            let name = w.next().expect("a kernel name").to_owned();
+            let list = w.next().expect("its parameters");
+            match key {
+                Some("expect") => kernels.push((name, corpus_params(list, &title), None)),
+                Some("decl") => decls.push((name, corpus_decls(list, &title))),
+                _ => panic!("{title}: `expect` or `decl`: {l}"),
+            }
+        }
+        for (name, d) in decls {
+            let k = kernels
+                .iter_mut()
+                .find(|k| k.0 == name)
+                .unwrap_or_else(|| panic!("{title}: `decl {name}` of no kernel"));
+            k.2 = Some(d);
+        }
         out.push(Record {
             title,
             lang,
@@ -1801,14 +1924,10 @@ fn all_signatures() -> Vec<Vec<K>> {
 
 /// Checks each kernel of `m` against `want` with every signature:
 /// exactly the reference's verdicts.
-fn check_all_signatures(
-    m: &LoadedModule,
-    want: &[(String, Option<Vec<P>>)],
-    what: &str,
-) -> Result<(), TestCaseError> {
-    for (name, params) in want {
+fn check_all_signatures(m: &LoadedModule, want: &[Kern], what: &str) -> Result<(), TestCaseError> {
+    for (name, params, decls) in want {
         for sig in all_signatures() {
-            check_lookup(m, name, params.as_deref(), &sig, what)?;
+            check_lookup(m, (name, params.as_deref(), decls.as_deref()), &sig, what)?;
         }
     }
     Ok(())
@@ -1844,7 +1963,7 @@ fn corpus_verdicts_on_the_host() {
             _ if nvrtc_present() => continue,
             _ => rt.compile_cuda(&r.text, &[]).unwrap(),
         };
-        let names: Vec<&str> = r.kernels.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = r.kernels.iter().map(|(n, _, _)| n.as_str()).collect();
         assert_eq!(m.kernel_names(), names, "{what}");
         check_all_signatures(&m, &r.kernels, &what).unwrap_or_else(|e| panic!("{what}: {e}"));
     }
@@ -1872,7 +1991,7 @@ fn reader_agrees_with_nvrtc_on_the_corpus() {
                 let jit = ctx.load_module(cudarc::nvrtc::Ptx::from_src(r.text.clone()));
                 match (&jit, r.ok) {
                     (Ok(module), true) => {
-                        for (name, _) in &r.kernels {
+                        for (name, _, _) in &r.kernels {
                             if let Err(e) = module.load_function(name) {
                                 disagreements.push(format!("{what}: no entry `{name}`: {e:?}"));
                             }
@@ -1901,7 +2020,7 @@ fn reader_agrees_with_nvrtc_on_the_corpus() {
                     .filter(|n| !n.starts_with("_Z"))
                     .collect();
                 names.sort_unstable();
-                let mut want: Vec<&str> = r.kernels.iter().map(|(n, _)| n.as_str()).collect();
+                let mut want: Vec<&str> = r.kernels.iter().map(|(n, _, _)| n.as_str()).collect();
                 want.sort_unstable();
                 if names != want {
                     disagreements.push(format!(
@@ -1912,7 +2031,7 @@ fn reader_agrees_with_nvrtc_on_the_corpus() {
                 let checked: Vec<_> = r
                     .kernels
                     .iter()
-                    .filter(|(_, p)| p.is_some())
+                    .filter(|(_, p, _)| p.is_some())
                     .cloned()
                     .collect();
                 if let Err(e) = check_all_signatures(&m, &checked, &what) {

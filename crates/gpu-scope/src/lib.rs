@@ -283,7 +283,9 @@ pub mod memory {
     //! traits every buffer and view implements, page-locked host memory
     //! ([`Staging`]) and its parallel copy, and the access kinds the ledger
     //! stamps.
-    pub use gpu_sched::{par_copy, Access, DeviceRepr, DeviceSlice, DeviceSliceMut, Staging};
+    pub use gpu_sched::{
+        par_copy, Access, CKind, DeviceRepr, DeviceSlice, DeviceSliceMut, Staging,
+    };
 }
 
 pub mod sync {

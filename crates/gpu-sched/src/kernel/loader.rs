@@ -5,8 +5,9 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::modules::Modules;
-use crate::kernel::ptx::{Entry, LoadedPtx, PtxParam};
+use crate::kernel::ptx::{Entry, LoadedPtx, ParamKind, PtxParam};
 use crate::kernel::typed::{Kernel, Signature};
+use crate::kernel::{CDecl, CKind};
 use crate::runtime::Runtime;
 use std::sync::Arc;
 
@@ -49,6 +50,7 @@ impl LoadedModule {
         let name = intern(name);
         self.ptx
             .entry(name, S::PARAMS)
+            .and_then(|e| e.check_c(S::C_PARAMS))
             .map_err(|problem| Error::BadKernelArgs {
                 kernel: name,
                 problem,
@@ -150,7 +152,16 @@ impl Runtime {
                         None => "compute_75".to_owned(),
                     };
                     let ptx = compile(src, &arch, options)?;
-                    let loaded = Modules::load_checked_ptx(self.driver(), ptx)?;
+                    let mut loaded = Modules::load_checked_ptx(self.driver(), ptx)?;
+                    // The source's declarations, for the signatures' check
+                    // (NVRTC compiled it: read where the reader can).
+                    let declared = global_functions(src).unwrap_or_default();
+                    for e in &mut loaded.entries {
+                        e.c = declared
+                            .iter()
+                            .find(|d| d.name == e.name)
+                            .and_then(|d| d.c.clone());
+                    }
                     Ok(LoadedPtx {
                         nvrtc: true,
                         ..loaded
@@ -237,6 +248,7 @@ fn global_functions(src: &str) -> Result<Vec<Entry>> {
             out.push(Entry {
                 name: name.to_owned(),
                 params: c_params(list),
+                c: c_decls(list),
             });
         }
     }
@@ -488,12 +500,66 @@ fn c_params(list: &str) -> Option<Vec<PtxParam>> {
     split_top(list, ',').into_iter().map(c_param).collect()
 }
 
-/// One parameter of [`c_params`].
-fn c_param(p: &str) -> Option<PtxParam> {
+/// The parameters of a C parameter list as declared ([`CDecl`]), when
+/// every one can be read (as [`c_params`]); a pointee or scalar of a type
+/// the reader does not know has no type.
+fn c_decls(list: &str) -> Option<Vec<CDecl>> {
+    let trimmed = list.trim();
+    if trimmed.is_empty() || trimmed == "void" {
+        return Some(Vec::new());
+    }
+    split_top(list, ',')
+        .into_iter()
+        .map(|p| {
+            let t = tokens(p)?;
+            let words: Vec<&str> = t.words.iter().map(String::as_str).collect();
+            let pointee_is_pointer = t.stars > 1;
+            let ty = type_words(&words).and_then(scalar_type).and_then(|p| {
+                if pointee_is_pointer {
+                    return None;
+                }
+                let kind = match p.kind {
+                    ParamKind::Int => CKind::Int,
+                    ParamKind::Float => CKind::Float,
+                    ParamKind::Bits => return None,
+                };
+                Some((p.bytes, kind))
+            });
+            Some(CDecl {
+                pointer: t.pointer,
+                to_const: t.to_const,
+                ty,
+            })
+        })
+        .collect()
+}
+
+/// A parameter's declaration, read: whether it is a pointer (`*`, or an
+/// array declarator), whether what it points to is const (`const` between
+/// the last `*` but one and the last: `const T*`, `T const*`, `T* const*`;
+/// before an array declarator: `const T p[]`), whether it is
+/// `__grid_constant__`, and its words but the qualifiers (type words,
+/// then maybe its name).
+struct Tokens {
+    pointer: bool,
+    to_const: bool,
+    /// The `*`s of the declarator (a pointer to pointers has 2: its
+    /// pointee is a pointer, not the type's words).
+    stars: usize,
+    grid_constant: bool,
+    words: Vec<String>,
+}
+
+/// [`Tokens`] of one parameter; `None` for one the reader cannot read (a
+/// reference, a template argument list that is not closed, ...).
+fn tokens(p: &str) -> Option<Tokens> {
     // No default argument; no attributes.
     let p = split_top(p, '=').into_iter().next().unwrap_or_default();
     let p = without_attributes(p)?;
-    let (mut pointer, mut words) = (false, Vec::new());
+    let (mut pointer, mut to_const, mut words) = (false, false, Vec::new());
+    // `const` since the last `*` (or the start): what the next `*` points
+    // to is const (`const float*`, `float* const*`; not `float* const`).
+    let (mut stars, mut const_here) = (0usize, false);
     let (mut angle, mut square) = (0usize, 0usize);
     let mut i = 0;
     while i < p.len() {
@@ -506,7 +572,11 @@ fn c_param(p: &str) -> Option<PtxParam> {
                 if c.is_ascii_digit() {
                     return None;
                 }
-                words.push(&tail[..len]);
+                let word = &tail[..len];
+                if word == "const" {
+                    const_here = true;
+                }
+                words.push(word);
             }
             i += len;
             continue;
@@ -517,12 +587,22 @@ fn c_param(p: &str) -> Option<PtxParam> {
             // A template argument list: a class type.
             _ if angle > 0 => {}
             '[' => {
+                if stars == 0 && !pointer {
+                    // `const T p[]`: an array declarator is a pointer to
+                    // its elements.
+                    to_const = const_here;
+                }
                 pointer = true;
                 square += 1;
             }
             ']' => square = square.checked_sub(1)?,
             _ if square > 0 => {}
-            '*' => pointer = true,
+            '*' => {
+                pointer = true;
+                stars += 1;
+                to_const = const_here;
+                const_here = false;
+            }
             '&' => return None,
             ':' if tail.starts_with("::") => {
                 // `std::size_t`, `::size_t`: the last part names the type.
@@ -542,25 +622,42 @@ fn c_param(p: &str) -> Option<PtxParam> {
     }
     let grid_constant = words.contains(&"__grid_constant__");
     words.retain(|w| !QUALIFIERS.contains(w));
+    Some(Tokens {
+        pointer,
+        to_const,
+        stars,
+        grid_constant,
+        words: words.into_iter().map(str::to_owned).collect(),
+    })
+}
+
+/// The type's words of a declaration's `words`: every word, or every word
+/// but the last (the parameter's name) when the last is not a type word;
+/// `None` for no words.
+fn type_words<'w>(words: &'w [&'w str]) -> Option<&'w [&'w str]> {
+    match words.split_last() {
+        None => None,
+        Some((last, init)) if !init.is_empty() && !is_type_word(last) => Some(init),
+        Some(_) => Some(words),
+    }
+}
+
+/// One parameter of [`c_params`].
+fn c_param(p: &str) -> Option<PtxParam> {
+    let t = tokens(p)?;
     let untyped = |p: PtxParam| {
-        if grid_constant {
+        if t.grid_constant {
             PtxParam::bits(p.bytes)
         } else {
             p
         }
     };
-    if pointer {
+    if t.pointer {
         // A pointer to anything, even an unknown type.
-        return (!words.is_empty()).then_some(untyped(PtxParam::int(8)));
+        return (!t.words.is_empty()).then_some(untyped(PtxParam::int(8)));
     }
-    // The type: every word, or every word but the last (the parameter's
-    // name) when the last is not a type word.
-    let ty = match words.split_last() {
-        None => return None,
-        Some((last, init)) if !init.is_empty() && !is_type_word(last) => init,
-        Some(_) => &words[..],
-    };
-    scalar_type(ty).map(untyped)
+    let words: Vec<&str> = t.words.iter().map(String::as_str).collect();
+    scalar_type(type_words(&words)?).map(untyped)
 }
 
 /// `p` without `__attribute__((...))`, `__align__(...)`, `alignas(...)` and

@@ -158,6 +158,58 @@ impl LaunchConfig {
     }
 }
 
+/// What an element type is in C, as far as a kernel's signature is
+/// checked against a CUDA C source ([`crate::DeviceRepr::C_KIND`]): a
+/// buffer of it fits a pointer to a C type of its size and kind.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CKind {
+    /// Not said (a struct, a complex number): any pointer fits.
+    Unknown,
+    /// An integer (of the type's size).
+    Int,
+    /// A floating-point number (of the type's size).
+    Float,
+}
+
+/// A kernel parameter as a CUDA C source declares it, for the check of a
+/// signature against the source (`LoadedModule::kernel`).
+#[doc(hidden)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CParam {
+    /// A buffer (a pointer in C), rather than a scalar.
+    pub buffer: bool,
+    /// A buffer the kernel writes: a pointer to non-const in C.
+    pub write: bool,
+    /// The element's (or the scalar's) bytes.
+    pub bytes: usize,
+    /// The element's (or the scalar's) kind.
+    pub kind: CKind,
+}
+
+impl CParam {
+    /// A scalar of `bytes` (its C type not compared: the PTX check
+    /// compares its size and kind).
+    pub const fn scalar(bytes: usize) -> CParam {
+        CParam {
+            buffer: false,
+            write: false,
+            bytes,
+            kind: CKind::Unknown,
+        }
+    }
+}
+
+/// A kernel parameter as a CUDA C source declares it (read by
+/// `loader.rs`): a pointer (with `const` before its `*`: to const) or a
+/// scalar, and its (pointee's) type's bytes and kind where it is a number
+/// type the reader knows.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct CDecl {
+    pub(crate) pointer: bool,
+    pub(crate) to_const: bool,
+    pub(crate) ty: Option<(usize, CKind)>,
+}
+
 /// One kernel parameter's type.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Param {

@@ -4,7 +4,7 @@
 //! typed kernel's signature is checked against. Not a PTX parser: the
 //! instructions are the driver's JIT's business.
 
-use crate::kernel::Param;
+use crate::kernel::{CDecl, CKind, CParam, Param};
 
 /// One `.param` of an entry, as far as a launch cares: its size and
 /// its kind.
@@ -80,6 +80,9 @@ impl PtxParam {
 pub(crate) struct Entry {
     pub(crate) name: String,
     pub(crate) params: Option<Vec<PtxParam>>,
+    /// The parameters as the CUDA C source declares them, where the entry
+    /// came from one and every parameter could be read.
+    pub(crate) c: Option<Vec<CDecl>>,
 }
 
 /// A module a driver loaded, and what the runtime knows of its entries.
@@ -125,6 +128,71 @@ impl LoadedPtx {
             }
         }
         Ok(e)
+    }
+}
+
+impl Entry {
+    /// `want` (a signature's parameters as C should declare them) checked
+    /// against the CUDA C source's declarations, where they are known: a
+    /// buffer is a pointer and a scalar is not; a buffer the kernel only
+    /// reads ([`crate::In`]) points to `const`, and one it writes
+    /// ([`crate::Out`]) does not; a buffer's elements have the size and
+    /// kind of the pointee's type where both are known numbers (a
+    /// [`crate::DeviceRepr`] of [`CKind::Unknown`], or a struct pointee,
+    /// fits any). The error says what differs.
+    pub(crate) fn check_c(&self, want: &[CParam]) -> Result<(), String> {
+        let Some(c) = &self.c else {
+            return Ok(());
+        };
+        if c.len() != want.len() {
+            return Err(format!(
+                "the source declares {} parameters; the signature {}",
+                c.len(),
+                want.len()
+            ));
+        }
+        let kind = |k: CKind| match k {
+            CKind::Float => "float",
+            CKind::Int => "integer",
+            CKind::Unknown => "value",
+        };
+        for (i, (c, w)) in c.iter().zip(want).enumerate() {
+            match (c.pointer, w.buffer) {
+                (true, false) => {
+                    return Err(format!(
+                        "parameter {i} is a pointer in the source; the signature declares a scalar (use In or Out)"
+                    ))
+                }
+                (false, true) => {
+                    return Err(format!(
+                        "parameter {i} is not a pointer in the source; the signature declares a buffer"
+                    ))
+                }
+                (false, false) => continue,
+                (true, true) => {}
+            }
+            if w.write && c.to_const {
+                return Err(format!(
+                    "parameter {i} points to const in the source, so the kernel cannot write it; the signature declares Out (declare In)"
+                ));
+            }
+            if !w.write && !c.to_const {
+                return Err(format!(
+                    "parameter {i} points to non-const in the source, so the kernel may write it; the signature declares In, which other tasks may read meanwhile (declare Out, or `const` in the source)"
+                ));
+            }
+            if let Some((bytes, k)) = c.ty {
+                if w.kind != CKind::Unknown && (bytes != w.bytes || k != w.kind) {
+                    return Err(format!(
+                        "parameter {i} points to {bytes}-byte {}s in the source; the signature declares a buffer of {}-byte {}s",
+                        kind(k),
+                        w.bytes,
+                        kind(w.kind)
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -181,6 +249,7 @@ pub(crate) fn entries(ptx: &str) -> Result<Vec<Entry>, String> {
         out.push(Entry {
             name: name.to_owned(),
             params: Some(params),
+            c: None,
         });
     }
     Ok(out)

@@ -14,7 +14,7 @@ use crate::context::{TaskContext, Touch};
 use crate::driver::{HostCall, KernelCall};
 use crate::error::{Error, Result};
 use crate::kernel::{
-    BuiltinEntry, BuiltinHost, BuiltinModule, ErasedHost, KernelArg, LaunchConfig, Param,
+    BuiltinEntry, BuiltinHost, BuiltinModule, CParam, ErasedHost, KernelArg, LaunchConfig, Param,
     ValueBytes,
 };
 use crate::runtime::Runtime;
@@ -68,6 +68,9 @@ mod sealed {
 pub trait KernelParam: sealed::Sealed + 'static {
     /// The parameter as the runtime checks it.
     const PARAM: Param;
+    /// The parameter as a CUDA C source should declare it.
+    #[doc(hidden)]
+    const C: CParam;
     /// What the host implementation receives for it.
     type Host<'a>;
     /// The host implementation's argument for `arg`, with `len` elements
@@ -85,6 +88,12 @@ pub trait KernelParam: sealed::Sealed + 'static {
 impl<T: DeviceRepr> sealed::Sealed for In<T> {}
 impl<T: DeviceRepr> KernelParam for In<T> {
     const PARAM: Param = Param::PtrRead;
+    const C: CParam = CParam {
+        buffer: true,
+        write: false,
+        bytes: std::mem::size_of::<T>(),
+        kind: T::C_KIND,
+    };
     type Host<'a> = &'a [T];
     unsafe fn host<'a>(arg: KernelArg, len: usize) -> &'a [T] {
         let KernelArg::Ptr(p) = arg else {
@@ -103,6 +112,12 @@ impl<T: DeviceRepr> KernelParam for In<T> {
 impl<T: DeviceRepr> sealed::Sealed for Out<T> {}
 impl<T: DeviceRepr> KernelParam for Out<T> {
     const PARAM: Param = Param::PtrWrite;
+    const C: CParam = CParam {
+        buffer: true,
+        write: true,
+        bytes: std::mem::size_of::<T>(),
+        kind: T::C_KIND,
+    };
     type Host<'a> = &'a mut [T];
     unsafe fn host<'a>(arg: KernelArg, len: usize) -> &'a mut [T] {
         let KernelArg::Ptr(p) = arg else {
@@ -124,6 +139,12 @@ macro_rules! scalar_param {
         impl sealed::Sealed for $t {}
         impl KernelParam for $t {
             const PARAM: Param = Param::$p;
+            const C: CParam = CParam {
+                buffer: false,
+                write: false,
+                bytes: std::mem::size_of::<$t>(),
+                kind: <$t as DeviceRepr>::C_KIND,
+            };
             type Host<'a> = $t;
             unsafe fn host<'a>(arg: KernelArg, _len: usize) -> Self::Host<'a> {
                 match arg {
@@ -140,6 +161,7 @@ scalar_param!(u64 => U64, u32 => U32, i32 => I32, f32 => F32, f64 => F64, i64 =>
 impl sealed::Sealed for bool {}
 impl KernelParam for bool {
     const PARAM: Param = Param::U8;
+    const C: CParam = CParam::scalar(1);
     type Host<'a> = bool;
     unsafe fn host<'a>(arg: KernelArg, _len: usize) -> Self::Host<'a> {
         match arg {
@@ -154,6 +176,7 @@ macro_rules! half_param {
         impl sealed::Sealed for $t {}
         impl KernelParam for $t {
             const PARAM: Param = Param::$p;
+            const C: CParam = CParam::scalar(2);
             type Host<'a> = $t;
             unsafe fn host<'a>(arg: KernelArg, _len: usize) -> Self::Host<'a> {
                 match arg {
@@ -192,6 +215,7 @@ impl<T: DeviceRepr> Value<T> {
 impl<T: DeviceRepr> sealed::Sealed for Value<T> {}
 impl<T: DeviceRepr> KernelParam for Value<T> {
     const PARAM: Param = Param::Value { size: Self::SIZE };
+    const C: CParam = CParam::scalar(Self::SIZE as usize);
     type Host<'a> = T;
     unsafe fn host<'a>(arg: KernelArg, _len: usize) -> Self::Host<'a> {
         let KernelArg::Value(v) = arg else {
@@ -433,6 +457,9 @@ impl<'b, T: DeviceRepr> Arg<'b, Value<T>> for Value<T> {
 pub trait Signature: 'static {
     /// The parameters, in order.
     const PARAMS: &'static [Param];
+    /// The parameters as a CUDA C source should declare them, in order.
+    #[doc(hidden)]
+    const C_PARAMS: &'static [CParam];
     /// A host implementation as a plain function over the host forms of
     /// the parameters (`for<'a> fn(&'a mut [f32], &'a [f32], u64)` for
     /// `(Out<f32>, In<f32>, u64)`), as a [`Builtin`] holds it: a closure
@@ -473,6 +500,7 @@ macro_rules! signature {
     ($($p:ident $a:ident $i:tt),+) => {
         impl<$($p: KernelParam),+> Signature for ($($p,)+) {
             const PARAMS: &'static [Param] = &[$($p::PARAM),+];
+            const C_PARAMS: &'static [CParam] = &[$($p::C),+];
             type HostImpl = for<'a> fn($($p::Host<'a>),+);
             unsafe fn call_host(f: Self::HostImpl, args: &[KernelArg], lens: &[usize]) {
                 // SAFETY: the caller's contract, argument by argument.
