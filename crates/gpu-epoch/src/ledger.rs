@@ -209,7 +209,7 @@ impl std::fmt::Display for LedgerError {
             ),
             LedgerError::SyncWhileCapturing(s) => write!(
                 f,
-                "stream {s:?} is being captured into a graph and cannot be synchronized; end the capture first"
+                "stream {s:?} is recording work into a graph (a capture or a graphed scope), so the host cannot wait for it; wait before or after the recording, or let the scope's end wait"
             ),
         }
     }
