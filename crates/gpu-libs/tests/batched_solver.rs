@@ -192,8 +192,9 @@ fn a_failing_problem_is_named_with_the_others(rt: &Runtime) {
 backend_tests!(a_failing_problem_is_named_with_the_others);
 
 /// Overlapping written matrices, a buffer too short for the batch and a
-/// leading dimension below `n` are `Error::Shape` with nothing queued (no
-/// result left to check); an empty batch or `n = 0` queues nothing.
+/// leading dimension below `n` are `Error::Shape`, and a batch in a
+/// capture `Error::Capturing` naming the call, each with nothing queued
+/// (no result left to check); an empty batch or `n = 0` queues nothing.
 fn bad_batches_are_refused(rt: &Runtime) {
     let t = rt.begin_task().unwrap();
     let mut a = t.zeros::<f64>(4 * 16).unwrap();
@@ -213,6 +214,17 @@ fn bad_batches_are_refused(rt: &Runtime) {
         PotrsBatched::new(4, 2, 2).stride(16, 4).run(&t, &a, &mut b),
         "overlap",
     );
+    // In a capture: refused by name before anything is queued (the
+    // pointer arrays come from host memory, which a graph cannot hold).
+    let e = t
+        .capture(|c| PotrfBatched::new(4, 4).run(c, &mut a))
+        .unwrap_err();
+    assert!(matches!(e.root(), Error::Capturing { .. }), "{e:?}");
+    assert!(e.to_string().contains("potrfBatched"), "{e}");
+    let e = t
+        .capture(|c| PotrsBatched::new(4, 1, 1).run(c, &a, &mut b))
+        .unwrap_err();
+    assert!(e.to_string().contains("potrsBatched"), "{e}");
     PotrfBatched::new(4, 0).run(&t, &mut a).unwrap();
     PotrfBatched::new(0, 3).run(&t, &mut a).unwrap();
     PotrsBatched::new(4, 0, 2).run(&t, &a, &mut b).unwrap();

@@ -174,3 +174,56 @@ fn signatures_are_checked_by_size_and_kind(rt: &Runtime) {
         .unwrap();
 }
 backend_tests!(signatures_are_checked_by_size_and_kind);
+
+/// A CUDA C source whose declarations say more than its PTX: `y` is
+/// written (`float*`), `x` only read (`const float*`), `z` holds doubles,
+/// `w` is a pointer behind a typedef.
+const DECLARED: &str = r#"
+typedef float* fptr;
+extern "C" __global__ void declared(float* y, const float* x, double* z, fptr w, int n) {
+    if (n > 0) { y[0] = x[0]; z[0] = 1.0; w[0] = 2.0f; }
+}
+"#;
+
+/// The source's declarations decide too, on both backends (NVRTC on a
+/// GPU, the reader on the host): `In` for the non-const `y` and `Out` for
+/// the const `x` are refused, so are `f32` elements for the `double*`, a
+/// buffer for the `int` and a scalar for a pointer; the pointer behind a
+/// typedef is judged by the PTX alone (any 8-byte parameter where the
+/// reader has no PTX, a buffer under NVRTC).
+fn signatures_are_checked_against_the_source(rt: &Runtime) {
+    let m = rt.compile_cuda(DECLARED, &[]).unwrap();
+    type Good = (Out<f32>, In<f32>, Out<f64>, Out<f32>, i32);
+    m.kernel::<Good>("declared").unwrap();
+    let bad = |r: gpu_sched::Result<()>, parts: &[&str]| {
+        let e = error(r);
+        assert!(matches!(e, Error::BadKernelArgs { .. }), "{e:?}");
+        says(&e, parts);
+    };
+    bad(
+        m.kernel::<(In<f32>, In<f32>, Out<f64>, Out<f32>, i32)>("declared")
+            .map(drop),
+        &["parameter 0", "non-const", "declare Out"],
+    );
+    bad(
+        m.kernel::<(Out<f32>, Out<f32>, Out<f64>, Out<f32>, i32)>("declared")
+            .map(drop),
+        &["parameter 1", "points to const", "declare In"],
+    );
+    bad(
+        m.kernel::<(Out<f32>, In<f32>, Out<f32>, Out<f32>, i32)>("declared")
+            .map(drop),
+        &["parameter 2", "8-byte float"],
+    );
+    bad(
+        m.kernel::<(Out<f32>, In<f32>, Out<f64>, Out<f32>, Out<i32>)>("declared")
+            .map(drop),
+        &["parameter 4"],
+    );
+    bad(
+        m.kernel::<(u64, In<f32>, Out<f64>, Out<f32>, i32)>("declared")
+            .map(drop),
+        &["parameter 0", "pointer"],
+    );
+}
+backend_tests!(signatures_are_checked_against_the_source);

@@ -15,8 +15,21 @@ use super::cuda::with_handle;
 use super::ops::{ci, operand};
 use super::{bad_argument, check_later, host, judge_potrf, ready, Scalar, Uplo};
 use crate::blas::fits;
-use gpu_sched::{DeviceSlice, DeviceSliceMut, Result, TaskContext};
+use gpu_sched::{DeviceSlice, DeviceSliceMut, Result, ResultExt, TaskContext};
 use std::ffi::c_int;
+
+/// Refuses `op` while `t` records into a graph, before anything is
+/// queued: its pointer arrays are uploaded from host memory, which a graph
+/// cannot hold.
+fn not_recording(t: &TaskContext, op: &'static str) -> Result<()> {
+    if t.is_recording() {
+        return Err(gpu_sched::Error::Capturing {
+            what: "a batched Cholesky (its pointer arrays are uploaded from host memory)",
+        })
+        .context(op);
+    }
+    Ok(())
+}
 
 /// Checks a batch of `count` column-major `rows x cols` operands with
 /// leading dimension `ld`, `stride` apart, in `len` elements (written ones
@@ -115,6 +128,7 @@ impl PotrfBatched {
         if n == 0 || batch == 0 {
             return Ok(()); // LAPACK's quick return
         }
+        not_recording(t, OP)?;
         ready(t)?;
         let ptrs = t.from_host(&addresses::<T>(a.device_ptr(), (batch, stride), (1, lda)))?;
         let words = t.status_words(batch)?;
@@ -225,6 +239,7 @@ impl PotrsBatched {
         if n == 0 || nrhs == 0 || batch == 0 {
             return Ok(()); // LAPACK's quick return
         }
+        not_recording(t, OP)?;
         ready(t)?;
         let mut all = addresses::<T>(a.device_ptr(), (batch, sa), (1, lda));
         all.extend(addresses::<T>(b.device_ptr(), (batch, sb), (nrhs, ldb)));

@@ -230,6 +230,14 @@ impl TaskContext {
         self.capture.borrow().as_ref().is_some_and(|c| c.is_build())
     }
 
+    /// Whether this task's work is being recorded into a graph rather than
+    /// run: in a capture (`TaskContext::capture`, a scope capture) or a
+    /// graphed scope. What a library wrapper asks before work that cannot
+    /// be recorded (an upload from host memory), to refuse it by name.
+    pub fn is_recording(&self) -> bool {
+        self.in_graphed_scope() || self.capturing()
+    }
+
     /// Whether this task's stream is capturing (either kind of capture, or
     /// a graphed scope's recording).
     pub(crate) fn capturing(&self) -> bool {

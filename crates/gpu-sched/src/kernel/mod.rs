@@ -200,9 +200,11 @@ impl CParam {
 }
 
 /// A kernel parameter as a CUDA C source declares it (read by
-/// `loader.rs`): a pointer (with `const` before its `*`: to const) or a
-/// scalar, and its (pointee's) type's bytes and kind where it is a number
-/// type the reader knows.
+/// `loader.rs`): a pointer (to const or not) or a scalar, and its
+/// (pointee's) type's bytes and kind where it is a number type the reader
+/// knows. A scalar of a type the reader does not know (a struct, or a
+/// typedef or macro that may stand for a pointer: `fptr y`) is not
+/// checked at all (`ty: None` and not a pointer).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct CDecl {
     pub(crate) pointer: bool,
