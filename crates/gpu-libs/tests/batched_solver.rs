@@ -8,22 +8,9 @@
 #[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
-use common::{backend_tests, values};
+use common::{backend_tests, spd, values};
 use gpu_libs::solver::{Potrf, PotrfBatched, Potrs, PotrsBatched, Uplo};
 use gpu_sched::{Error, Runtime};
-
-/// `M M^T + n I` (`n x n`, leading dimension `ld`, padding garbage).
-fn spd(n: usize, ld: usize, seed: u64) -> Vec<f64> {
-    let m = values(n * n, seed);
-    let mut a = vec![7.0; ld * n];
-    for j in 0..n {
-        for i in 0..n {
-            let s: f64 = (0..n).map(|p| m[i + p * n] * m[j + p * n]).sum();
-            a[i + j * ld] = s + if i == j { n as f64 } else { 0.0 };
-        }
-    }
-    a
-}
 
 /// `batch` matrices from `one(i)`, each `stride` apart (the gaps 5.0).
 fn batch_of(batch: usize, stride: usize, one: impl Fn(usize) -> Vec<f64>) -> Vec<f64> {

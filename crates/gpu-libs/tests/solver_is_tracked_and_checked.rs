@@ -9,26 +9,12 @@
 #[path = "../../gpu-sched/tests/common/mod.rs"]
 mod common;
 
-use common::{backend_tests, values, OPENED_BY_TEST};
+use common::{backend_tests, spd, values, OPENED_BY_TEST};
 use gpu_kernels as k;
 use gpu_libs::solver::{Geqrf, Getrf, Getrs, Op, Pivots, Potrf, Potrs, Uplo};
 use gpu_sched::plumbing::TaskHooks;
 use gpu_sched::{Error, Runtime};
 use std::time::Duration;
-
-/// `M M^T + n I` (`n x n`, column-major, leading dimension `ld`, the
-/// padding rows garbage): symmetric positive definite, well conditioned.
-fn spd(n: usize, ld: usize, seed: u64) -> Vec<f64> {
-    let m = values(n * n, seed);
-    let mut a = vec![7.0; ld * n];
-    for j in 0..n {
-        for i in 0..n {
-            let s: f64 = (0..n).map(|p| m[i + p * n] * m[j + p * n]).sum();
-            a[i + j * ld] = s + if i == j { n as f64 } else { 0.0 };
-        }
-    }
-    a
-}
 
 /// `max |x - y| / max |y|` over the entries `(i, j)` of two `rows x cols`
 /// matrices with leading dimensions `lx`, `ly`.

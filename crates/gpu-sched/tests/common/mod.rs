@@ -141,6 +141,21 @@ pub(crate) fn says(e: &gpu_sched::Error, parts: &[&str]) {
     }
 }
 
+/// `M M^T + n I` (`n x n`, column-major, leading dimension `ld`, the
+/// padding rows 7.0) for `M` of [`values`] from `seed`: symmetric positive
+/// definite and well conditioned, for the solvers' tests.
+pub(crate) fn spd(n: usize, ld: usize, seed: u64) -> Vec<f64> {
+    let m = values(n * n, seed);
+    let mut a = vec![7.0; ld * n];
+    for j in 0..n {
+        for i in 0..n {
+            let s: f64 = (0..n).map(|p| m[i + p * n] * m[j + p * n]).sum();
+            a[i + j * ld] = s + if i == j { n as f64 } else { 0.0 };
+        }
+    }
+    a
+}
+
 /// Deterministic test values in `[-1, 1)` (xorshift from `seed`).
 pub(crate) fn values(n: usize, seed: u64) -> Vec<f64> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
