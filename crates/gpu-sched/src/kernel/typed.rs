@@ -197,7 +197,20 @@ half_param!(half::f16 => F16, half::bf16 => Bf16);
 /// runtime checks its size against the PTX entry; that the C struct has
 /// the same fields in the same order is the [`DeviceRepr`] implementor's
 /// promise. A larger `T` is a compile-time error where the signature is
-/// used.
+/// used:
+///
+/// ```compile_fail
+/// use gpu_sched::{raw::Param, KernelParam, Value};
+/// // 40 bytes: more than `ValueBytes::MAX`.
+/// const P: Param = <Value<[u64; 5]> as KernelParam>::PARAM;
+/// let _ = P;
+/// ```
+///
+/// ```
+/// use gpu_sched::{raw::Param, KernelParam, Value};
+/// const P: Param = <Value<[u64; 4]> as KernelParam>::PARAM;
+/// assert_eq!(P, Param::Value { size: 32 });
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Value<T>(pub T);
 
