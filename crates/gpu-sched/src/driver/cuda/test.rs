@@ -236,6 +236,35 @@ fn args_are_packed_by_value_at_offset_zero() {
     }
 }
 
+#[test]
+fn the_new_scalars_and_values_are_packed_by_their_bytes() {
+    use crate::kernel::ValueBytes;
+    let value: Vec<u8> = (1..=24).collect();
+    let args = [
+        KernelArg::I64(-(1 << 40)),
+        KernelArg::U8(0xa5),
+        KernelArg::F16(half::f16::from_f32(-1.5).to_bits()),
+        KernelArg::Bf16(half::bf16::from_f32(3.0).to_bits()),
+        KernelArg::Value(ValueBytes::new(&value).expect("24 bytes fit")),
+    ];
+    assert!(ValueBytes::new(&[0; ValueBytes::MAX + 1]).is_none());
+    let mut slots = [ArgSlot::ZERO; MAX_KERNEL_ARGS];
+    let mut ptrs = [ptr::null_mut::<c_void>(); MAX_KERNEL_ARGS];
+    pack_args(&args, &mut slots, &mut ptrs).expect("five arguments fit");
+    // SAFETY: each pointer points at the slot holding the argument of that
+    // index, written with (at least) the bytes read back here.
+    unsafe {
+        assert_eq!(*ptrs[0].cast::<i64>(), -(1 << 40));
+        assert_eq!(*ptrs[1].cast::<u8>(), 0xa5);
+        assert_eq!(half::f16::from_bits(*ptrs[2].cast::<u16>()).to_f32(), -1.5);
+        assert_eq!(half::bf16::from_bits(*ptrs[3].cast::<u16>()).to_f32(), 3.0);
+        assert_eq!(
+            std::slice::from_raw_parts(ptrs[4].cast::<u8>(), 24),
+            &value[..]
+        );
+    }
+}
+
 // ---- on a GPU -------------------------------------------------------------
 
 #[test]
