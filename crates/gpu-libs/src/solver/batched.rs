@@ -66,8 +66,10 @@ fn addresses<T>(
 
 /// The Cholesky factorizations of `batch` symmetric positive definite
 /// `n x n` matrices in place, `stride` elements apart in one buffer (as
-/// [`super::Potrf`] on each). A matrix that is not positive definite is
-/// [`gpu_sched::Error::NotPositiveDefinite`] at the task's next wait, with
+/// [`super::Potrf`] on each), with one difference: the other triangle of
+/// each matrix is cuSOLVER's workspace, so its values afterwards are
+/// unspecified (the host backend leaves them). A matrix that is not
+/// positive definite is [`gpu_sched::Error::NotPositiveDefinite`] at the task's next wait, with
 /// the context "problem `i` of a batch of `batch`" (and the others that
 /// failed); the other problems are factored.
 #[derive(Clone, Copy, Debug)]
