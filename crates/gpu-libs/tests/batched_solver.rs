@@ -214,6 +214,16 @@ fn bad_batches_are_refused(rt: &Runtime) {
         PotrsBatched::new(4, 2, 2).stride(16, 4).run(&t, &a, &mut b),
         "overlap",
     );
+    // Sizes whose products overflow: a shape error, never a panic.
+    let huge = usize::MAX / 2;
+    assert!(matches!(
+        PotrfBatched::new(3, 2).ld(huge).run(&t, &mut a),
+        Err(Error::Shape { .. })
+    ));
+    assert!(matches!(
+        PotrsBatched::new(3, huge, 2).run(&t, &a, &mut b),
+        Err(Error::Shape { .. })
+    ));
     // In a capture: refused by name before anything is queued (the
     // pointer arrays come from host memory, which a graph cannot hold).
     let e = t

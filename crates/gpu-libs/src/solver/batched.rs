@@ -125,7 +125,7 @@ impl PotrfBatched {
         const OP: &str = "potrfBatched";
         let (n, batch, uplo) = (self.n, self.batch, self.uplo);
         let lda = self.lda.unwrap_or(n.max(1));
-        let stride = self.stride.unwrap_or(lda * n);
+        let stride = self.stride.unwrap_or(lda.saturating_mul(n));
         batch_operand(OP, "A", (n, n, lda), (batch, stride), (a.len(), true))?;
         if n == 0 || batch == 0 {
             return Ok(()); // LAPACK's quick return
@@ -234,8 +234,8 @@ impl PotrsBatched {
         let (n, nrhs, batch, uplo) = (self.n, self.nrhs, self.batch, self.uplo);
         let lda = self.ld[0].unwrap_or(n.max(1));
         let ldb = self.ld[1].unwrap_or(n.max(1));
-        let sa = self.stride[0].unwrap_or(lda * n);
-        let sb = self.stride[1].unwrap_or(ldb * nrhs);
+        let sa = self.stride[0].unwrap_or(lda.saturating_mul(n));
+        let sb = self.stride[1].unwrap_or(ldb.saturating_mul(nrhs));
         batch_operand(OP, "A", (n, n, lda), (batch, sa), (a.len(), false))?;
         batch_operand(OP, "B", (n, nrhs, ldb), (batch, sb), (b.len(), true))?;
         if n == 0 || nrhs == 0 || batch == 0 {
