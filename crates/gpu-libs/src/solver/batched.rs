@@ -33,20 +33,17 @@ fn not_recording(t: &TaskContext, op: &'static str) -> Result<()> {
 
 /// Checks a batch of `count` column-major `rows x cols` operands with
 /// leading dimension `ld`, `stride` apart, in `len` elements (written ones
-/// must not overlap) and that the sizes fit cuSOLVER's `int`; returns the
-/// span of one.
+/// must not overlap) and that the sizes fit cuSOLVER's `int`.
 fn batch_operand(
     op: &'static str,
     name: &str,
     (rows, cols, ld): (usize, usize, usize),
     (count, stride): (usize, usize),
     (len, written): (usize, bool),
-) -> Result<usize> {
-    operand(op, name, (rows, cols, ld), usize::MAX)?;
-    let one = crate::blas::span(op, name, rows, cols, ld)?;
+) -> Result<()> {
+    let one = operand(op, name, (rows, cols, ld), usize::MAX)?;
     fits(op, name, one, count, stride, len, written)?;
-    crate::blas::int(op, "the batch", count)?;
-    Ok(one)
+    crate::blas::int(op, "the batch", count).map(drop)
 }
 
 /// The device addresses of `count` operands `stride` elements apart from

@@ -15,19 +15,20 @@ use gpu_sched::{DeviceSlice, DeviceSliceMut};
 use std::ffi::c_int;
 
 /// Checks that a column-major `rows x cols` operand with leading dimension
-/// `ld` fits in `len` elements and that its sizes fit cuSOLVER's `int`.
+/// `ld` fits in `len` elements and that its sizes fit cuSOLVER's `int`;
+/// the elements it spans.
 pub(super) fn operand(
     op: &'static str,
     name: &str,
     (rows, cols, ld): (usize, usize, usize),
     len: usize,
-) -> Result<()> {
+) -> Result<usize> {
     let s = span(op, name, rows, cols, ld)?;
     fits(op, name, s, 1, s, len, false)?;
     for v in [rows, cols, ld] {
         int(op, name, v)?;
     }
-    Ok(())
+    Ok(s)
 }
 
 /// Checks that a vector operand has at least `need` elements.
