@@ -197,9 +197,11 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
         });
     }
     // The 16 sibling products through a graphed scope (issue 38, item 5):
-    // built at its first run, then each run replays the graph.
-    {
-        let mut graphed = gpu::Graphed::on(rt);
+    // built at its first run, then each run replays the graph; the
+    // products merged into one batched call (`graphed`, the default) or
+    // not (`graphed-unbatched`).
+    for (id, batching) in [("graphed", true), ("graphed-unbatched", false)] {
+        let mut graphed = gpu::Graphed::on(rt).batching(batching);
         let mut run = |outs: &mut [Buffer<f32>]| {
             graphed
                 .scope(|s| products(s, gemm, &ins, &b, outs))
@@ -210,9 +212,12 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
         let got = t.to_vec(&outs[COUNT - 1]).unwrap();
         assert!(
             got.iter().all(|&v| v == N as f32 * 0.5),
-            "B17 graphed: the product"
+            "B17 {id}: the product"
         );
-        g.bench_function("graphed", |bch| bch.iter(|| run(&mut outs)));
+        g.bench_function(id, |bch| bch.iter(|| run(&mut outs)));
+        let st = graphed.stats();
+        let want = if batching { COUNT } else { 0 };
+        assert_eq!(st.batched, want, "B17 {id}: {st:?}");
     }
     g.bench_function("one-stream", |bch| {
         bch.iter(|| {

@@ -112,8 +112,8 @@ pub mod trace;
 
 pub use buffer::{Buffer, DeviceRepr, DeviceSlice, DeviceSliceMut, Split, View, ViewMut};
 pub use context::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg, Reads, StreamSlot,
-    TaskContext, TouchList, Unchecked, WriteArg, Writes,
+    BatchCall, BatchFn, DevicePtr, DevicePtrMut, Foreign, ForeignStream, GraphLaunch, ReadArg,
+    Reads, StreamSlot, TaskContext, TouchList, Unchecked, WriteArg, Writes,
 };
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.

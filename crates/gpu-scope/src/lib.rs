@@ -327,10 +327,13 @@ pub mod foreign {
     //! [`ForeignStream::slot`]), and a result the device writes as a
     //! [`StatusWord`] checked at the task's next wait
     //! ([`TaskContext::check_status_later`](crate::TaskContext::check_status_later)).
+    //! A call that has a batched form declares it
+    //! ([`Foreign::batchable`], a [`BatchFn`] given a [`BatchCall`]), and
+    //! a graphed scope merges sibling calls into one.
     pub use gpu_sched::cudarc;
     pub use gpu_sched::{
-        DevicePtr, DevicePtrMut, Extension, Foreign, ForeignStream, ReadArg, Reads, StatusJudge,
-        StatusWord, StreamSlot, WriteArg, Writes,
+        BatchCall, BatchFn, DevicePtr, DevicePtrMut, Extension, Foreign, ForeignStream, ReadArg,
+        Reads, StatusJudge, StatusWord, StreamSlot, WriteArg, Writes,
     };
 }
 

@@ -457,7 +457,7 @@ pub(super) const BENCHES: &[Bench] = &[
     Bench {
         id: "B17",
         what: "a tracked 512 x 512 sgemm (host-side cost); 16 of them on 16 sibling tasks, \
-               plain and through a graphed scope",
+               plain and through a graphed scope (merged into one batched call, and not)",
         against: "raw cuBLAS on the same stream; `cublasSetStream` before each call; one \
                   stream; one strided-batched call",
         multi_gpu: false,
@@ -468,6 +468,7 @@ pub(super) const BENCHES: &[Bench] = &[
             rows("B17-siblings", "B17/one-stream", "B17/siblings"),
             rows("B17-siblings-vs-batched", "B17/batched", "B17/siblings").at_least(0.5),
             rows("B17-graphed-vs-batched", "B17/batched", "B17/graphed").at_least(0.8),
+            rows("B17-unbatched-vs-batched", "B17/batched", "B17/graphed-unbatched"),
         ],
     },
 ];

@@ -3,13 +3,14 @@
 
 use super::sealed::Sealed;
 use super::{Checked, Diag, Gemm, Gemv, Op, Side, Syrk, Trsm, Uplo, SYMBOLS};
+use crate::shared::stream_of;
 use crate::shared::{HandlePool, Library, CAPTURE_SLOT};
 use cudarc::cublas::result;
 use cudarc::cublas::sys::{
     self, cublasDiagType_t, cublasFillMode_t, cublasHandle_t, cublasOperation_t,
     cublasPointerMode_t, cublasSideMode_t, cublasStatus_t,
 };
-use gpu_sched::{Result, Runtime};
+use gpu_sched::{BatchCall, ForeignStream, Result, Runtime};
 use std::ffi::{c_int, CStr};
 
 /// cuBLAS.
@@ -319,6 +320,52 @@ pub(super) unsafe fn syrk<T: Sealed>(
                 &g.beta,
                 c,
                 ci(ldc),
+            )
+        }
+    })
+}
+
+/// The batched form of plain gemms (`Foreign::batchable`): sibling gemms
+/// of one shape, whose key is `Gemm::key`'s, as one `?gemmBatched` over
+/// the group's pointer arrays (the declared buffers `A`, `B`, `C`).
+pub(super) fn gemm_group<T: Sealed>(s: &ForeignStream<'_>, g: &BatchCall<'_>) -> Result<()> {
+    let key = g.key();
+    let op = |w: u64| if w == Op::T as u64 { Op::T } else { Op::N };
+    let (oa, ob) = (op(key[1]).into(), op(key[2]).into());
+    let [m, n, k] = [key[3], key[4], key[5]].map(|x| x as c_int);
+    let (alpha, beta) = (T::from_bits(key[6]), T::from_bits(key[7]));
+    let [lda, ldb, ldc] = [key[8], key[9], key[10]].map(|x| x as c_int);
+    // The runtime merges at most as many operations as it records (each
+    // at most a few hundred bytes): a count that is not an int is not one
+    // cuBLAS takes.
+    let count = c_int::try_from(g.len()).map_err(|_| gpu_sched::Error::Shape {
+        op: "gemm",
+        problem: format!("a batch of {} products", g.len()),
+    })?;
+    let [pa, pb, pc] = [0, 1, 2].map(|b| g.pointer_array(b) as usize);
+    call(s.runtime(), stream_of(s), false, T::GEMM_PTRS.0, |h| {
+        // SAFETY: each member is a gemm of this key (checked by
+        // `Gemm::check` when recorded: the shape and leading dimensions
+        // fit cuBLAS's ints and each member's buffers), whose pointers the
+        // arrays hold on the device for as long as the graph lives; the
+        // scalars by host pointer.
+        unsafe {
+            (T::GEMM_PTRS.1)(
+                h,
+                oa,
+                ob,
+                m,
+                n,
+                k,
+                &alpha,
+                pa as *const *const T,
+                lda,
+                pb as *const *const T,
+                ldb,
+                &beta,
+                pc as *const *mut T,
+                ldc,
+                count,
             )
         }
     })

@@ -176,15 +176,26 @@ impl<T: Scalar> Gemm<T> {
             },
         );
         let key = g.key(&k);
-        // SAFETY: in a capture, through a handle of the capture slot
-        // (`shared::CAPTURE_SLOT`, no workspace: `cuda::call`), cuBLAS
-        // queues kernels whose parameters are the declared `a`, `b` and
-        // `c`'s pointers and the keyed values (every value `cuda::gemm`
-        // passes besides them, from `g` and `k`; host pointer mode, the
-        // factors by their bits; the name tells the element type), which
-        // use no memory besides `a`, `b` and `c` (the handle, in the
-        // runtime's pool, lives as long as the runtime).
-        let op = unsafe { op.reuse_capture(&key) };
+        let op = match g.batch {
+            // SAFETY: in a capture, through a handle of the capture slot
+            // (`shared::CAPTURE_SLOT`, no workspace: `cuda::call`), cuBLAS
+            // queues kernels whose parameters are the declared `a`, `b`
+            // and `c`'s pointers and the keyed values (every value
+            // `cuda::gemm` passes besides them, from `g` and `k`; host
+            // pointer mode, the factors by their bits; the name tells the
+            // element type), which use no memory besides `a`, `b` and `c`
+            // (the handle, in the runtime's pool, lives as long as the
+            // runtime).
+            Some(_) => unsafe { op.reuse_capture(&key) },
+            // SAFETY: as the arm above, and: `cuda::gemm_group` makes one
+            // `?gemmBatched` of the group's gemms, each of this key and
+            // its own `a`, `b`, `c` (buffers 0, 1, 2), through the
+            // capture slot's handle, reading only the pointer arrays
+            // besides; cuBLAS documents the batched call as the gemms one
+            // by one (outputs that do not overlap: the runtime merges only
+            // operations whose accesses do not conflict).
+            None => unsafe { op.batchable(&key, cuda::gemm_group::<T>) },
+        };
         // SAFETY: the call reads `A` and `B` and writes `C` within the spans
         // checked above against the declared buffers (`check`), on the
         // stream it is given (the handle is bound to it), and returns once

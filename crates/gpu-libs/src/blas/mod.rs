@@ -109,6 +109,8 @@ pub(crate) const SYMBOLS: &[&str] = &[
     "cublasDgemm_v2",
     "cublasSgemmStridedBatched",
     "cublasDgemmStridedBatched",
+    "cublasSgemmBatched",
+    "cublasDgemmBatched",
     "cublasSgemv_v2",
     "cublasDgemv_v2",
     "cublasSaxpy_v2",

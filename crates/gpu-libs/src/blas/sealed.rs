@@ -45,6 +45,24 @@ pub(crate) type GemmBatchedFn<T> = unsafe fn(
     i64,
     c_int,
 ) -> cublasStatus_t;
+/// cuBLAS's pointer-array batched `?gemm` (`?gemmBatched`).
+pub(crate) type GemmPtrsFn<T> = unsafe fn(
+    cublasHandle_t,
+    cublasOperation_t,
+    cublasOperation_t,
+    c_int,
+    c_int,
+    c_int,
+    *const T,
+    *const *const T,
+    c_int,
+    *const *const T,
+    c_int,
+    *const T,
+    *const *mut T,
+    c_int,
+    c_int,
+) -> cublasStatus_t;
 /// cuBLAS's `?gemv` (`_v2`).
 pub(crate) type GemvFn<T> = unsafe fn(
     cublasHandle_t,
@@ -132,10 +150,14 @@ pub trait Sealed:
     /// The value's bits, as a word of a foreign operation's key
     /// (`Foreign::reuse_capture`): equal bits, the same value passed.
     fn bits(self) -> u64;
+    /// The value of [`Sealed::bits`]' word.
+    fn from_bits(bits: u64) -> Self;
     /// cuBLAS's gemm.
     const GEMM: (&'static str, GemmFn<Self>);
     /// cuBLAS's strided batched gemm.
     const GEMM_BATCHED: (&'static str, GemmBatchedFn<Self>);
+    /// cuBLAS's pointer-array batched gemm.
+    const GEMM_PTRS: (&'static str, GemmPtrsFn<Self>);
     /// cuBLAS's gemv.
     const GEMV: (&'static str, GemvFn<Self>);
     /// cuBLAS's axpy.
@@ -162,7 +184,7 @@ pub trait Sealed:
 }
 
 macro_rules! scalar {
-    ($t:ty, $gemm:ident, $batched:ident, $gemv:ident, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident, $trsm:ident, $syrk:ident, $host:path) => {
+    ($t:ty, $gemm:ident, $batched:ident, $ptrs:ident, $gemv:ident, $axpy:ident, $scal:ident, $dot:ident, $nrm2:ident, $trsm:ident, $syrk:ident, $host:path) => {
         impl Sealed for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -172,10 +194,16 @@ macro_rules! scalar {
             fn bits(self) -> u64 {
                 u64::from(self.to_bits())
             }
+            fn from_bits(bits: u64) -> Self {
+                // The word of `bits`: the value's bits, zero-extended.
+                <$t>::from_bits(bits as _)
+            }
             const GEMM: (&'static str, GemmFn<Self>) =
                 (stringify!($gemm), cudarc::cublas::sys::$gemm);
             const GEMM_BATCHED: (&'static str, GemmBatchedFn<Self>) =
                 (stringify!($batched), cudarc::cublas::sys::$batched);
+            const GEMM_PTRS: (&'static str, GemmPtrsFn<Self>) =
+                (stringify!($ptrs), cudarc::cublas::sys::$ptrs);
             const GEMV: (&'static str, GemvFn<Self>) =
                 (stringify!($gemv), cudarc::cublas::sys::$gemv);
             const AXPY: (&'static str, AxpyFn<Self>) =
@@ -209,6 +237,7 @@ scalar!(
     f32,
     cublasSgemm_v2,
     cublasSgemmStridedBatched,
+    cublasSgemmBatched,
     cublasSgemv_v2,
     cublasSaxpy_v2,
     cublasSscal_v2,
@@ -222,6 +251,7 @@ scalar!(
     f64,
     cublasDgemm_v2,
     cublasDgemmStridedBatched,
+    cublasDgemmBatched,
     cublasDgemv_v2,
     cublasDaxpy_v2,
     cublasDscal_v2,

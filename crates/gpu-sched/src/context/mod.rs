@@ -31,9 +31,10 @@ mod raw;
 mod tracked;
 
 pub use checks::Unchecked;
+pub(crate) use foreign::{array_words, batched_node, PointerArrays};
 pub use foreign::{
-    DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads, StreamSlot, TouchList,
-    WriteArg, Writes,
+    BatchCall, BatchFn, DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads,
+    StreamSlot, TouchList, WriteArg, Writes,
 };
 pub use graph::GraphLaunch;
 pub use raw::RawTask;

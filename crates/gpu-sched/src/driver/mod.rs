@@ -20,7 +20,7 @@ mod node;
 pub use collective::ReduceOp;
 pub(crate) use collective::{CallKind, Collectives, DataType, RankCall};
 pub use fault::{FaultInjector, FaultKind};
-pub(crate) use node::{ChildGraph, ChildNode, GraphSpec, KernelNode, Likeness, NodeOp};
+pub(crate) use node::{BatchTag, ChildGraph, ChildNode, GraphSpec, KernelNode, Likeness, NodeOp};
 
 /// The backend `choice` names, `Auto` resolved by the environment variable
 /// `GPU_BACKEND` (`cuda` or `host`) where it is set; an `Auto` left is
@@ -435,6 +435,19 @@ pub(crate) trait Driver: Send + Sync + Debug {
     /// Destroys a child graph of [`Driver::end_capture_child`]. Graphs
     /// built from it hold their own copy.
     fn child_destroy(&self, g: u64);
+
+    /// A child graph that runs the child graphs `children` (of
+    /// [`Driver::end_capture_child`] or this call) one after the other, in
+    /// that order: a graphed scope's batched group on the host backend,
+    /// which has no batched library call of its own. Destroyed by
+    /// [`Driver::child_destroy`]; the children stay the caller's. CUDA
+    /// batches through the library instead: [`Error::Unsupported`].
+    fn child_join(&self, children: &[u64]) -> Result<u64> {
+        let _ = children;
+        Err(crate::Error::Unsupported(
+            "joining child graphs (the host backend's batched group)",
+        ))
+    }
 
     /// Sets child node `i` of `g` (from [`Driver::graph_build`]) to
     /// `node`'s graph, for the launches after this call; launches already

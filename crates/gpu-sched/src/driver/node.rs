@@ -55,8 +55,22 @@ impl Drop for ChildGraph {
 pub(crate) struct ChildNode {
     pub(crate) name: &'static str,
     pub(crate) graph: Arc<ChildGraph>,
-    /// What the operation touches (its declared buffers).
+    /// What the operation touches (its declared buffers, in the declared
+    /// order).
     pub(crate) mem: smallvec::SmallVec<[MemAccess; 4]>,
+    /// Its batched form, where it declared one (`Foreign::batchable`):
+    /// siblings of one tag are merged into one call when the graph is
+    /// built.
+    pub(crate) batch: Option<Arc<BatchTag>>,
+}
+
+/// What merges sibling foreign operations into one batched call
+/// (`Foreign::batchable`): the batched routine and the call's key.
+/// Operations of one name, routine and key, none depending on another,
+/// are one group.
+pub(crate) struct BatchTag {
+    pub(crate) batched: crate::context::BatchFn,
+    pub(crate) key: crate::graph::CallKey,
 }
 
 /// A recorded kernel launch.

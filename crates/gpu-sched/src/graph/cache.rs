@@ -4,9 +4,11 @@
 //! graph is launched again (its changed kernel arguments set in place) or
 //! a graph of the new shape is built.
 
+use super::batch::{plan, Plan};
 use super::child::ChildCache;
 use super::lanes::{lanes, Deps, GRAPH_LANES};
 use super::recording::{Recorded, Recording};
+use crate::context::{array_words, batched_node, PointerArrays};
 use crate::driver::{GraphSpec, Likeness, NodeOp, RawGraph, RawStream};
 use crate::error::Result;
 use crate::runtime::{GraphMemory, Runtime};
@@ -27,6 +29,9 @@ pub struct GraphStats {
     pub nodes_updated: u64,
     /// Nodes in the graph last launched.
     pub nodes: usize,
+    /// Of its operations, those merged into batched calls (sibling
+    /// library calls, `Foreign::batchable`; 0 with batching off).
+    pub batched: usize,
     /// Dependencies (edges) in the graph last launched.
     pub edges: usize,
     /// The last run's body (its host code and the recording), to its end.
@@ -63,6 +68,52 @@ struct Built {
     canon_deps: Deps,
     /// The graph's edges (the dependencies and the lanes').
     edges: usize,
+    /// Where batching merged operations: `slots[i]` is operation `i`'s
+    /// node, with [`BATCHED`] set where it is a member of a batched call.
+    /// `None`: node `i` is operation `i`.
+    slots: Option<Box<[u32]>>,
+    /// The graph's nodes.
+    nodes: usize,
+    /// Operations merged into batched calls.
+    batched: usize,
+    /// The batched calls' pointer arrays (freed after the graph, in
+    /// stream order: dropped after `drop` destroyed it).
+    arrays: Option<PointerArrays>,
+}
+
+impl Built {
+    /// `raw`, of `nodes` nodes and `edges` edges, with no recording yet.
+    fn new(rt: &Runtime, raw: RawGraph, nodes: usize, edges: usize) -> Self {
+        Built {
+            rt: rt.clone(),
+            raw,
+            ops: Vec::new(),
+            keys: Vec::new(),
+            deps: Vec::new(),
+            canon: Vec::new(),
+            canon_deps: Vec::new(),
+            edges,
+            slots: None,
+            nodes,
+            batched: 0,
+            arrays: None,
+        }
+    }
+}
+
+/// In [`Built::slots`]: a member of a batched call, which a run can
+/// launch again only as it is.
+const BATCHED: u32 = 1 << 31;
+
+impl Built {
+    /// Operation `i`'s node, or `None` if it is part of a batched call.
+    fn node(&self, i: usize) -> Option<usize> {
+        match &self.slots {
+            None => Some(i),
+            Some(s) if s[i] & BATCHED != 0 => None,
+            Some(s) => Some(s[i] as usize),
+        }
+    }
 }
 
 impl Drop for Built {
@@ -86,6 +137,7 @@ pub struct GraphCache {
     stats: GraphStats,
     serial: bool,
     lanes: usize,
+    batching: bool,
 }
 
 impl Default for GraphCache {
@@ -98,6 +150,7 @@ impl Default for GraphCache {
             stats: GraphStats::default(),
             serial: false,
             lanes: GRAPH_LANES,
+            batching: true,
         }
     }
 }
@@ -130,6 +183,14 @@ impl GraphCache {
     /// independent kernels run at once.
     pub fn set_lanes(&mut self, lanes: usize) {
         self.lanes = lanes;
+    }
+
+    /// Whether graphs built from now on merge sibling foreign operations
+    /// that declared a batched form (`Foreign::batchable`) into one call
+    /// each (on by default). Batched calls may round differently from the
+    /// separate ones where the vendor uses other kernels for them.
+    pub fn set_batching(&mut self, batching: bool) {
+        self.batching = batching;
     }
 
     /// Whether a graphed scope of its runs records tasks that run at their
@@ -198,11 +259,13 @@ impl GraphCache {
                 .likeness(&b.ops[node])
             {
                 Likeness::Same => true,
-                Likeness::Arguments | Likeness::Child => {
+                // A batched call's member is launched again only as it
+                // is (its pointers are in the call's arrays).
+                Likeness::Arguments | Likeness::Child if b.node(node).is_some() => {
                     changed.push((node, i));
                     true
                 }
-                Likeness::Other => false,
+                Likeness::Arguments | Likeness::Child | Likeness::Other => false,
             };
             // One pass in memory order while the run recorded the build's
             // keys and dependencies in its order: node `i` is operation
@@ -239,21 +302,26 @@ impl GraphCache {
         // nothing; the graph is then built anew.
         let reuse = reuse.filter(|changed| {
             let b = self.built.as_ref().expect("checked above");
-            changed.iter().all(|&(node, i)| match rec.op(i) {
-                // SAFETY: `node` is a child node of a foreign operation of
-                // the same name (`Likeness::Child`); the new child graph
-                // is this run's capture of it, whose buffers it handed to
-                // this stream and stamped (`tracked_recorded`), where the
-                // graph is launched next.
-                NodeOp::Child(c) => unsafe { drv.graph_set_child(b.raw, node, c) }.is_ok(),
+            changed.iter().all(|&(op, i)| match rec.op(i) {
+                NodeOp::Child(c) => {
+                    let node = b.node(op).expect("not batched (`like`)");
+                    // SAFETY: `node` is a child node of a foreign
+                    // operation of the same name (`Likeness::Child`); the
+                    // new child graph is this run's capture of it, whose
+                    // buffers it handed to this stream and stamped
+                    // (`tracked_recorded`), where the graph is launched
+                    // next.
+                    unsafe { drv.graph_set_child(b.raw, node, c) }.is_ok()
+                }
                 _ => true,
             })
         });
         let graph = match reuse {
             Some(changed) => {
                 let b = self.built.as_mut().expect("checked above");
-                for &(node, i) in &changed {
+                for &(op, i) in &changed {
                     if let NodeOp::Kernel(k) = rec.op(i) {
+                        let node = b.node(op).expect("not batched (`like`)");
                         // SAFETY: `node` is a launch of the same kernel
                         // with the same configuration
                         // (`Likeness::Arguments`); the new arguments are
@@ -269,7 +337,7 @@ impl GraphCache {
                             return Err(e);
                         }
                     }
-                    b.ops[node] = rec.op(i).clone();
+                    b.ops[op] = rec.op(i).clone();
                 }
                 self.stats.replays += 1;
                 if !changed.is_empty() {
@@ -289,42 +357,27 @@ impl GraphCache {
                     .iter()
                     .map(|&i| canonical_deps(&rec, &rank, i))
                     .collect();
-                let ops: Vec<NodeOp> = (0..n as u32).map(|i| rec.take_op(i)).collect();
-                // The graph's edges: the dependencies, and the lanes'
-                // (`lanes`), with nodes added in an order that follows
-                // both; laid in canonical order, so that the graph is the
-                // same whatever order the tasks ran in, then renumbered.
-                let (topo, canon_edges) = lanes(&canon_deps, self.lanes);
-                let topo: Vec<u32> = topo.iter().map(|&j| canon[j as usize]).collect();
-                let mut edges: Deps = vec![smallvec::SmallVec::new(); n];
-                for (j, e) in canon_edges.iter().enumerate() {
-                    edges[canon[j] as usize] = e.iter().map(|&k| canon[k as usize]).collect();
-                }
-                let spec = GraphSpec {
-                    ops: &ops,
-                    deps: &edges,
-                    topo: &topo,
+                let plan = if self.batching {
+                    plan(&rec, &canon)
+                } else {
+                    None
                 };
+                let ops: Vec<NodeOp> = (0..n as u32).map(|i| rec.take_op(i)).collect();
                 // The old graph goes first (launches still queued finish).
                 self.built = None;
-                // SAFETY: each operation is one this run recorded through
-                // `tracked_node` (its kernel and arguments as a launch
-                // would have them, within the buffers it touches), whose
-                // buffers were handed to this stream and stamped there,
-                // where the graph is launched next.
-                let raw_graph = unsafe { drv.graph_build(&spec) }?;
-                self.built = Some(Built {
-                    rt: rt.clone(),
-                    raw: raw_graph,
-                    ops,
-                    keys,
-                    deps,
-                    canon,
-                    canon_deps,
-                    edges: edges.iter().map(|d| d.len()).sum(),
-                });
+                let mut built = match plan {
+                    None => build(rt, &ops, &canon, &canon_deps, self.lanes)?,
+                    Some(p) => {
+                        build_batched(rt, (sid, raw), &ops, &canon, &canon_deps, &p, self.lanes)?
+                    }
+                };
+                built.ops = ops;
+                built.keys = keys;
+                built.deps = deps;
+                built.canon = canon;
+                built.canon_deps = canon_deps;
                 self.stats.builds += 1;
-                raw_graph
+                self.built.insert(built).raw
             }
         };
         // Traced as one span (`crate::trace`): its timing events are
@@ -332,8 +385,13 @@ impl GraphCache {
         let tracer = rt.tracer();
         let t0 = std::time::Instant::now();
         let span = tracer.open(drv, raw);
-        self.stats.nodes = n;
-        self.stats.edges = self.built.as_ref().map_or(0, |b| b.edges);
+        let b = self.built.as_mut().expect("launched");
+        if let Some(a) = &mut b.arrays {
+            a.stamp(sid);
+        }
+        self.stats.nodes = b.nodes;
+        self.stats.batched = b.batched;
+        self.stats.edges = b.edges;
         // SAFETY: the graph's operations are this run's (set above), whose
         // buffers were handed to this stream and stamped in its current
         // epoch (`tracked`); the scope's body still borrows them, and a
@@ -376,4 +434,104 @@ fn canonical_deps(rec: &Recording, rank: &[u32], i: u32) -> smallvec::SmallVec<[
         rec.deps(i).iter().map(|&x| rank[x as usize]).collect();
     d.sort_unstable();
     d
+}
+
+/// The graph of `ops` (by recorded index; `canon` their canonical order,
+/// `canon_deps` its dependencies), node `i` operation `i`, its lanes
+/// (`lanes`). The returned graph's recording fields are the caller's to
+/// fill.
+fn build(
+    rt: &Runtime,
+    ops: &[NodeOp],
+    canon: &[u32],
+    canon_deps: &Deps,
+    lanes_max: usize,
+) -> Result<Built> {
+    let n = ops.len();
+    // The graph's edges: the dependencies, and the lanes' (`lanes`), with
+    // nodes added in an order that follows both; laid in canonical order,
+    // so that the graph is the same whatever order the tasks ran in, then
+    // renumbered.
+    let (topo, canon_edges) = lanes(canon_deps, lanes_max);
+    let topo: Vec<u32> = topo.iter().map(|&j| canon[j as usize]).collect();
+    let mut edges: Deps = vec![smallvec::SmallVec::new(); n];
+    for (j, e) in canon_edges.iter().enumerate() {
+        edges[canon[j] as usize] = e.iter().map(|&k| canon[k as usize]).collect();
+    }
+    let spec = GraphSpec {
+        ops,
+        deps: &edges,
+        topo: &topo,
+    };
+    // SAFETY: each operation is one this run recorded through
+    // `tracked_node` (its kernel and arguments as a launch would have
+    // them, within the buffers it touches), whose buffers were handed to
+    // this stream and stamped there, where the graph is launched next.
+    let raw = unsafe { rt.driver().graph_build(&spec) }?;
+    Ok(Built::new(rt, raw, n, edges.iter().map(|d| d.len()).sum()))
+}
+
+/// [`build`] with `plan`'s groups of two or more operations merged into
+/// one batched call each (`super::batch`): node `g` is the plan's `g`-th,
+/// laid in canonical order. On CUDA the calls' pointer arrays are written
+/// on `raw` (the stream `sid` the graph is launched on) first.
+fn build_batched(
+    rt: &Runtime,
+    (sid, raw): (StreamId, RawStream),
+    ops: &[NodeOp],
+    canon: &[u32],
+    canon_deps: &Deps,
+    plan: &Plan,
+    lanes_max: usize,
+) -> Result<Built> {
+    let deps = plan.deps(canon_deps);
+    let (topo, edges) = lanes(&deps, lanes_max);
+    // Each batched call's arrays, one after the other (`BatchCall`).
+    let mut words = Vec::new();
+    let mut at = vec![0usize; plan.members.len()];
+    if rt.backend() == crate::BackendKind::Cuda {
+        for (g, members) in plan.batched() {
+            at[g] = words.len();
+            array_words(&Plan::children(ops, canon, members).0, &mut words);
+        }
+    }
+    let arrays = match words.is_empty() {
+        true => None,
+        false => Some(PointerArrays::new(rt, &words, sid, raw)?),
+    };
+    let base = arrays.as_ref().map_or(0, |a| a.ptr());
+    let mut nodes = Vec::with_capacity(plan.members.len());
+    let mut slots = vec![0u32; ops.len()];
+    let mut batched = 0;
+    for (g, members) in plan.members.iter().enumerate() {
+        let flag = if members.len() > 1 { BATCHED } else { 0 };
+        for &j in members {
+            slots[canon[j as usize] as usize] = g as u32 | flag;
+        }
+        if let [one] = members[..] {
+            nodes.push(ops[canon[one as usize] as usize].clone());
+            continue;
+        }
+        batched += members.len();
+        let (children, tag) = Plan::children(ops, canon, members);
+        let arrays = base + 8 * at[g] as u64;
+        nodes.push(batched_node(rt, sid.index(), &children, tag, arrays)?);
+    }
+    let spec = GraphSpec {
+        ops: &nodes,
+        deps: &edges,
+        topo: &topo,
+    };
+    // SAFETY: as `build`'s: each node is an operation this run recorded,
+    // or one batched call capturing the work of recorded foreign
+    // operations over their buffers (`Foreign::batchable`'s contract),
+    // which were handed to this stream and stamped there, and of the
+    // pointer arrays, written on this stream above; the graph is launched
+    // there next.
+    let graph = unsafe { rt.driver().graph_build(&spec) }?;
+    let mut built = Built::new(rt, graph, nodes.len(), edges.iter().map(|d| d.len()).sum());
+    built.slots = Some(slots.into());
+    built.batched = batched;
+    built.arrays = arrays;
+    Ok(built)
 }

@@ -8,6 +8,7 @@
 //! and `launch_graph` (context/graph.rs), `graphed_scope`
 //! (context/graphed.rs).
 
+mod batch;
 mod cache;
 mod capture;
 mod child;

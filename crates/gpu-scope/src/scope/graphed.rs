@@ -161,6 +161,21 @@ impl Graphed {
         self
     }
 
+    /// Whether graphs built from now on merge sibling library calls into
+    /// batched calls (on by default): independent calls of one routine
+    /// with one shape that sibling tasks record (`gpu::blas::Gemm`, and
+    /// any foreign operation declared `Foreign::batchable`) become one
+    /// batched call (`cublasSgemmBatched`), which launches one kernel
+    /// where the separate calls launch one each. cuBLAS does not promise
+    /// the batched call the same rounding as the separate ones (it may
+    /// choose other kernels); turn batching off where the graph must give
+    /// the bits of the plain scope.
+    #[must_use]
+    pub fn batching(mut self, batching: bool) -> Self {
+        self.cache.set_batching(batching);
+        self
+    }
+
     /// Runs `op` as a scope whose GPU operations are launched as one graph
     /// when it returns (see the type).
     ///

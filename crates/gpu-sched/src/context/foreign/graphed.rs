@@ -4,6 +4,12 @@
 
 use super::*;
 
+/// What a graphed scope may reuse of an operation
+/// (`Foreign::reuse_capture`): its key and the value `run` returns without
+/// running the device closure; and its batched form, if it declared one
+/// (`Foreign::batchable`).
+pub(super) type Reuse<O> = ((CallKey, O), Option<Arc<BatchTag>>);
+
 /// [`Foreign::run`] in a graphed scope (DESIGN "Graphs without capture by
 /// hand"): the operation's buffers handed to the scope's stream and
 /// stamped as for any recorded operation, then its work captured on a
@@ -17,13 +23,17 @@ pub(super) fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
     list: &mut TouchList<'b>,
     (reads, writes): (R::Ptrs, W::Ptrs),
     host: Option<Twin<'f, 'b, RE, WE, R, W, O>>,
-    reuse: Option<(CallKey, O)>,
+    reuse: Option<Reuse<O>>,
     device: impl FnOnce(&ForeignStream<'_>, R::Ptrs, W::Ptrs) -> Result<O>,
 ) -> Result<O> {
     let rt = t.runtime();
     // The captures kept from the last run, where the operation declared
     // what its work depends on (on CUDA: a host twin runs once per launch,
     // so it is recorded at every run).
+    let (reuse, batch) = match reuse {
+        Some((r, batch)) => (Some(r), batch),
+        None => (None, None),
+    };
     let kept = match (rt.backend(), reuse) {
         (BackendKind::Cuda, Some((key, value))) => t
             .capture
@@ -74,7 +84,13 @@ pub(super) fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
                     graph
                 }
             };
-            return Ok((NodeOp::Child(ChildNode { name, graph, mem }), value));
+            let node = ChildNode {
+                name,
+                graph,
+                mem,
+                batch,
+            };
+            return Ok((NodeOp::Child(node), value));
         }
         let (child, out) = capture_child(rt, |side| match twin {
             // SAFETY: as `run`'s: `mem` lists every declared buffer,
@@ -87,6 +103,7 @@ pub(super) fn record<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O>(
             name,
             graph: Arc::new(child),
             mem,
+            batch,
         };
         Ok((NodeOp::Child(node), out))
     };

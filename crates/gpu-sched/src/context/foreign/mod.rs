@@ -21,7 +21,7 @@
 use super::tracked::Touch;
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut};
-use crate::driver::{ChildNode, MemAccess, NodeOp, RawStream};
+use crate::driver::{BatchTag, ChildNode, MemAccess, NodeOp, RawStream};
 use crate::error::{Error, Result, ResultExt};
 use crate::graph::{capture_child, CallKey};
 use crate::BackendKind;
@@ -135,6 +135,13 @@ impl ForeignStream<'_> {
     /// the operation's work on it and nowhere else.
     pub fn raw(&self) -> u64 {
         self.raw
+    }
+
+    /// The runtime whose stream it is: where a library keeps its objects
+    /// ([`crate::Runtime::extension`]), for a batched form
+    /// ([`Foreign::batchable`]), which is called without the task.
+    pub fn runtime(&self) -> &crate::Runtime {
+        self.rt
     }
 
     /// The stream as cudarc's, borrowed (dropping it does not destroy the
@@ -345,6 +352,8 @@ pub struct Foreign<'t, 'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> {
     /// [`Foreign::reuse_capture`]'s key, and the value `run` returns
     /// without running the device closure (the unit).
     reuse: Option<(CallKey, O)>,
+    /// [`Foreign::batchable`]'s batched form.
+    batch: Option<BatchFn>,
 }
 
 impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> std::fmt::Debug
@@ -363,6 +372,7 @@ impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O> std::fmt::Debug
             )
             .field("capture_safe", &self.capture_safe)
             .field("reuse", &self.reuse.as_ref().map(|r| &r.0))
+            .field("batchable", &self.batch.is_some())
             .finish()
     }
 }
@@ -419,6 +429,7 @@ impl TaskContext {
             host: None,
             capture_safe: false,
             reuse: None,
+            batch: None,
         }
     }
 }
@@ -653,6 +664,7 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
             host,
             capture_safe,
             reuse,
+            batch,
         } = self;
         let rt = t.runtime();
         for id in &list.runtimes {
@@ -666,6 +678,13 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
                 })
                 .with_context(|| format!("`{name}` in a graphed scope"));
             }
+            let batch = batch.zip(reuse.as_ref()).map(|(batched, (key, _))| {
+                Arc::new(BatchTag {
+                    batched,
+                    key: key.clone(),
+                })
+            });
+            let reuse = reuse.map(|r| (r, batch));
             return record(t, name, &mut list, (reads, writes), host, reuse, device);
         }
         match rt.backend() {
@@ -735,8 +754,12 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
     }
 }
 
+mod batch;
 mod graphed;
 mod twin;
+
+pub(crate) use batch::{array_words, batched_node, PointerArrays};
+pub use batch::{BatchCall, BatchFn};
 
 use graphed::record;
 use twin::{queue_twin, run_twin, Payload};

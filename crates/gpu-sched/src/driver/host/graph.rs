@@ -306,6 +306,31 @@ fn child_body(shared: &Shared, node: &ChildNode) -> Result<Body> {
     Ok(Arc::new(move || bodies.iter().for_each(|b| b())))
 }
 
+/// `Driver::child_join` on the host backend: the children's operations
+/// in a chain, each child's in an order its dependencies allow, the
+/// children one after the other.
+pub(super) fn join_children(shared: &Shared, children: &[u64]) -> Result<HostGraph> {
+    let graphs = shared.graphs.lock();
+    let mut ops = Vec::new();
+    let mut deps: Vec<Vec<usize>> = Vec::new();
+    for g in children {
+        let child = graphs.get(g).ok_or(Error::Driver {
+            code: 400,
+            name: "CUDA_ERROR_INVALID_HANDLE".into(),
+            during: "joining an unknown child graph",
+        })?;
+        for i in child.replay_order(0) {
+            deps.push(ops.len().checked_sub(1).into_iter().collect());
+            ops.push(child.ops[i].clone());
+        }
+    }
+    Ok(HostGraph {
+        ops,
+        deps,
+        launches: AtomicU64::new(0),
+    })
+}
+
 /// A recorded operation's body and accesses.
 ///
 /// # Safety

@@ -596,6 +596,13 @@ impl Driver for HostDriver {
         self.shared.graphs.lock().remove(&g);
     }
 
+    fn child_join(&self, children: &[u64]) -> Result<u64> {
+        let graph = join_children(&self.shared, children)?;
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.shared.graphs.lock().insert(id, Arc::new(graph));
+        Ok(id)
+    }
+
     unsafe fn graph_set_child(&self, g: RawGraph, i: usize, node: &ChildNode) -> Result<()> {
         // SAFETY: this function's contract, passed on.
         unsafe { set_child(&self.shared, g, i, node) }
