@@ -200,8 +200,14 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
     // built at its first run, then each run replays the graph; the
     // products merged into one batched call (`graphed`, the default) or
     // not (`graphed-unbatched`).
-    for (id, batching) in [("graphed", true), ("graphed-unbatched", false)] {
-        let mut graphed = gpu::Graphed::on(rt).batching(batching);
+    // `graphed-serial`: the tasks recorded at their spawn on the calling
+    // thread (`Graphed::serial`).
+    for (id, batching, serial) in [
+        ("graphed", true, false),
+        ("graphed-unbatched", false, false),
+        ("graphed-serial", true, true),
+    ] {
+        let mut graphed = gpu::Graphed::on(rt).batching(batching).serial(serial);
         let mut run = |outs: &mut [Buffer<f32>]| {
             graphed
                 .scope(|s| products(s, gemm, &ins, &b, outs))
@@ -218,6 +224,12 @@ pub(crate) fn b17_blas(c: &mut Criterion) {
         let st = graphed.stats();
         let want = if batching { COUNT } else { 0 };
         assert_eq!(st.batched, want, "B17 {id}: {st:?}");
+        // The last run's parts (the body, the compare and launch, the
+        // launch alone), for the note.
+        eprintln!(
+            "B17/{id}: last run's body {:?}, graph {:?}, launch {:?}",
+            st.last_body, st.last_graph, st.last_launch
+        );
     }
     g.bench_function("one-stream", |bch| {
         bch.iter(|| {

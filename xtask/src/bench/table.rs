@@ -469,6 +469,7 @@ pub(super) const BENCHES: &[Bench] = &[
             rows("B17-siblings-vs-batched", "B17/batched", "B17/siblings").at_least(0.5),
             rows("B17-graphed-vs-batched", "B17/batched", "B17/graphed").at_least(0.8),
             rows("B17-unbatched-vs-batched", "B17/batched", "B17/graphed-unbatched"),
+            rows("B17-serial-vs-batched", "B17/batched", "B17/graphed-serial"),
         ],
     },
 ];
