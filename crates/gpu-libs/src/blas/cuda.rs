@@ -78,6 +78,22 @@ pub(super) fn call(
     call: &'static str,
     f: impl FnOnce(cublasHandle_t) -> cublasStatus_t,
 ) -> Result<()> {
+    call_with(rt, stream, device, None, call, f)
+}
+
+/// [`call`] with a workspace of the call's own (`(address, bytes)`) where
+/// `stream` is the capture slot's (a handle of that slot has none, and
+/// cuBLAS's reductions need one): set after the take's reset to none, so
+/// the next take of the handle does not see it. Ignored on other slots,
+/// whose handles keep cuBLAS's own workspace.
+pub(super) fn call_with(
+    rt: &Runtime,
+    stream: (usize, u64),
+    device: bool,
+    workspace: Option<(u64, usize)>,
+    call: &'static str,
+    f: impl FnOnce(cublasHandle_t) -> cublasStatus_t,
+) -> Result<()> {
     let mode = if device {
         cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE
     } else {
@@ -96,6 +112,17 @@ pub(super) fn call(
                 unsafe { sys::cublasSetWorkspace_v2(h, std::ptr::null_mut(), 0) },
                 "cublasSetWorkspace_v2",
             )?;
+            if let Some((ptr, bytes)) = workspace {
+                Cublas::check(
+                    // SAFETY: `h` is a live handle, used by this thread
+                    // only; the caller's workspace is device memory of
+                    // `bytes` that the captured call alone uses (declared
+                    // written by its operation), reset to none at the
+                    // handle's next take.
+                    unsafe { sys::cublasSetWorkspace_v2(h, ptr as usize as *mut _, bytes) },
+                    "cublasSetWorkspace_v2",
+                )?;
+            }
         }
         Cublas::check(
             // SAFETY: `h` is a live handle, used by this thread only.

@@ -119,14 +119,28 @@ pub fn scal<T: Scalar>(
     }
 }
 
+/// The workspace of a cuBLAS reduction in a graphed scope: cuBLAS's
+/// reductions need one, which a captured handle does not have (on an H100
+/// the captured call without one is `CUBLAS_STATUS_NOT_SUPPORTED`). The
+/// size cuBLAS documents for the architectures before Hopper (Hopper's
+/// 32 MiB is for its matrix products).
+const REDUCTION_WORKSPACE: usize = 4 << 20;
+
+/// The host twin of [`dot`].
+fn host_dot<T: Scalar>(x: &[T], y: &[T]) -> T {
+    x.iter().zip(y).fold(T::ZERO, |s, (&x, &y)| s + x * y)
+}
+
 /// `out[0] = x . y`, written in device memory (cuBLAS's device pointer
 /// mode): no host wait, so chains like CG stay on the device.
 ///
-/// Not capture-safe: in a graphed scope or a capture it is
-/// `Error::Capturing` before anything is queued (cuBLAS's reductions need
-/// a workspace, which a captured handle does not have: on an H100 the
-/// captured call is `CUBLAS_STATUS_NOT_SUPPORTED`). There,
-/// `gpu_kernels::reduce::dot_into` is a device reduction that is.
+/// In a graphed scope the call takes a workspace of its own, a 4 MiB
+/// temporary of the scope (reused from run to run, as any allocation
+/// there), which it declares written: the captured call then uses no
+/// memory another node uses. In a stream capture (`TaskContext::capture`,
+/// `gpu::capture`), where nothing may allocate, it is `Error::Capturing`
+/// before anything is queued; `gpu_kernels::reduce::dot_into` is a device
+/// reduction that is not.
 ///
 /// # Errors
 ///
@@ -142,9 +156,29 @@ pub fn dot<T: Scalar>(
     scalar("dot", "result", out.len())?;
     let ni = int("dot", "n", n)?;
     ready(t)?;
+    if t.is_recording() {
+        let mut ws = workspace(t, T::DOT.0)?;
+        let op = t.foreign(T::DOT.0, (x, y), (out, &mut ws)).host(
+            move |(x, y): (&[T], &[T]), (out, _): (&mut [T], &mut [u8])| {
+                out[0] = host_dot(x, y);
+                Ok(())
+            },
+        );
+        // SAFETY: as below, and the workspace is the declared `ws`, which
+        // this call alone uses (written), set on the capture slot's handle
+        // for this call only (`cuda::call_with`).
+        return unsafe {
+            op.capture_safe().run(|s, (x, y), (out, ws)| {
+                let ws = Some((ws.raw(), ws.len()));
+                cuda::call_with(t.runtime(), stream_of(s), true, ws, T::DOT.0, |h| {
+                    (T::DOT.1)(h, ni, x.as_ptr(), INC, y.as_ptr(), INC, out.as_mut_ptr())
+                })
+            })
+        };
+    }
     let op = t.foreign(T::DOT.0, (x, y), (out,)).host(
         move |(x, y): (&[T], &[T]), (out,): (&mut [T],)| {
-            out[0] = x.iter().zip(y).fold(T::ZERO, |s, (&x, &y)| s + x * y);
+            out[0] = host_dot(x, y);
             Ok(())
         },
     );
@@ -159,9 +193,17 @@ pub fn dot<T: Scalar>(
     }
 }
 
+/// A reduction's workspace in a graphed scope ([`REDUCTION_WORKSPACE`]);
+/// in a stream capture the allocation's refusal, naming `call`.
+fn workspace(t: &TaskContext, call: &'static str) -> Result<gpu_sched::Buffer<u8>> {
+    use gpu_sched::ResultExt;
+    t.alloc::<u8>(REDUCTION_WORKSPACE)
+        .with_context(|| format!("`{call}` in a capture: its workspace"))
+}
+
 /// `out[0] = ||x||_2`, written in device memory (as [`dot`]).
 ///
-/// Not capture-safe, as [`dot`].
+/// In a graphed scope and a capture, as [`dot`].
 ///
 /// # Errors
 ///
@@ -175,6 +217,24 @@ pub fn nrm2<T: Scalar>(
     scalar("nrm2", "result", out.len())?;
     let ni = int("nrm2", "n", x.len())?;
     ready(t)?;
+    if t.is_recording() {
+        let mut ws = workspace(t, T::NRM2.0)?;
+        let op = t.foreign(T::NRM2.0, (x,), (out, &mut ws)).host(
+            move |(x,): (&[T],), (out, _): (&mut [T], &mut [u8])| {
+                out[0] = T::host_nrm2(x);
+                Ok(())
+            },
+        );
+        // SAFETY: as below, with the workspace as in `dot`.
+        return unsafe {
+            op.capture_safe().run(|s, (x,), (out, ws)| {
+                let ws = Some((ws.raw(), ws.len()));
+                cuda::call_with(t.runtime(), stream_of(s), true, ws, T::NRM2.0, |h| {
+                    (T::NRM2.1)(h, ni, x.as_ptr(), INC, out.as_mut_ptr())
+                })
+            })
+        };
+    }
     let op = t
         .foreign(T::NRM2.0, (x,), (out,))
         .host(move |(x,): (&[T],), (out,): (&mut [T],)| {

@@ -53,11 +53,13 @@ use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 ///   reaches the caller; nothing was queued).
 /// - The graph takes kernel launches (built-in and your own), device
 ///   copies within the device, `memset_zero` of whole words, and foreign
-///   operations declared capture-safe: cuBLAS's calls but its reductions
-///   (`dot`, `nrm2`: use `gpu_kernels::reduce::dot_into`), cuFFT's and
-///   cuSPARSE's, and your own (`Foreign::capture_safe`), each captured
-///   at every run into a child graph node set in place, so the scalars it
-///   passes are each run's.
+///   operations declared capture-safe: cuBLAS's calls (its reductions,
+///   `dot` and `nrm2`, with a 4 MiB workspace of their own, a temporary
+///   of the scope), cuFFT's and cuSPARSE's, and your own
+///   (`Foreign::capture_safe`), each captured at every run into a child
+///   graph node set in place, so the scalars it passes are each run's.
+///   Sibling gemms of one shape become one batched call
+///   ([`Graphed::batching`]).
 /// - Allocations in the body (a temporary, a library's workspace) take
 ///   the memory the same allocation had in the last run, once its buffer
 ///   was dropped: the graph's pointers stay put. A buffer dropped in the
@@ -68,7 +70,7 @@ use gpu_sched::{GraphCache, GraphStats, Result, Runtime};
 ///   memory, records, synchronizes, gates, raw pointers), and so are
 ///   foreign operations not declared capture-safe (cuSOLVER's
 ///   factorizations: they report through a status word the host reads;
-///   cuBLAS's reductions, which need a workspace; cuRAND's fills, whose
+///   cuRAND's fills, whose
 ///   capture failed on an H100), collectives and peer copies: each is `Error::Capturing` before
 ///   anything is queued.
 /// - Like a scope, it returns once the graph is launched, not run; later
