@@ -121,9 +121,12 @@ impl TaskContext {
         // gets `CaptureEnded`).
         cap.end();
         let t1 = std::time::Instant::now();
-        let launched = r
-            .and_then(|()| cap.take_recording())
-            .and_then(|rec| cache.launch(&self.rt, rec, sid, raw));
+        let launched = r.and_then(|()| cap.take_recording()).and_then(|rec| {
+            let merge = |members: &[&_], tag: &_, arrays, slot| {
+                super::batched_node(rt, slot, members, tag, arrays)
+            };
+            cache.launch(rt, rec, (sid, raw), &merge)
+        });
         cache.note_times(t1 - t0, t1.elapsed());
         cache.end_run();
         // After the launch: the stamps now name queued work.

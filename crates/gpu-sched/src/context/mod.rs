@@ -31,7 +31,7 @@ mod raw;
 mod tracked;
 
 pub use checks::Unchecked;
-pub(crate) use foreign::{array_words, batched_node, PointerArrays};
+pub(crate) use foreign::batched_node;
 pub use foreign::{
     BatchCall, BatchFn, DevicePtr, DevicePtrMut, Foreign, ForeignStream, ReadArg, Reads,
     StreamSlot, TouchList, WriteArg, Writes,

@@ -69,8 +69,13 @@ pub(crate) struct ChildNode {
 /// Operations of one name, routine and key, none depending on another,
 /// are one group.
 pub(crate) struct BatchTag {
-    pub(crate) batched: crate::context::BatchFn,
-    pub(crate) key: crate::graph::CallKey,
+    /// The routine's identity (its address).
+    pub(crate) routine: usize,
+    /// The routine itself, opaque at this layer: `Foreign::batchable`
+    /// makes it and the graph build's merge calls it (both in
+    /// `context/foreign/batch.rs`).
+    pub(crate) form: Box<dyn std::any::Any + Send + Sync>,
+    pub(crate) key: smallvec::SmallVec<[u64; 8]>,
 }
 
 /// A recorded kernel launch.

@@ -16,6 +16,7 @@
 use super::lanes::Deps;
 use super::recording::Recording;
 use crate::driver::{BatchTag, ChildNode, NodeOp};
+use crate::error::Result;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -66,7 +67,7 @@ pub(crate) fn plan(rec: &Recording, canon: &[u32]) -> Option<Plan> {
                 let key = (
                     depth[i as usize],
                     c.name,
-                    t.batched as usize,
+                    t.routine,
                     &t.key[..],
                     c.mem.len(),
                 );
@@ -140,3 +141,78 @@ impl Plan {
         (nodes, t)
     }
 }
+
+/// A group's pointer arrays on the device: one allocation per graph,
+/// written once (in stream order, before the graph's first launch), read
+/// by each launch, freed in stream order after the last (its uses are
+/// stamped at each launch).
+pub(crate) struct PointerArrays {
+    rt: crate::Runtime,
+    ptr: u64,
+    bytes: usize,
+    uses: gpu_epoch::Uses,
+}
+
+impl PointerArrays {
+    /// `words` copied to new device memory, in stream order on `raw`
+    /// (the stream `sid` of the graph's launches).
+    pub(crate) fn new(
+        rt: &crate::Runtime,
+        words: &[u64],
+        sid: gpu_epoch::StreamId,
+        raw: crate::driver::RawStream,
+    ) -> Result<Self> {
+        let bytes = std::mem::size_of_val(words);
+        let drv = rt.driver();
+        let ptr = drv.alloc(crate::runtime::device_bytes(bytes), raw)?;
+        rt.usage().device_allocated(bytes);
+        let mut arrays = PointerArrays {
+            rt: rt.clone(),
+            ptr,
+            bytes,
+            uses: gpu_epoch::Uses::new(),
+        };
+        // SAFETY: `ptr` is fresh memory of `bytes` allocated on `raw`, the
+        // copy queued on `raw` after it; `words` is pageable (the driver
+        // stages it before returning).
+        unsafe { drv.copy_htod(ptr, words.as_ptr().cast(), bytes, raw)? };
+        arrays.stamp(sid);
+        Ok(arrays)
+    }
+
+    /// The arrays' device address.
+    pub(crate) fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Stamps a use on `sid` in its current epoch (a launch of the graph
+    /// there, or the copy): the free waits for it.
+    pub(crate) fn stamp(&mut self, sid: gpu_epoch::StreamId) {
+        self.rt.ledger_rw().stamp_write(&mut self.uses, sid);
+    }
+}
+
+impl Drop for PointerArrays {
+    fn drop(&mut self) {
+        // SAFETY: an allocation of this runtime's driver of
+        // `device_bytes(bytes)` (`new`), freed once; every use (the copy,
+        // each launch of the graph) was stamped in `uses`, and the graph
+        // that read it is destroyed first (its holder's field order).
+        unsafe { self.rt.free_ordered(self.ptr, self.bytes, &self.uses) };
+    }
+}
+
+/// The words of a group's pointer arrays (`BatchCall::pointer_array`):
+/// buffer-major, each array the members' pointers to that buffer.
+pub(crate) fn array_words(members: &[&ChildNode], out: &mut Vec<u64>) {
+    let buffers = members[0].mem.len();
+    for b in 0..buffers {
+        out.extend(members.iter().map(|m| m.mem[b].ptr));
+    }
+}
+
+/// How a graph build makes the node of a group (`members`, at least two,
+/// with their tag, the device address of their pointer arrays, and the
+/// build's stream slot): the context layer's `batched_node`, passed down
+/// by the graphed scope.
+pub(crate) type Merge<'a> = &'a dyn Fn(&[&ChildNode], &BatchTag, u64, usize) -> Result<NodeOp>;

@@ -4,11 +4,10 @@
 //! graph is launched again (its changed kernel arguments set in place) or
 //! a graph of the new shape is built.
 
-use super::batch::{plan, Plan};
+use super::batch::{array_words, plan, Merge, Plan, PointerArrays};
 use super::child::ChildCache;
 use super::lanes::{lanes, Deps, GRAPH_LANES};
 use super::recording::{Recorded, Recording};
-use crate::context::{array_words, batched_node, PointerArrays};
 use crate::driver::{GraphSpec, Likeness, NodeOp, RawGraph, RawStream};
 use crate::error::Result;
 use crate::runtime::{GraphMemory, Runtime};
@@ -234,12 +233,15 @@ impl GraphCache {
 
     /// Launches `rec` on `raw`: the cached graph if `rec` has its shape,
     /// else a graph built now.
+    ///
+    /// `merge` makes the node of a group of sibling calls that batching
+    /// merges (`batch::Merge`).
     pub(crate) fn launch(
         &mut self,
         rt: &Runtime,
         mut rec: Recording,
-        sid: StreamId,
-        raw: RawStream,
+        (sid, raw): (StreamId, RawStream),
+        merge: Merge<'_>,
     ) -> Result<()> {
         let n = rec.len();
         if n == 0 {
@@ -368,7 +370,8 @@ impl GraphCache {
                 let mut built = match plan {
                     None => build(rt, &ops, &canon, &canon_deps, self.lanes)?,
                     Some(p) => {
-                        build_batched(rt, (sid, raw), &ops, &canon, &canon_deps, &p, self.lanes)?
+                        let order = (&ops[..], &canon[..], &canon_deps);
+                        build_batched(rt, (sid, raw), order, &p, self.lanes, merge)?
                     }
                 };
                 built.ops = ops;
@@ -472,17 +475,17 @@ fn build(
 }
 
 /// [`build`] with `plan`'s groups of two or more operations merged into
-/// one batched call each (`super::batch`): node `g` is the plan's `g`-th,
+/// one batched call each (`super::batch`, made by `merge`): node `g` is
+/// the plan's `g`-th,
 /// laid in canonical order. On CUDA the calls' pointer arrays are written
 /// on `raw` (the stream `sid` the graph is launched on) first.
 fn build_batched(
     rt: &Runtime,
     (sid, raw): (StreamId, RawStream),
-    ops: &[NodeOp],
-    canon: &[u32],
-    canon_deps: &Deps,
+    (ops, canon, canon_deps): (&[NodeOp], &[u32], &Deps),
     plan: &Plan,
     lanes_max: usize,
+    merge: Merge<'_>,
 ) -> Result<Built> {
     let deps = plan.deps(canon_deps);
     let (topo, edges) = lanes(&deps, lanes_max);
@@ -515,7 +518,7 @@ fn build_batched(
         batched += members.len();
         let (children, tag) = Plan::children(ops, canon, members);
         let arrays = base + 8 * at[g] as u64;
-        nodes.push(batched_node(rt, sid.index(), &children, tag, arrays)?);
+        nodes.push(merge(&children, tag, arrays, sid.index())?);
     }
     let spec = GraphSpec {
         ops: &nodes,

@@ -107,66 +107,6 @@ impl<'b, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>> Foreign<'_, 'b, '_, RE, WE
     }
 }
 
-/// A group's pointer arrays on the device: one allocation per graph,
-/// written once (in stream order, before the graph's first launch), read
-/// by each launch, freed in stream order after the last (its uses are
-/// stamped at each launch).
-pub(crate) struct PointerArrays {
-    rt: crate::Runtime,
-    ptr: u64,
-    bytes: usize,
-    uses: gpu_epoch::Uses,
-}
-
-impl PointerArrays {
-    /// `words` copied to new device memory, in stream order on `raw`
-    /// (the stream `sid` of the graph's launches).
-    pub(crate) fn new(
-        rt: &crate::Runtime,
-        words: &[u64],
-        sid: gpu_epoch::StreamId,
-        raw: RawStream,
-    ) -> Result<Self> {
-        let bytes = std::mem::size_of_val(words);
-        let drv = rt.driver();
-        let ptr = drv.alloc(crate::runtime::device_bytes(bytes), raw)?;
-        rt.usage().device_allocated(bytes);
-        let mut arrays = PointerArrays {
-            rt: rt.clone(),
-            ptr,
-            bytes,
-            uses: gpu_epoch::Uses::new(),
-        };
-        // SAFETY: `ptr` is fresh memory of `bytes` allocated on `raw`, the
-        // copy queued on `raw` after it; `words` is pageable (the driver
-        // stages it before returning).
-        unsafe { drv.copy_htod(ptr, words.as_ptr().cast(), bytes, raw)? };
-        arrays.stamp(sid);
-        Ok(arrays)
-    }
-
-    /// The arrays' device address.
-    pub(crate) fn ptr(&self) -> u64 {
-        self.ptr
-    }
-
-    /// Stamps a use on `sid` in its current epoch (a launch of the graph
-    /// there, or the copy): the free waits for it.
-    pub(crate) fn stamp(&mut self, sid: gpu_epoch::StreamId) {
-        self.rt.ledger_rw().stamp_write(&mut self.uses, sid);
-    }
-}
-
-impl Drop for PointerArrays {
-    fn drop(&mut self) {
-        // SAFETY: an allocation of this runtime's driver of
-        // `device_bytes(bytes)` (`new`), freed once; every use (the copy,
-        // each launch of the graph) was stamped in `uses`, and the graph
-        // that read it is destroyed first (its holder's field order).
-        unsafe { self.rt.free_ordered(self.ptr, self.bytes, &self.uses) };
-    }
-}
-
 /// The node of a group of operations recorded with one [`BatchTag`]
 /// (`members`, at least two, in the group's order): on CUDA the capture
 /// of one call of the tag's batched routine on a side stream, with the
@@ -206,7 +146,8 @@ pub(crate) fn batched_node(
                     rt,
                     capturing: true,
                 };
-                (tag.batched)(&s, &call)
+                let batched = tag.form.downcast_ref::<BatchFn>();
+                (batched.expect("made by `Foreign::batchable`"))(&s, &call)
             })?;
             child
         }
@@ -217,13 +158,4 @@ pub(crate) fn batched_node(
         mem,
         batch: None,
     }))
-}
-
-/// The words of a group's pointer arrays (`BatchCall::pointer_array`):
-/// buffer-major, each array the members' pointers to that buffer.
-pub(crate) fn array_words(members: &[&ChildNode], out: &mut Vec<u64>) {
-    let buffers = members[0].mem.len();
-    for b in 0..buffers {
-        out.extend(members.iter().map(|m| m.mem[b].ptr));
-    }
 }

@@ -680,7 +680,8 @@ impl<'b, 'f, RE, WE, R: Reads<'b, RE>, W: Writes<'b, WE>, O: Send>
             }
             let batch = batch.zip(reuse.as_ref()).map(|(batched, (key, _))| {
                 Arc::new(BatchTag {
-                    batched,
+                    routine: batched as usize,
+                    form: Box::new(batched),
                     key: key.clone(),
                 })
             });
@@ -758,7 +759,7 @@ mod batch;
 mod graphed;
 mod twin;
 
-pub(crate) use batch::{array_words, batched_node, PointerArrays};
+pub(crate) use batch::batched_node;
 pub use batch::{BatchCall, BatchFn};
 
 use graphed::record;
