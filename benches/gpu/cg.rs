@@ -7,9 +7,8 @@
 //! one-thread kernels for the factors, two `axpy_dev`, `scal_dev`, `axpy`
 //! (as `examples/12-cg-sparse.rs`). `cg-small-graphed` and `cg-graphed`:
 //! the same steps through a `gpu::Graphed` of 10 steps a run (issue 38:
-//! its library calls captured into child graphs, the SpMV's workspace
-//! reused from run to run; its dots `gpu_kernels::reduce::dot_into`, since
-//! cuBLAS's `dot` is not capture-safe).
+//! its library calls captured into child graphs, the SpMV's workspace and
+//! the dots' reused from run to run).
 //!
 //! `copy-bound` is the memory-traffic bound of a step of the large grid:
 //! a device-to-device copy of half the bytes a step moves (the copy reads
@@ -84,10 +83,9 @@ impl Cg {
         gpu::blas::dot(t, &self.r, &self.r, &mut self.s[0]).unwrap();
     }
 
-    /// One step; its dots through cuBLAS, or in a graphed scope (`graphed`:
-    /// cuBLAS's `dot` is not capture-safe) through `gpu_kernels`'s device
-    /// reduction.
-    fn step(&mut self, t: &TaskContext, k: &Ratio, graphed: bool) {
+    /// One step; its dots through cuBLAS (in a graphed scope with a
+    /// workspace of their own).
+    fn step(&mut self, t: &TaskContext, k: &Ratio) {
         use gpu::blas;
         let [rr, rr_new, pq, alpha, neg, beta] = &mut self.s;
         let ratio = |out: &mut Buffer<f64>, num: &Buffer<f64>, den: &Buffer<f64>, sign: f64| {
@@ -98,12 +96,7 @@ impl Cg {
         };
         sparse::spmv(t, 1.0, &self.a, &self.p, 0.0, &mut self.q).unwrap();
         let dot = |x: &Buffer<f64>, y: &Buffer<f64>, out: &mut Buffer<f64>| {
-            if graphed {
-                gpu_kernels::reduce::dot_into(t, x, y, out)
-            } else {
-                blas::dot(t, x, y, out)
-            }
-            .unwrap()
+            blas::dot(t, x, y, out).unwrap()
         };
         dot(&self.p, &self.q, pq);
         ratio(alpha, rr, pq, 1.0);
@@ -142,7 +135,7 @@ fn graphed_steps(
         for _ in 0..run / GRAPHED_STEPS {
             g.scope(|s| {
                 for _ in 0..GRAPHED_STEPS {
-                    cg.step(s, k, true);
+                    cg.step(s, k);
                 }
                 Ok(())
             })
@@ -167,7 +160,7 @@ fn steps(t: &TaskContext, cg: &mut Cg, k: &Ratio, iters: u64) -> Duration {
         t.synchronize().unwrap();
         let start = Instant::now();
         for _ in 0..run {
-            cg.step(t, k, false);
+            cg.step(t, k);
         }
         t.synchronize().unwrap();
         total += start.elapsed();
@@ -196,7 +189,7 @@ pub(crate) fn b16_cg(c: &mut Criterion) {
         // lies near A's low modes, so 200 steps need not shrink it much:
         // convergence is not what is checked).
         cg.restart(&t);
-        cg.step(&t, &k, false);
+        cg.step(&t, &k);
         let rr = t.to_vec(&cg.s[0]).unwrap()[0];
         assert!(
             (rr - cg.rr1).abs() <= 1e-9 * cg.rr1,
@@ -206,13 +199,12 @@ pub(crate) fn b16_cg(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| steps(&t, &mut cg, &k, iters))
         });
-        // The same steps through a graphed scope (issue 38), their dots
-        // `gpu_kernels`'s: checked against the same plain steps' residual
-        // first, then timed.
+        // The same steps through a graphed scope (issue 38): checked
+        // against the same plain steps' residual first, then timed.
         let mut graphed = gpu::Graphed::on(rt);
         cg.restart(&t);
         for _ in 0..STEPS {
-            cg.step(&t, &k, true);
+            cg.step(&t, &k);
         }
         let plain = t.to_vec(&cg.s[0]).unwrap()[0];
         graphed_steps(&t, &mut graphed, &mut cg, &k, STEPS);

@@ -166,9 +166,11 @@ pub fn dot<T: Scalar>(
         );
         // SAFETY: as below, and the workspace is the declared `ws`, which
         // this call alone uses (written), set on the capture slot's handle
-        // for this call only (`cuda::call_with`).
+        // for this call only (`cuda::call_with`). Its capture may be reused
+        // (`reuse_capture`): the call is determined by the declared
+        // buffers (the workspace's address and size among them) and `n`.
         return unsafe {
-            op.capture_safe().run(|s, (x, y), (out, ws)| {
+            op.reuse_capture(&[ni as u64]).run(|s, (x, y), (out, ws)| {
                 let ws = Some((ws.raw(), ws.len()));
                 cuda::call_with(t.runtime(), stream_of(s), true, ws, T::DOT.0, |h| {
                     (T::DOT.1)(h, ni, x.as_ptr(), INC, y.as_ptr(), INC, out.as_mut_ptr())
@@ -225,9 +227,9 @@ pub fn nrm2<T: Scalar>(
                 Ok(())
             },
         );
-        // SAFETY: as below, with the workspace as in `dot`.
+        // SAFETY: as below, with the workspace and the reuse as in `dot`.
         return unsafe {
-            op.capture_safe().run(|s, (x,), (out, ws)| {
+            op.reuse_capture(&[ni as u64]).run(|s, (x,), (out, ws)| {
                 let ws = Some((ws.raw(), ws.len()));
                 cuda::call_with(t.runtime(), stream_of(s), true, ws, T::NRM2.0, |h| {
                     (T::NRM2.1)(h, ni, x.as_ptr(), INC, out.as_mut_ptr())
