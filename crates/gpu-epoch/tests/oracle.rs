@@ -1464,14 +1464,25 @@ impl Sim {
             // The pool hands out a stream with no live owner, if any (then
             // the task takes it over); else one a live task owns (shared).
             // (With none free, one step in four starts a task anyway.)
-            let free = (0..self.n)
-                .map(|i| (st.a as usize + i) % self.n)
-                .find(|&s| {
-                    !self.owner[s].as_ref().is_some_and(Task::is_live)
-                        && !self.shared[s]
-                        && !self.vacant[s]
-                        && !self.reserved[s]
-                });
+            let takeable = |s: usize| {
+                !self.owner[s].as_ref().is_some_and(Task::is_live)
+                    && !self.shared[s]
+                    && !self.vacant[s]
+                    && !self.reserved[s]
+            };
+            // One begin in four follows a buffer's data (the pool's
+            // `acquire_following`): the stream of its last writer, taken
+            // over as it is if no live task holds it.
+            let follow = (st.c % 4 == 3)
+                .then(|| self.bufs[st.b as usize % BUFS].snapshot().writer())
+                .flatten()
+                .and_then(|w| self.ids[..self.n].iter().position(|&id| id == w.stream))
+                .filter(|&s| takeable(s));
+            let free = follow.or_else(|| {
+                (0..self.n)
+                    .map(|i| (st.a as usize + i) % self.n)
+                    .find(|&s| takeable(s))
+            });
             if free.is_none() && st.b % 4 != 0 {
                 return Ok(());
             }
@@ -1485,8 +1496,15 @@ impl Sim {
                 return Ok(());
             };
             let task = self.ledger.begin_task();
-            self.log
-                .push(format!("T{slot} begins ({:?}), home s{home}", task.id()));
+            let how = if follow.is_some() {
+                " (following b's writer)"
+            } else {
+                ""
+            };
+            self.log.push(format!(
+                "T{slot} begins ({:?}), home s{home}{how}",
+                task.id()
+            ));
             self.slots[slot] = Some(Slot {
                 task,
                 home,
@@ -2688,4 +2706,43 @@ fn replay_free_while_its_stream_is_capturing() {
         .log
         .iter()
         .any(|l| l.contains("hand-off b0 -> s3 Write: DeviceWait({S0})")));
+}
+
+#[test]
+fn replay_a_task_follows_its_data() {
+    // DESIGN "Streams are a resource" (issue 39): a task begins on the
+    // stream of its first buffer's last writer, which no live task holds
+    // and whose work is not known done: taken over as it is (R3, not
+    // recycled). Its write of that buffer needs no wait (stream order); a
+    // reader on another stream still waits for the stream, which now
+    // carries the new write too.
+    let sim = replay(
+        3,
+        &program_of(vec![
+            vec![(0, 99, 0, 0, 0), (1, 99, 1, 0, 0)], // T0 on s0, T1 on s1
+            vec![(0, 0, 0, 0, 1)],                    // T0 writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(0, 62, 0, 0, 0)], // T0 ends
+            vec![(0, 99, 2, 0, 3)], // T0' begins following b0's writer (else s2)
+            vec![(0, 0, 0, 0, 1)],  // it writes b0 on s0
+            halves(0, 1).collect(),
+            vec![(1, 0, 1, 0, 0)], // T1 reads b0 on s1
+            halves(1, 1).collect(),
+        ]),
+    );
+    let log = sim.log.join("\n");
+    assert!(log.contains("home s0 (following b's writer)"), "{log}");
+    assert!(
+        !log.contains("hand-off b0 -> s0 Write: DeviceWait"),
+        "{log}"
+    );
+    assert!(
+        log.contains("hand-off b0 -> s1 Read: DeviceWait({S0})"),
+        "{log}"
+    );
+    assert_eq!(
+        sim.ledger.generation(sim.ids[0]),
+        gpu_epoch::Generation::default(),
+        "not recycled"
+    );
 }

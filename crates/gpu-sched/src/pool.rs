@@ -3,7 +3,7 @@
 
 use crate::driver::{Driver, Priority, RawEvent, RawStream};
 use crate::error::Result;
-use gpu_epoch::{Ledger, StreamId};
+use gpu_epoch::{Ledger, StreamId, Use};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst};
@@ -412,6 +412,61 @@ impl StreamPool {
         ledger: &Ledger,
         priority: Priority,
     ) -> Result<(StreamId, bool)> {
+        self.acquire_as(driver, ledger, false, priority)
+    }
+
+    /// [`StreamPool::acquire_with`] for a task whose first operation uses a
+    /// buffer last used by `follow`: that stream, taken over as it is (R3,
+    /// not recycled: no driver call), if its last task finished and left
+    /// work whose end is not known; else as `acquire_with`.
+    ///
+    /// Why this adds no wait the work does not need (DESIGN "Streams are a
+    /// resource"): `follow` is a use the ledger does not know complete (its
+    /// stream not recycled since, nor seen past its epoch), so the
+    /// operation, on any stream with no fact about `follow`'s, would wait
+    /// on the device for everything that stream has queued (R9: an event
+    /// recorded on it now). On that stream itself it runs after the same
+    /// work, by stream order, with no event, no wait and no query. Only a
+    /// stream no task holds and that is not shared (its closes count for
+    /// the new task: R3) is taken; one known idle goes the usual way
+    /// (recycled, with no call either).
+    pub(crate) fn acquire_following(
+        &self,
+        driver: &dyn Driver,
+        ledger: &Ledger,
+        priority: Priority,
+        follow: Use,
+    ) -> Result<(StreamId, bool)> {
+        driver.check_sticky()?;
+        let id = follow.stream;
+        let taken = {
+            let mut free = self.free.lock();
+            let at = free.iter().position(|&(f, tail)| {
+                f == id
+                    && match tail {
+                        Tail::Idle => false,
+                        Tail::Written(v) => !self.written(driver, id, v),
+                        Tail::Unknown => true,
+                    }
+            });
+            match at {
+                Some(i)
+                    if self.has(id, priority)
+                        && !ledger.is_shared(id)
+                        && ledger.generation(id) == follow.generation
+                        && ledger.completed(id) < follow.epoch =>
+                {
+                    free.remove(i);
+                    // Held before the list's lock goes: never out of sight.
+                    self.holders[id.index()].store(1, Release);
+                    true
+                }
+                _ => false,
+            }
+        };
+        if taken {
+            return Ok((id, false));
+        }
         self.acquire_as(driver, ledger, false, priority)
     }
 

@@ -167,3 +167,69 @@ fn without_flags_the_pool_queries_streams() {
     assert!(!g.timed_out());
     drop(other);
 }
+
+/// A task's first operation on a buffer last used on a stream no task
+/// holds, whose work is not known done, takes that stream over as it is
+/// (DESIGN "Streams are a resource"): no query, no recycle, no event and
+/// no device wait, and the order holds by the stream's own order (the
+/// values, and the race detector). A stream a live task holds, or a use
+/// known done, is not followed.
+#[test]
+fn a_task_follows_its_data_to_a_stream_not_known_idle() {
+    let faults = gpu_sched::FaultInjector::new();
+    let rt = Runtime::new(gpu_sched::RuntimeOptions {
+        backend: gpu_sched::BackendChoice::Host,
+        end_flags: false,
+        fault_injection: Some(faults.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let calls_since = |from: usize, name: &str| {
+        faults.names()[from..]
+            .iter()
+            .filter(|n| **n == name)
+            .count()
+    };
+    let t = rt.begin_task().unwrap();
+    let first = t.stream_id();
+    let mut a = t.zeros::<f32>(4096).unwrap();
+    let g = rt.gate().unwrap();
+    gpu_kernels::gate(&t, &g, std::time::Duration::from_secs(20)).unwrap();
+    gpu_kernels::fill(&t, &mut a, 1.0).unwrap();
+    let generation = rt.ledger().generation(first);
+    drop(t);
+
+    let from = faults.names().len();
+    let u = rt.begin_task().unwrap();
+    gpu_kernels::scale(&u, &mut a, 3.0).unwrap();
+    assert_eq!(u.stream_id(), first, "followed its data");
+    assert_eq!(rt.ledger().generation(first), generation, "taken as it is");
+    for call in ["stream_query", "record", "stream_wait"] {
+        assert_eq!(
+            calls_since(from, call),
+            0,
+            "{call}: {:?}",
+            &faults.names()[from..]
+        );
+    }
+
+    // Held by `u`: another task touching `a` takes another stream, and
+    // waits for `first` on the device.
+    let v = rt.begin_task().unwrap();
+    gpu_kernels::add_scalar(&v, &mut a, 1.0).unwrap();
+    assert_ne!(v.stream_id(), first, "a held stream is not followed");
+    drop(u);
+    let second = v.stream_id();
+    g.open();
+    v.synchronize().unwrap();
+    drop(v);
+    assert!(!g.timed_out());
+
+    // Done and seen done (the synchronize): the usual way, recycled.
+    let w = rt.begin_task().unwrap();
+    gpu_kernels::scale(&w, &mut a, 0.5).unwrap();
+    assert_eq!(w.stream_id(), second, "the most recent one known idle");
+    let host = w.to_vec(&a).unwrap();
+    assert!(host.iter().all(|&x| x == 2.0), "{:?}", &host[..4]);
+    assert!(rt.races().is_empty(), "{:?}", rt.races());
+}

@@ -381,7 +381,7 @@ impl TaskContext {
     /// on the device for the fences the task is ordered after.
     #[cold]
     fn bind_stream(&self) -> Result<(StreamId, RawStream)> {
-        self.bind_stream_as(false)
+        self.bind_stream_as(false, None)
     }
 
     /// Binds a stream to this task (of no capture, with none yet) that no
@@ -394,11 +394,27 @@ impl TaskContext {
     /// held; driver errors.
     pub(crate) fn bind_own_stream(&self) -> Result<()> {
         debug_assert!(self.slot.get().is_none() && self.capture.borrow().is_none());
-        self.bind_stream_as(true).map(drop)
+        self.bind_stream_as(true, None).map(drop)
     }
 
-    /// [`TaskContext::bind_stream`]; a stream of its own if `own`.
-    fn bind_stream_as(&self, own: bool) -> Result<(StreamId, RawStream)> {
+    /// Binds this task's first stream (it has none) for an operation that
+    /// uses a buffer last used by `follow`: that use's stream if no task
+    /// holds it and its end is not known (taken over as it is, with no
+    /// driver call: the operation would wait for all of it anyway), else
+    /// one as [`TaskContext::bind_stream`] takes (DESIGN "Streams are a
+    /// resource").
+    pub(crate) fn bind_following(&self, follow: gpu_epoch::Use) -> Result<()> {
+        debug_assert!(self.slot.get().is_none());
+        self.bind_stream_as(false, Some(follow)).map(drop)
+    }
+
+    /// [`TaskContext::bind_stream`]; a stream of its own if `own`, `follow`'s
+    /// if it can be had (see [`TaskContext::bind_following`]).
+    fn bind_stream_as(
+        &self,
+        own: bool,
+        follow: Option<gpu_epoch::Use>,
+    ) -> Result<(StreamId, RawStream)> {
         let rt = &self.rt;
         if let Some(cap) = self.capture.borrow().clone() {
             // A task of a scope capture submits to the capturing stream.
@@ -413,6 +429,13 @@ impl TaskContext {
             rt.core()
                 .streams
                 .acquire_own(self.rt.driver(), rt.ledger_rw())?
+        } else if let Some(u) = follow {
+            rt.core().streams.acquire_following(
+                self.rt.driver(),
+                rt.ledger_rw(),
+                self.priority.get(),
+                u,
+            )?
         } else {
             rt.core()
                 .streams

@@ -128,6 +128,27 @@ impl TaskContext {
         })
     }
 
+    /// The use a task with no stream yet should follow (DESIGN "Streams
+    /// are a resource"): the last use its first operation waits for, of
+    /// the first buffer it touches that has one (the writer; for a write
+    /// with no writer, the newest reader). None for a buffer whose uses
+    /// are unknown or escaped (R10).
+    fn first_use(touches: &mut [Touch<'_>]) -> Option<gpu_epoch::Use> {
+        let last = |u: &Uses, access: Access| {
+            if u.is_unknown() || u.is_escaped() {
+                return None;
+            }
+            u.writer().or_else(|| match access {
+                Access::Write => u.readers().last().copied(),
+                Access::Read => None,
+            })
+        };
+        touches.iter_mut().find_map(|t| match &mut t.stamps {
+            Stamps::Write(s) => last(s.get_mut(), Access::Write),
+            Stamps::Read(s) => last(&s.lock(), Access::Read),
+        })
+    }
+
     fn tracked_as<R>(
         &self,
         name: &'static str,
@@ -135,6 +156,12 @@ impl TaskContext {
         node: Option<impl FnOnce(&[MemAccess]) -> Result<(NodeOp, R)>>,
         submit: impl FnOnce(&[MemAccess], RawStream) -> Result<R>,
     ) -> Result<R> {
+        if self.slot.get().is_none() {
+            // The task's first operation: its stream follows the data.
+            if let Some(u) = Self::first_use(touches) {
+                self.bind_following(u)?;
+            }
+        }
         let (sid, raw) = self.bind()?;
         let l = self.rt.ledger_rw();
         if touches.len() > MAX_TOUCHES {
