@@ -10,6 +10,15 @@
 //! its library calls captured into child graphs, the SpMV's workspace and
 //! the dots' reused from run to run).
 //!
+//! `cg-small-fused`, `cg-fused` and their `-graphed` rows: the same CG
+//! with the vector updates in two kernels of the user's own (compiled by
+//! NVRTC, as `gpu::kernel` users write them): `x += a p, r -= a q` with
+//! `a = rr / pq` read on the device, and `p = r + b p` with
+//! `b = rr_new / rr`, in place of the three one-thread kernels, the two
+//! `axpy_dev`, `scal_dev` and `axpy`. A step is then `spmv`, two `dot`s
+//! and these two kernels (5 operations, not 10), and moves two vector
+//! passes less (`scal_dev` and `axpy` read and write `p` twice).
+//!
 //! `copy-bound` is the memory-traffic bound of a step of the large grid:
 //! a device-to-device copy of half the bytes a step moves (the copy reads
 //! and writes them), i.e. the step's bytes at the measured copy
@@ -32,6 +41,73 @@ extern "C" __global__ void b16_ratio(double* out, const double* num, const doubl
 "#;
 
 type Ratio = gpu::kernel::Kernel<(Out<f64>, In<f64>, In<f64>, f64)>;
+
+/// The fused step's kernels (see the module's docs): `u64` lengths, a
+/// grid-stride loop, each factor computed by every thread from the two
+/// scalars on the device.
+const FUSED_SRC: &str = r#"
+extern "C" __global__ void b16_update(double* x, double* r, const double* p, const double* q,
+                                      const double* rr, const double* pq, unsigned long long n) {
+    const double a = rr[0] / pq[0];
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        x[i] = fma(a, p[i], x[i]);
+        r[i] = fma(-a, q[i], r[i]);
+    }
+}
+extern "C" __global__ void b16_xpay(double* p, const double* r, const double* num,
+                                    const double* den, unsigned long long n) {
+    const double b = num[0] / den[0];
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        p[i] = fma(b, p[i], r[i]);
+    }
+}
+"#;
+
+type Update = gpu::kernel::Kernel<(Out<f64>, Out<f64>, In<f64>, In<f64>, In<f64>, In<f64>, u64)>;
+type Xpay = gpu::kernel::Kernel<(Out<f64>, In<f64>, In<f64>, In<f64>, u64)>;
+
+/// How a step updates the vectors: through the library (`Library`, with
+/// the one-thread kernel for the factors) or the two fused kernels.
+#[derive(Clone, Copy)]
+enum Step<'k> {
+    Library(&'k Ratio),
+    Fused(&'k Update, &'k Xpay),
+}
+
+impl Step<'_> {
+    /// The row name's suffix.
+    fn suffix(self) -> &'static str {
+        match self {
+            Step::Library(_) => "",
+            Step::Fused(..) => "-fused",
+        }
+    }
+}
+
+/// The fused kernels, with their host twins.
+fn fused_kernels(rt: &Runtime) -> (Update, Xpay) {
+    let m = rt.compile_cuda(FUSED_SRC, &[]).unwrap();
+    let update: Update = m.kernel("b16_update").unwrap().with_host(
+        |x: &mut [f64], r: &mut [f64], p: &[f64], q: &[f64], rr: &[f64], pq: &[f64], n: u64| {
+            let a = rr[0] / pq[0];
+            for i in 0..n as usize {
+                x[i] = a.mul_add(p[i], x[i]);
+                r[i] = (-a).mul_add(q[i], r[i]);
+            }
+        },
+    );
+    let xpay: Xpay = m.kernel("b16_xpay").unwrap().with_host(
+        |p: &mut [f64], r: &[f64], num: &[f64], den: &[f64], n: u64| {
+            let b = num[0] / den[0];
+            for i in 0..n as usize {
+                p[i] = b.mul_add(p[i], r[i]);
+            }
+        },
+    );
+    (update, xpay)
+}
 
 /// One CG solve's state on the device.
 struct Cg {
@@ -83,9 +159,51 @@ impl Cg {
         gpu::blas::dot(t, &self.r, &self.r, &mut self.s[0]).unwrap();
     }
 
-    /// One step; its dots through cuBLAS (in a graphed scope with a
-    /// workspace of their own).
-    fn step(&mut self, t: &TaskContext, k: &Ratio) {
+    /// One step, as `how` says; its dots through cuBLAS (in a graphed
+    /// scope with a workspace of their own).
+    fn step(&mut self, t: &TaskContext, how: Step<'_>) {
+        match how {
+            Step::Library(k) => self.library_step(t, k),
+            Step::Fused(update, xpay) => self.fused_step(t, update, xpay),
+        }
+    }
+
+    /// One step of the fused CG (see the module's docs).
+    fn fused_step(&mut self, t: &TaskContext, update: &Update, xpay: &Xpay) {
+        use gpu::blas;
+        let [rr, rr_new, pq, ..] = &mut self.s;
+        let n = self.x.len();
+        let cfg = LaunchConfig::for_elements(n, 256);
+        sparse::spmv(t, 1.0, &self.a, &self.p, 0.0, &mut self.q).unwrap();
+        blas::dot(t, &self.p, &self.q, pq).unwrap();
+        // SAFETY: the kernel reads element 0 of `rr` and `pq` and elements
+        // `0..n` of `p` and `q`, and writes elements `0..n` of `x` and
+        // `r`: every buffer has those elements.
+        unsafe {
+            update.launch(
+                t,
+                cfg,
+                (
+                    &mut self.x,
+                    &mut self.r,
+                    &self.p,
+                    &self.q,
+                    &*rr,
+                    &*pq,
+                    n as u64,
+                ),
+            )
+        }
+        .unwrap();
+        blas::dot(t, &self.r, &self.r, rr_new).unwrap();
+        // SAFETY: as above: `0..n` of `p` (written) and `r`, element 0 of
+        // `rr_new` and `rr`.
+        unsafe { xpay.launch(t, cfg, (&mut self.p, &self.r, &*rr_new, &*rr, n as u64)) }.unwrap();
+        std::mem::swap(rr, rr_new);
+    }
+
+    /// One step through the library (see the module's docs).
+    fn library_step(&mut self, t: &TaskContext, k: &Ratio) {
         use gpu::blas;
         let [rr, rr_new, pq, alpha, neg, beta] = &mut self.s;
         let ratio = |out: &mut Buffer<f64>, num: &Buffer<f64>, den: &Buffer<f64>, sign: f64| {
@@ -122,7 +240,7 @@ fn graphed_steps(
     t: &TaskContext,
     g: &mut gpu::Graphed,
     cg: &mut Cg,
-    k: &Ratio,
+    k: Step<'_>,
     iters: u64,
 ) -> Duration {
     let mut total = Duration::ZERO;
@@ -151,7 +269,7 @@ fn graphed_steps(
 }
 
 /// Times `iters` steps, in runs of `STEPS` from a restart (untimed).
-fn steps(t: &TaskContext, cg: &mut Cg, k: &Ratio, iters: u64) -> Duration {
+fn steps(t: &TaskContext, cg: &mut Cg, k: Step<'_>, iters: u64) -> Duration {
     let mut total = Duration::ZERO;
     let mut left = iters;
     while left > 0 {
@@ -169,6 +287,54 @@ fn steps(t: &TaskContext, cg: &mut Cg, k: &Ratio, iters: u64) -> Duration {
     total
 }
 
+/// B16's rows of one step kind `how` on `cg`: `name` (plain steps) and
+/// `name-graphed`, each checked first (the first step's residual against
+/// the host's; the graphed steps' against the plain ones').
+fn plain_and_graphed(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    t: &TaskContext,
+    cg: &mut Cg,
+    how: Step<'_>,
+    name: &str,
+) {
+    // Once, checked: the first step's residual is the host's (b = 1
+    // lies near A's low modes, so 200 steps need not shrink it much:
+    // convergence is not what is checked).
+    cg.restart(t);
+    cg.step(t, how);
+    let rr = t.to_vec(&cg.s[0]).unwrap()[0];
+    assert!(
+        (rr - cg.rr1).abs() <= 1e-9 * cg.rr1,
+        "B16 {name}: r . r after one step is {rr}, the host's {}",
+        cg.rr1
+    );
+    g.bench_function(name, |b| b.iter_custom(|iters| steps(t, cg, how, iters)));
+    // The same steps through a graphed scope (issue 38): checked
+    // against the same plain steps' residual first, then timed.
+    let mut graphed = gpu::Graphed::on(rt());
+    cg.restart(t);
+    for _ in 0..STEPS {
+        cg.step(t, how);
+    }
+    let plain = t.to_vec(&cg.s[0]).unwrap()[0];
+    graphed_steps(t, &mut graphed, cg, how, STEPS);
+    let rr = t.to_vec(&cg.s[0]).unwrap()[0];
+    assert!(
+        (rr - plain).abs() <= 1e-9 * plain.abs(),
+        "B16 {name}: r . r after {STEPS} graphed steps is {rr}, the plain steps' {plain}"
+    );
+    let st = graphed.stats();
+    assert_eq!(st.builds, 1, "B16 {name}: {st:?}");
+    g.bench_function(format!("{name}-graphed"), |b| {
+        b.iter_custom(|iters| graphed_steps(t, &mut graphed, cg, how, iters))
+    });
+    let st = graphed.stats();
+    println!(
+        "B16 {name}-graphed: last run's body {:?}, its graph {:?} ({} nodes; {} builds, {} replays, {} nodes set in place)",
+        st.last_body, st.last_graph, st.nodes, st.builds, st.replays, st.nodes_updated,
+    );
+}
+
 pub(crate) fn b16_cg(c: &mut Criterion) {
     let rt = rt();
     let t = rt.begin_task().unwrap();
@@ -180,54 +346,16 @@ pub(crate) fn b16_cg(c: &mut Criterion) {
         .with_host(|out: &mut [f64], num: &[f64], den: &[f64], sign: f64| {
             out[0] = sign * num[0] / den[0];
         });
+    let (update, xpay) = fused_kernels(rt);
     let (small, large) = if cuda() { (1024, 4096) } else { (32, 64) };
     let mut g = c.benchmark_group("B16");
     g.sample_size(10);
     for (name, n) in [("cg-small", small), ("cg", large)] {
         let mut cg = Cg::new(&t, n);
-        // Once, checked: the first step's residual is the host's (b = 1
-        // lies near A's low modes, so 200 steps need not shrink it much:
-        // convergence is not what is checked).
-        cg.restart(&t);
-        cg.step(&t, &k);
-        let rr = t.to_vec(&cg.s[0]).unwrap()[0];
-        assert!(
-            (rr - cg.rr1).abs() <= 1e-9 * cg.rr1,
-            "B16 {name}: r . r after one step is {rr}, the host's {}",
-            cg.rr1
-        );
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| steps(&t, &mut cg, &k, iters))
-        });
-        // The same steps through a graphed scope (issue 38): checked
-        // against the same plain steps' residual first, then timed.
-        let mut graphed = gpu::Graphed::on(rt);
-        cg.restart(&t);
-        for _ in 0..STEPS {
-            cg.step(&t, &k);
+        for how in [Step::Library(&k), Step::Fused(&update, &xpay)] {
+            let name = format!("{name}{}", how.suffix());
+            plain_and_graphed(&mut g, &t, &mut cg, how, &name);
         }
-        let plain = t.to_vec(&cg.s[0]).unwrap()[0];
-        graphed_steps(&t, &mut graphed, &mut cg, &k, STEPS);
-        let rr = t.to_vec(&cg.s[0]).unwrap()[0];
-        assert!(
-            (rr - plain).abs() <= 1e-9 * plain.abs(),
-            "B16 {name}: r . r after {STEPS} graphed steps is {rr}, the plain steps' {plain}"
-        );
-        let st = graphed.stats();
-        assert_eq!(st.builds, 1, "B16 {name}: {st:?}");
-        g.bench_function(format!("{name}-graphed"), |b| {
-            b.iter_custom(|iters| graphed_steps(&t, &mut graphed, &mut cg, &k, iters))
-        });
-        println!(
-            "B16 {name}-graphed: last run's body {:?}, its graph {:?} ({} nodes; {} builds, {} replays, {} nodes set in place)",
-            graphed.stats().last_body,
-            graphed.stats().last_graph,
-            graphed.stats().nodes,
-            graphed.stats().builds,
-            graphed.stats().replays,
-            graphed.stats().nodes_updated,
-        );
-        drop(graphed);
         if name == "cg" {
             // The bound: a copy of half a step's bytes.
             let len = n * n;

@@ -441,7 +441,7 @@ pub(super) const BENCHES: &[Bench] = &[
     },
     Bench {
         id: "B16",
-        what: "a CG step through `gpu::sparse` and `gpu::blas`, 1024^2 and 4096^2 grids; the same through a `gpu::Graphed` of 10 steps a run",
+        what: "a CG step through `gpu::sparse` and `gpu::blas`, 1024^2 and 4096^2 grids; the same through a `gpu::Graphed` of 10 steps a run; the same CG with its vector updates in two fused kernels of the user's (`-fused`)",
         against: "CuPy's `cg`; a copy of the step's bytes (the memory-traffic bound)",
         multi_gpu: false,
         code: &["benches/gpu/cg.rs", "benches/cupy_cg.py"],
@@ -452,6 +452,9 @@ pub(super) const BENCHES: &[Bench] = &[
             rows("B16-graphed-small", "B16/cg-small-graphed", "B16/cupy-cg-small").at_most(0.35),
             rows("B16-graphed", "B16/cg-graphed", "B16/cupy-cg").at_most(0.8),
             rows("B16-graphed-vs-plain-small", "B16/cg-small-graphed", "B16/cg-small"),
+            rows("B16-fused-small-vs-cupy", "B16/cg-small-fused", "B16/cupy-cg-small"),
+            rows("B16-fused-graphed-small", "B16/cg-small-fused-graphed", "B16/cupy-cg-small"),
+            rows("B16-fused-graphed", "B16/cg-fused-graphed", "B16/cupy-cg"),
         ],
     },
     Bench {
