@@ -33,6 +33,13 @@ pub(crate) struct StreamPool {
     /// not queued yet: a hand-off from it by anyone else is refused, a free
     /// deferred, until the graph is launched.
     building: Box<[AtomicBool]>,
+    /// By ledger index, since the stream was last recycled (or made): the
+    /// device address of the one buffer every tracked operation on it
+    /// touched, [`SOLE_NONE`] if none did, [`SOLE_MANY`] once another was
+    /// touched or something else was stamped there. A stream is followed
+    /// ([`StreamPool::acquire_following`]) only to the buffer it holds
+    /// alone. Written by the stream's holder only.
+    sole: Box<[AtomicU64]>,
     /// Per slot: its stream was made with [`Priority::High`] (set before
     /// the handle is stored). A task is given a stream of its own
     /// priority where one is free or can be made (DESIGN "Streams are a
@@ -100,6 +107,11 @@ impl Drop for Transit<'_> {
     }
 }
 
+/// [`StreamPool::sole`]: no buffer touched since the last recycle.
+const SOLE_NONE: u64 = 0;
+/// [`StreamPool::sole`]: more than one buffer, or other stamps.
+const SOLE_MANY: u64 = u64::MAX;
+
 /// The bit of a stream's holder count that marks it as its holder's own
 /// ([`StreamPool::acquire_own`]): never shared, whatever the pool's state.
 const OWN: u32 = 1 << 31;
@@ -115,6 +127,7 @@ impl StreamPool {
             captures: (0..capacity).map(|_| Mutex::new(None)).collect(),
             building: (0..capacity).map(|_| AtomicBool::new(false)).collect(),
             high: (0..capacity).map(|_| AtomicBool::new(false)).collect(),
+            sole: (0..capacity).map(|_| AtomicU64::new(SOLE_NONE)).collect(),
             flags: OnceLock::new(),
             issued: (0..capacity).map(|_| AtomicU32::new(0)).collect(),
             flags_off: AtomicBool::new(false),
@@ -262,6 +275,7 @@ impl StreamPool {
             }
         };
         self.high[id.index()].store(priority == Priority::High, Release);
+        self.sole[id.index()].store(SOLE_NONE, Relaxed);
         self.raw[id.index()].store(raw.0, Release);
         self.created.fetch_add(1, Release);
         Ok(id)
@@ -310,27 +324,32 @@ impl StreamPool {
         self.acquire_as(driver, ledger, false, priority)
     }
 
-    /// [`StreamPool::acquire_with`] for a task whose first operation uses a
-    /// buffer last used by `follow`: that stream, taken over as it is (R3,
-    /// not recycled: no driver call), if its last task finished and left
-    /// work whose end is not known; else as `acquire_with`.
+    /// [`StreamPool::acquire_with`] for a task whose first operation
+    /// writes the buffer at device address `ptr`, last used by `follow`:
+    /// that stream, taken over as it is (R3, not recycled: no driver call),
+    /// if its last task finished and left work whose end is not known, and
+    /// every operation stamped there since its last recycle touched that
+    /// buffer alone; else as `acquire_with`.
     ///
     /// Why this adds no wait the work does not need (DESIGN "Streams are a
     /// resource"): `follow` is a use the ledger does not know complete (its
-    /// stream not recycled since, nor seen past its epoch), so the
-    /// operation, on any stream with no fact about `follow`'s, would wait
-    /// on the device for everything that stream has queued (R9: an event
-    /// recorded on it now). On that stream itself it runs after the same
-    /// work, by stream order, with no event, no wait and no query. Only a
-    /// stream no task holds and that is not shared (its closes count for
-    /// the new task: R3) is taken; one known idle goes the usual way
-    /// (recycled, with no call either).
+    /// stream not recycled since, nor seen past its epoch), so the write,
+    /// on any stream with no fact about `follow`'s, would wait on the
+    /// device for everything that stream has queued (R9: an event recorded
+    /// on it now). On that stream itself it runs after the same work, by
+    /// stream order, with no event, no wait and no query. And no other
+    /// task waits for the new work in vain: the stream holds stamps of no
+    /// other buffer (`sole`), so a later hand-off from it is of this
+    /// buffer, which the write conflicts with. Only a stream no task holds
+    /// and that is not shared (its closes count for the new task: R3) is
+    /// taken; one known idle goes the usual way (recycled, with no call
+    /// either).
     pub(crate) fn acquire_following(
         &self,
         driver: &dyn Driver,
         ledger: &Ledger,
         priority: Priority,
-        follow: Use,
+        (follow, ptr): (Use, u64),
     ) -> Result<(StreamId, bool)> {
         driver.check_sticky()?;
         let id = follow.stream;
@@ -347,6 +366,8 @@ impl StreamPool {
             match at {
                 Some(i)
                     if self.has(id, priority)
+                        && ptr != SOLE_NONE
+                        && self.sole[id.index()].load(Relaxed) == ptr
                         && !ledger.is_shared(id)
                         && ledger.generation(id) == follow.generation
                         && ledger.completed(id) < follow.epoch =>
@@ -363,6 +384,26 @@ impl StreamPool {
             return Ok((id, false));
         }
         self.acquire_as(driver, ledger, false, priority)
+    }
+
+    /// A tracked operation on `id` (held by the caller) touched the buffer
+    /// at device address `ptr` (see [`StreamPool::sole`]).
+    #[inline]
+    pub(crate) fn note_touch(&self, id: StreamId, ptr: u64) {
+        let sole = &self.sole[id.index()];
+        match sole.load(Relaxed) {
+            v if v == ptr || v == SOLE_MANY => {}
+            SOLE_NONE => sole.store(ptr, Relaxed),
+            _ => sole.store(SOLE_MANY, Relaxed),
+        }
+    }
+
+    /// Something other than a tracked operation was stamped on `id` (an
+    /// allocation, a host copy, an escape, a graph's arrays): it is
+    /// followed no more until recycled.
+    #[inline]
+    pub(crate) fn note_other(&self, id: StreamId) {
+        self.sole[id.index()].store(SOLE_MANY, Relaxed);
     }
 
     /// Whether `id`'s stream has `priority`.
@@ -488,6 +529,7 @@ impl StreamPool {
                 // (R13's precondition: no live task on it). Held before the
                 // list's lock goes: never out of sight.
                 ledger.recycle(id);
+                self.sole[id.index()].store(SOLE_NONE, Relaxed);
                 self.holders[id.index()].store(first, Release);
                 #[cfg(test)]
                 test::held(id);
@@ -520,6 +562,7 @@ impl StreamPool {
             if let Ok(true) = driver.stream_query(self.raw(id)) {
                 // Recycled before it is held (as above).
                 ledger.recycle(id);
+                self.sole[id.index()].store(SOLE_NONE, Relaxed);
                 self.holders[id.index()].store(first, Release);
                 #[cfg(test)]
                 test::held(id);

@@ -168,12 +168,14 @@ fn without_flags_the_pool_queries_streams() {
     drop(other);
 }
 
-/// A task's first operation on a buffer last used on a stream no task
-/// holds, whose work is not known done, takes that stream over as it is
-/// (DESIGN "Streams are a resource"): no query, no recycle, no event and
-/// no device wait, and the order holds by the stream's own order (the
-/// values, and the race detector). A stream a live task holds, or a use
-/// known done, is not followed.
+/// A task whose first operation writes a buffer last written on a stream
+/// no task holds, whose work is not known done and which holds stamps of
+/// that buffer alone, takes that stream over as it is (DESIGN "Streams are
+/// a resource"): no query, no recycle, no event and no device wait, and
+/// the order holds by the stream's own order (the values, and the race
+/// detector). A stream a live task holds, a use known done, a first
+/// operation that only reads, and a stream that holds stamps of another
+/// buffer too are not followed.
 #[test]
 fn a_task_follows_its_data_to_a_stream_not_known_idle() {
     let faults = gpu_sched::FaultInjector::new();
@@ -190,9 +192,15 @@ fn a_task_follows_its_data_to_a_stream_not_known_idle() {
             .filter(|n| **n == name)
             .count()
     };
+    let setup = rt.begin_task().unwrap();
+    let mut a = setup.zeros::<f32>(4096).unwrap();
+    let mut b = setup.zeros::<f32>(4096).unwrap();
+    let mut c = setup.zeros::<f32>(4096).unwrap();
+    let mut d = setup.zeros::<f32>(1).unwrap();
+    setup.synchronize().unwrap();
+    drop(setup);
     let t = rt.begin_task().unwrap();
     let first = t.stream_id();
-    let mut a = t.zeros::<f32>(4096).unwrap();
     let g = rt.gate().unwrap();
     gpu_kernels::gate(&t, &g, std::time::Duration::from_secs(20)).unwrap();
     gpu_kernels::fill(&t, &mut a, 1.0).unwrap();
@@ -212,6 +220,8 @@ fn a_task_follows_its_data_to_a_stream_not_known_idle() {
             &faults.names()[from..]
         );
     }
+    // `b` too, on the same stream: it holds stamps of two buffers now.
+    gpu_kernels::fill(&u, &mut b, 5.0).unwrap();
 
     // Held by `u`: another task touching `a` takes another stream, and
     // waits for `first` on the device.
@@ -219,17 +229,44 @@ fn a_task_follows_its_data_to_a_stream_not_known_idle() {
     gpu_kernels::add_scalar(&v, &mut a, 1.0).unwrap();
     assert_ne!(v.stream_id(), first, "a held stream is not followed");
     drop(u);
+    let x = rt.begin_task().unwrap();
+    gpu_kernels::scale(&x, &mut b, 2.0).unwrap();
+    assert_ne!(
+        x.stream_id(),
+        first,
+        "a stream with another buffer's stamps is not followed"
+    );
     let second = v.stream_id();
     g.open();
     v.synchronize().unwrap();
     drop(v);
+    x.synchronize().unwrap();
+    drop(x);
     assert!(!g.timed_out());
 
     // Done and seen done (the synchronize): the usual way, recycled.
     let w = rt.begin_task().unwrap();
     gpu_kernels::scale(&w, &mut a, 0.5).unwrap();
-    assert_eq!(w.stream_id(), second, "the most recent one known idle");
+    assert_ne!(w.stream_id(), first, "seen done: not followed");
     let host = w.to_vec(&a).unwrap();
     assert!(host.iter().all(|&x| x == 2.0), "{:?}", &host[..4]);
+    assert!(w.to_vec(&b).unwrap().iter().all(|&x| x == 10.0));
+    let _ = second;
+    drop(w);
+
+    // A first operation that only reads `c` (and writes `d`, done), last
+    // written on a stream that holds it alone: not followed.
+    let y = rt.begin_task().unwrap();
+    let ys = y.stream_id();
+    let g2 = rt.gate().unwrap();
+    gpu_kernels::gate(&y, &g2, std::time::Duration::from_secs(20)).unwrap();
+    gpu_kernels::fill(&y, &mut c, 4.0).unwrap();
+    drop(y);
+    let r = rt.begin_task().unwrap();
+    gpu_kernels::reduce::sum_into(&r, &c, &mut d).unwrap();
+    assert_ne!(r.stream_id(), ys, "a read does not follow");
+    g2.open();
+    assert_eq!(r.to_vec(&d).unwrap()[0], 4.0 * 4096.0);
+    assert!(!g2.timed_out());
     assert!(rt.races().is_empty(), "{:?}", rt.races());
 }

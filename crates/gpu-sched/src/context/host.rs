@@ -75,6 +75,7 @@ impl TaskContext {
         let u = buf.stamps_mut().get_mut();
         self.hand_off(u, Access::Write)?;
         self.rt.ledger_rw().stamp_write(u, self.sid());
+        self.rt.core().streams.note_other(self.sid());
         self.synchronize()?;
         Ok(buf.device_ptr())
     }
@@ -112,6 +113,7 @@ impl TaskContext {
             .decide_range(&buf.stamps().lock(), r.clone(), sid, Access::Read, true);
         wait_streams(&self.rt, self.task(), sid, raw, d)?;
         l.stamp_read_range(&mut buf.stamps().lock(), r, sid);
+        self.rt.core().streams.note_other(sid);
         self.synchronize()?;
         Ok(buf.device_ptr())
     }
@@ -136,6 +138,7 @@ impl TaskContext {
         self.rt
             .ledger_rw()
             .stamp_write(parent.get_mut(), self.sid());
+        self.rt.core().streams.note_other(self.sid());
         Ok(())
     }
 }

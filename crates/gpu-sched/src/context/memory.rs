@@ -94,6 +94,7 @@ impl TaskContext {
         self.rt
             .ledger_rw()
             .stamp_write(b.stamps.get_mut(), self.sid());
+        self.rt.core().streams.note_other(self.sid());
         Ok(b)
     }
 
@@ -115,6 +116,7 @@ impl TaskContext {
             _t: PhantomData,
         };
         rt.ledger_rw().stamp_write(b.stamps.get_mut(), self.sid());
+        rt.core().streams.note_other(self.sid());
         b
     }
 

@@ -398,12 +398,13 @@ impl TaskContext {
     }
 
     /// Binds this task's first stream (it has none) for an operation that
-    /// uses a buffer last used by `follow`: that use's stream if no task
-    /// holds it and its end is not known (taken over as it is, with no
-    /// driver call: the operation would wait for all of it anyway), else
-    /// one as [`TaskContext::bind_stream`] takes (DESIGN "Streams are a
-    /// resource").
-    pub(crate) fn bind_following(&self, follow: gpu_epoch::Use) -> Result<()> {
+    /// writes a buffer (at the device address `follow.1`) last written by
+    /// `follow.0`: that use's stream if no task holds it, its end is not
+    /// known and it holds stamps of that buffer alone (taken over as it
+    /// is, with no driver call: the write would wait for all of it
+    /// anyway), else one as [`TaskContext::bind_stream`] takes (DESIGN
+    /// "Streams are a resource").
+    pub(crate) fn bind_following(&self, follow: (gpu_epoch::Use, u64)) -> Result<()> {
         debug_assert!(self.slot.get().is_none());
         self.bind_stream_as(false, Some(follow)).map(drop)
     }
@@ -413,7 +414,7 @@ impl TaskContext {
     fn bind_stream_as(
         &self,
         own: bool,
-        follow: Option<gpu_epoch::Use>,
+        follow: Option<(gpu_epoch::Use, u64)>,
     ) -> Result<(StreamId, RawStream)> {
         let rt = &self.rt;
         if let Some(cap) = self.capture.borrow().clone() {

@@ -98,6 +98,7 @@ impl RawTask for TaskContext {
         let u = buf.stamps_mut().get_mut();
         self.hand_off(u, Access::Write)?;
         self.rt.ledger_rw().escape(u, self.sid());
+        self.rt.core().streams.note_other(self.sid());
         Ok(buf.device_ptr())
     }
 

@@ -128,24 +128,22 @@ impl TaskContext {
         })
     }
 
-    /// The use a task with no stream yet should follow (DESIGN "Streams
-    /// are a resource"): the last use its first operation waits for, of
-    /// the first buffer it touches that has one (the writer; for a write
-    /// with no writer, the newest reader). None for a buffer whose uses
-    /// are unknown or escaped (R10).
-    fn first_use(touches: &mut [Touch<'_>]) -> Option<gpu_epoch::Use> {
-        let last = |u: &Uses, access: Access| {
-            if u.is_unknown() || u.is_escaped() {
-                return None;
-            }
-            u.writer().or_else(|| match access {
-                Access::Write => u.readers().last().copied(),
-                Access::Read => None,
-            })
-        };
+    /// The use a task with no stream yet may follow (DESIGN "Streams are a
+    /// resource"), with the buffer's device address: the last writer of
+    /// the first buffer its first operation writes, if it has one. Never a
+    /// read's: readers of one buffer run side by side, and the second
+    /// would wait for the first on the stream the first took. None for a
+    /// buffer whose uses are unknown or escaped (R10).
+    fn first_use(touches: &mut [Touch<'_>]) -> Option<(gpu_epoch::Use, u64)> {
         touches.iter_mut().find_map(|t| match &mut t.stamps {
-            Stamps::Write(s) => last(s.get_mut(), Access::Write),
-            Stamps::Read(s) => last(&s.lock(), Access::Read),
+            Stamps::Write(s) => {
+                let u = s.get_mut();
+                if u.is_unknown() || u.is_escaped() {
+                    return None;
+                }
+                u.writer().map(|w| (w, t.mem.ptr))
+            }
+            Stamps::Read(_) => None,
         })
     }
 
@@ -175,9 +173,11 @@ impl TaskContext {
         // would change nothing. (In the runtime only the stream's task
         // closes it; the ledger allows a second task to share it, R3.)
         let epoch = l.epoch(sid);
+        let pool = &self.rt.core().streams;
         let mut mem = smallvec::SmallVec::<[MemAccess; 6]>::new();
         for t in touches.iter_mut() {
             mem.push(t.mem);
+            pool.note_touch(sid, t.mem.ptr);
             let r = &t.range;
             match &mut t.stamps {
                 Stamps::Write(s) => {

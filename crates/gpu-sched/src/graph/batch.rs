@@ -189,6 +189,7 @@ impl PointerArrays {
     /// there, or the copy): the free waits for it.
     pub(crate) fn stamp(&mut self, sid: gpu_epoch::StreamId) {
         self.rt.ledger_rw().stamp_write(&mut self.uses, sid);
+        self.rt.core().streams.note_other(sid);
     }
 }
 
