@@ -406,6 +406,13 @@ impl StreamPool {
         self.sole[id.index()].store(SOLE_MANY, Relaxed);
     }
 
+    /// R13 for `id`, found idle and about to be held: its generation moves
+    /// on, and it holds no buffer's stamps any more ([`StreamPool::sole`]).
+    fn recycle(&self, ledger: &Ledger, id: StreamId) {
+        ledger.recycle(id);
+        self.sole[id.index()].store(SOLE_NONE, Relaxed);
+    }
+
     /// Whether `id`'s stream has `priority`.
     #[inline]
     fn has(&self, id: StreamId, priority: Priority) -> bool {
@@ -528,8 +535,7 @@ impl StreamPool {
                 // to another task, whose stamps a later recycle would cover
                 // (R13's precondition: no live task on it). Held before the
                 // list's lock goes: never out of sight.
-                ledger.recycle(id);
-                self.sole[id.index()].store(SOLE_NONE, Relaxed);
+                self.recycle(ledger, id);
                 self.holders[id.index()].store(first, Release);
                 #[cfg(test)]
                 test::held(id);
@@ -561,8 +567,7 @@ impl StreamPool {
             // over (a broken context was caught above).
             if let Ok(true) = driver.stream_query(self.raw(id)) {
                 // Recycled before it is held (as above).
-                ledger.recycle(id);
-                self.sole[id.index()].store(SOLE_NONE, Relaxed);
+                self.recycle(ledger, id);
                 self.holders[id.index()].store(first, Release);
                 #[cfg(test)]
                 test::held(id);

@@ -168,6 +168,20 @@ fn without_flags_the_pool_queries_streams() {
     drop(other);
 }
 
+/// Fills `b` with `v` on `t`'s stream behind a gate, which it returns
+/// closed: the fill is queued, not done.
+fn gated_fill(
+    rt: &Runtime,
+    t: &gpu_sched::TaskContext,
+    b: &mut gpu_sched::Buffer<f32>,
+    v: f32,
+) -> gpu_sched::Gate {
+    let g = rt.gate().unwrap();
+    gpu_kernels::gate(t, &g, std::time::Duration::from_secs(20)).unwrap();
+    gpu_kernels::fill(t, b, v).unwrap();
+    g
+}
+
 /// A task whose first operation writes a buffer last written on a stream
 /// no task holds, whose work is not known done and which holds stamps of
 /// that buffer alone, takes that stream over as it is (DESIGN "Streams are
@@ -201,9 +215,7 @@ fn a_task_follows_its_data_to_a_stream_not_known_idle() {
     drop(setup);
     let t = rt.begin_task().unwrap();
     let first = t.stream_id();
-    let g = rt.gate().unwrap();
-    gpu_kernels::gate(&t, &g, std::time::Duration::from_secs(20)).unwrap();
-    gpu_kernels::fill(&t, &mut a, 1.0).unwrap();
+    let g = gated_fill(&rt, &t, &mut a, 1.0);
     let generation = rt.ledger().generation(first);
     drop(t);
 
@@ -258,9 +270,7 @@ fn a_task_follows_its_data_to_a_stream_not_known_idle() {
     // written on a stream that holds it alone: not followed.
     let y = rt.begin_task().unwrap();
     let ys = y.stream_id();
-    let g2 = rt.gate().unwrap();
-    gpu_kernels::gate(&y, &g2, std::time::Duration::from_secs(20)).unwrap();
-    gpu_kernels::fill(&y, &mut c, 4.0).unwrap();
+    let g2 = gated_fill(&rt, &y, &mut c, 4.0);
     drop(y);
     let r = rt.begin_task().unwrap();
     gpu_kernels::reduce::sum_into(&r, &c, &mut d).unwrap();
