@@ -8,7 +8,8 @@
 //! graphed steps: cuBLAS's `dot` is not capture-safe), `axpy_dev` and
 //! `scal_dev` reading their factor from such a buffer. The factors `alpha = rr / pq` and `beta =
 //! rr_new / rr` are computed on the device by a one-thread kernel of our
-//! own (CUDA C compiled at run time, with a host implementation), so the
+//! own (CUDA C compiled at run time, with a host implementation; the step
+//! is `common::cg`), so the
 //! host reads the residual only every `CHECK` steps. Those `CHECK` steps
 //! run as one `gpu::Graphed` scope: a CUDA graph built at the first run
 //! (each library call a child graph, captured again at every run), then
@@ -23,10 +24,9 @@
 //! cargo run --release -p gpu-examples --example 12-cg-sparse
 //! ```
 
-use gpu::kernel::{In, Kernel, LaunchConfig, Out};
-use gpu::sparse::{self, Csr};
-use gpu::{blas, BackendKind, Buffer, Result, TaskContext};
-use gpu_kernels::reduce::dot_into;
+use common::cg::{load, Cg};
+use gpu::sparse::Csr;
+use gpu::{BackendKind, Result};
 use std::time::{Duration, Instant};
 
 /// Relative residual (of the recurrence) to reach.
@@ -34,48 +34,6 @@ const TOL: f64 = 1e-10;
 /// Steps between two looks at the residual from the host.
 const CHECK: usize = 10;
 const MAX_STEPS: usize = 20_000;
-
-const SRC: &str = r#"
-// out = sign * num / den, one thread.
-extern "C" __global__ void cg_ratio(double* out, const double* num, const double* den, double sign) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = sign * num[0] / den[0];
-}
-"#;
-
-/// `out[0] = sign * num[0] / den[0]`.
-type Ratio = Kernel<(Out<f64>, In<f64>, In<f64>, f64)>;
-
-fn load(t: &TaskContext) -> Result<(Ratio, bool)> {
-    let m = t.runtime().compile_cuda(SRC, &[])?;
-    let k =
-        m.kernel("cg_ratio")?
-            .with_host(|out: &mut [f64], num: &[f64], den: &[f64], sign: f64| {
-                out[0] = sign * num[0] / den[0];
-            });
-    Ok((k, m.is_compiled()))
-}
-
-/// `out = sign * num / den` on the device, all three one-element buffers.
-fn ratio(
-    t: &TaskContext,
-    k: &Ratio,
-    out: &mut Buffer<f64>,
-    (num, den): (&Buffer<f64>, &Buffer<f64>),
-    sign: f64,
-) -> Result<()> {
-    for b in [out.len(), num.len(), den.len()] {
-        if b != 1 {
-            return Err(gpu::Error::LengthMismatch {
-                what: "a CG scalar",
-                expected: 1,
-                got: b,
-            });
-        }
-    }
-    // SAFETY: one thread reads element 0 of `num` and `den` and writes
-    // element 0 of `out`, all of one element (checked).
-    unsafe { k.launch(t, LaunchConfig::for_elements(1, 32), (out, num, den, sign)) }
-}
 
 /// `A x` on the host, `A` in CSR.
 fn host_spmv((rp, ci, v): &(Vec<i32>, Vec<i32>, Vec<f64>), x: &[f64]) -> Vec<f64> {
@@ -146,15 +104,8 @@ fn cg(a: &(Vec<i32>, Vec<i32>, Vec<f64>), b: &[f64]) -> Result<Solve> {
     gpu::scope(|s| {
         let (k, compiled) = load(s)?;
         let a = Csr::from_host(s, n, n, &a.0, &a.1, &a.2)?;
-        let mut x = s.zeros::<f64>(n)?;
-        let mut r = s.from_host(b)?;
-        let mut p = s.from_host(b)?;
-        let mut q = s.zeros::<f64>(n)?;
-        let sc = || s.zeros::<f64>(1);
-        let (mut rr, mut rr_new, mut pq) = (sc()?, sc()?, sc()?);
-        let (mut alpha, mut neg_alpha, mut beta) = (sc()?, sc()?, sc()?);
-        blas::dot(s, &r, &r, &mut rr)?;
-        s.to_vec(&rr)?; // the uploads done: the clock starts with the steps
+        let mut cg = Cg::new(s, b)?;
+        s.to_vec(&cg.rr)?; // the uploads done: the clock starts with the steps
         let start = Instant::now();
         let (mut steps, mut residual) = (0, 1.0);
         // CHECK steps, one graph (its library calls captured into child
@@ -164,23 +115,13 @@ fn cg(a: &(Vec<i32>, Vec<i32>, Vec<f64>), b: &[f64]) -> Result<Solve> {
         while steps < MAX_STEPS {
             graphed.scope(|g| {
                 for _ in 0..CHECK {
-                    sparse::spmv(g, 1.0, &a, &p, 0.0, &mut q)?; // q = A p
-                    dot_into(g, &p, &q, &mut pq)?;
-                    ratio(g, &k, &mut alpha, (&rr, &pq), 1.0)?; // alpha = rr / pq
-                    ratio(g, &k, &mut neg_alpha, (&rr, &pq), -1.0)?;
-                    blas::axpy_dev(g, &alpha, &p, &mut x)?; // x += alpha p
-                    blas::axpy_dev(g, &neg_alpha, &q, &mut r)?; // r -= alpha q
-                    dot_into(g, &r, &r, &mut rr_new)?;
-                    ratio(g, &k, &mut beta, (&rr_new, &rr), 1.0)?; // beta = rr_new / rr
-                    blas::scal_dev(g, &beta, &mut p)?; // p = r + beta p
-                    blas::axpy(g, 1.0, &r, &mut p)?;
-                    std::mem::swap(&mut rr, &mut rr_new);
+                    cg.step(g, &a, &k)?;
                 }
                 Ok(())
             })?;
             steps += CHECK;
             // The one host read: every CHECK steps.
-            residual = (s.to_vec(&rr)?[0] / b_norm2).sqrt();
+            residual = (s.to_vec(&cg.rr)?[0] / b_norm2).sqrt();
             if residual < TOL {
                 break;
             }
@@ -192,7 +133,7 @@ fn cg(a: &(Vec<i32>, Vec<i32>, Vec<f64>), b: &[f64]) -> Result<Solve> {
             st.builds, st.replays, st.nodes
         );
         Ok(Solve {
-            x: s.to_vec(&x)?,
+            x: s.to_vec(&cg.x)?,
             steps,
             residual,
             took,

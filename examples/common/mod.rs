@@ -3,10 +3,11 @@
 //! host twin and a safe wrapper around its launch) and its row-slab form
 //! for several devices ([`heat_parts`]), and the tiled Cholesky of
 //! `11-cholesky` and B15 ([`cholesky`]), and the Poisson matrix of
-//! `12-cg-sparse` and B16 ([`poisson`]), and the measurement of
+//! `12-cg-sparse` and B16 ([`poisson`]) and its CG step ([`cg`]), and the measurement of
 //! `02-siblings` and B5-cold ([`siblings`]), and a fixed generator of test data
 //! ([`uniform`]). Examples use them as `common::heat`.
 
+pub mod cg;
 pub mod cholesky;
 pub mod cholesky_devices;
 pub mod heat;

@@ -5,7 +5,7 @@
 //! memory once every use is ordered before the free; buffers' drops free
 //! through this file.
 
-use crate::driver::RawStream;
+use crate::driver::{MemAccess, RawEvent, RawStream};
 use crate::error::{Error, Result};
 use crate::runtime::{device_bytes, Runtime};
 use gpu_epoch::{Access, Decision, StreamId, Task, Uses};
@@ -62,7 +62,12 @@ impl Runtime {
             self.deferred_frees().keep(ptr, bytes, uses);
             return;
         }
-        if let Err(e) = wait_streams(self, self.reclaimer(), s, raw, d) {
+        let free = MemAccess {
+            ptr,
+            bytes,
+            access: Access::Write,
+        };
+        if let Err(e) = wait_streams(self, self.reclaimer(), s, raw, d, Some(free)) {
             if !e.is_sticky() {
                 self.deferred_frees().keep(ptr, bytes, uses);
             }
@@ -182,13 +187,16 @@ enum Past {
     KeepWaiting,
 }
 
-/// Carries out a hand-off decision for `task` on `s2`.
+/// Carries out a hand-off decision for `task` on `s2`, for `on_behalf`:
+/// the access about to be made on `s2` (the host backend's wait audit
+/// judges each wait against it; `None` where there is no one access).
 pub(crate) fn wait_streams(
     rt: &Runtime,
     task: &Task,
     s2: StreamId,
     raw2: RawStream,
     d: Decision,
+    on_behalf: Option<MemAccess>,
 ) -> Result<()> {
     match d {
         Decision::NoWait(_) => Ok(()),
@@ -216,7 +224,10 @@ pub(crate) fn wait_streams(
                 // since the decision, idle, so its work is done.
                 let raw = core.streams.raw(s);
                 let r = match slot.as_ref() {
-                    Some(pre) => rt.driver().wait_event(raw2, pre.raw),
+                    Some(pre) => {
+                        rt.driver().audit_wait(raw2, pre.raw, on_behalf);
+                        rt.driver().wait_event(raw2, pre.raw)
+                    }
                     None if raw.0 == 0 => Ok(()),
                     None => {
                         let ev = core.events.take(&*core.driver)?;
@@ -225,10 +236,10 @@ pub(crate) fn wait_streams(
                         // gets it from the pool next would learn a false
                         // fact by synchronizing it.
                         l.record_untracked(&ev.coverage);
-                        let r = core
-                            .driver
-                            .record(ev.raw, raw)
-                            .and_then(|_| rt.driver().wait_event(raw2, ev.raw));
+                        let r = core.driver.record(ev.raw, raw).and_then(|_| {
+                            rt.driver().audit_wait(raw2, ev.raw, on_behalf);
+                            rt.driver().wait_event(raw2, ev.raw)
+                        });
                         // The wait captured the record: the event may be
                         // reused now.
                         core.events.give(ev);
@@ -243,6 +254,8 @@ pub(crate) fn wait_streams(
         }
         Decision::HostSync(set) => {
             for s in set.iter() {
+                // Not classified by the wait audit: counted.
+                rt.driver().audit_wait(raw2, RawEvent(0), None);
                 host_wait(rt, s)?;
             }
             Ok(())

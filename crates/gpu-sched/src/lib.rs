@@ -118,7 +118,7 @@ pub use context::{
 /// The cudarc these types take and give (`CudaSlice`, `CudaStream`,
 /// `CudaContext`), for matching versions.
 pub use cudarc;
-pub use driver::{BackendChoice, BackendKind, Priority, SyncMode};
+pub use driver::{BackendChoice, BackendKind, Priority, SyncMode, WaitAudit};
 #[doc(hidden)]
 pub use driver::{FaultInjector, FaultKind};
 pub use error::{Error, Result, ResultExt};

@@ -224,7 +224,7 @@ fn a_task_follows_its_data_to_a_stream_not_known_idle() {
     gpu_kernels::scale(&u, &mut a, 3.0).unwrap();
     assert_eq!(u.stream_id(), first, "followed its data");
     assert_eq!(rt.ledger().generation(first), generation, "taken as it is");
-    for call in ["stream_query", "record", "stream_wait"] {
+    for call in ["stream_query", "record", "wait_event"] {
         assert_eq!(
             calls_since(from, call),
             0,

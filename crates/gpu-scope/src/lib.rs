@@ -200,7 +200,7 @@ mod thread_pool;
 
 pub use gpu_sched::{
     BackendChoice, BackendKind, Buffer, Error, Priority, Result, ResultExt, Runtime,
-    RuntimeOptions, Split, TaskContext, View, ViewMut,
+    RuntimeOptions, Split, TaskContext, View, ViewMut, WaitAudit,
 };
 pub use iter::{par_chunks, par_chunks_mut};
 pub use join::join;

@@ -4,6 +4,7 @@
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut, Split};
 use crate::error::{Error, Result};
+use super::tracked::mem_of;
 use crate::handoff::wait_streams;
 use gpu_epoch::Access;
 
@@ -72,8 +73,9 @@ impl TaskContext {
                 what: "taking a host-sync pointer",
             });
         }
+        let mem = mem_of(&*buf, Access::Write);
         let u = buf.stamps_mut().get_mut();
-        self.hand_off(u, Access::Write)?;
+        self.hand_off_write(u, Some(mem))?;
         self.rt.ledger_rw().stamp_write(u, self.sid());
         self.rt.core().streams.note_other(self.sid());
         self.synchronize()?;
@@ -111,7 +113,7 @@ impl TaskContext {
         let d = self
             .rt
             .decide_range(&buf.stamps().lock(), r.clone(), sid, Access::Read, true);
-        wait_streams(&self.rt, self.task(), sid, raw, d)?;
+        wait_streams(&self.rt, self.task(), sid, raw, d, Some(mem_of(buf, Access::Read)))?;
         l.stamp_read_range(&mut buf.stamps().lock(), r, sid);
         self.rt.core().streams.note_other(sid);
         self.synchronize()?;
@@ -133,7 +135,7 @@ impl TaskContext {
         self.bind()?;
         let (parent, views) = split.parts();
         for v in views.iter_mut() {
-            self.hand_off(v.get_mut(), Access::Write)?;
+            self.hand_off_write(v.get_mut(), None)?;
         }
         self.rt
             .ledger_rw()

@@ -101,7 +101,8 @@ impl TaskContext {
         let ctx = stream.context().clone();
         self.check_cudarc(&ctx, "giving a buffer to cudarc")?;
         let (_, raw) = self.bind()?;
-        self.hand_off(buf.stamps.get_mut(), Access::Write)?;
+        let mem = super::tracked::mem_of(&buf, Access::Write);
+        self.hand_off_write(buf.stamps.get_mut(), Some(mem))?;
         // SAFETY: as in `adopt_cudarc`.
         let ours = unsafe { ctx.wrap_borrowed_stream(raw.0 as usize as sys::CUstream) };
         let done = ours.record_event(None)?;

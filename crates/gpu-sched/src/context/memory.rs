@@ -90,7 +90,8 @@ impl TaskContext {
             _t: PhantomData,
         };
         // On failure the buffer goes back with its uses, unchanged.
-        self.hand_off(b.stamps.get_mut(), Access::Write)?;
+        let mem = super::tracked::mem_of(&b, Access::Write);
+        self.hand_off_write(b.stamps.get_mut(), Some(mem))?;
         self.rt
             .ledger_rw()
             .stamp_write(b.stamps.get_mut(), self.sid());

@@ -95,8 +95,9 @@ impl RawTask for TaskContext {
             });
         }
         self.bind()?;
+        let mem = super::tracked::mem_of(&*buf, Access::Write);
         let u = buf.stamps_mut().get_mut();
-        self.hand_off(u, Access::Write)?;
+        self.hand_off_write(u, Some(mem))?;
         self.rt.ledger_rw().escape(u, self.sid());
         self.rt.core().streams.note_other(self.sid());
         Ok(buf.device_ptr())

@@ -29,14 +29,22 @@ pub(crate) enum Stamps<'a> {
     Write(&'a mut gpu_epoch::BufferStamps),
 }
 
+/// The memory of `b`, accessed as `access`.
+pub(crate) fn mem_of<T: DeviceRepr>(
+    b: &(impl DeviceSlice<T> + ?Sized),
+    access: Access,
+) -> MemAccess {
+    MemAccess {
+        ptr: b.device_ptr(),
+        bytes: b.bytes(),
+        access,
+    }
+}
+
 impl<'a> Touch<'a> {
     pub(crate) fn read<T: DeviceRepr>(b: &'a (impl DeviceSlice<T> + ?Sized)) -> Self {
         Touch {
-            mem: MemAccess {
-                ptr: b.device_ptr(),
-                bytes: b.bytes(),
-                access: Access::Read,
-            },
+            mem: mem_of(b, Access::Read),
             range: b.range(),
             stamps: Stamps::Read(b.stamps()),
         }
@@ -44,11 +52,7 @@ impl<'a> Touch<'a> {
 
     pub(crate) fn write<T: DeviceRepr>(b: &'a mut (impl DeviceSliceMut<T> + ?Sized)) -> Self {
         Touch {
-            mem: MemAccess {
-                ptr: b.device_ptr(),
-                bytes: b.bytes(),
-                access: Access::Write,
-            },
+            mem: mem_of(&*b, Access::Write),
             range: b.range(),
             stamps: Stamps::Write(b.stamps_mut()),
         }
@@ -56,22 +60,26 @@ impl<'a> Touch<'a> {
 }
 
 impl TaskContext {
+    /// R9: hands a buffer with `uses` to this stream, for a write of its
+    /// memory `mem` (`None`: no one range, e.g. a split's view).
     #[inline]
-    pub(crate) fn hand_off(&self, uses: &Uses, access: Access) -> Result<()> {
-        self.hand_off_range(uses, gpu_epoch::WHOLE, access)
+    pub(crate) fn hand_off_write(&self, uses: &Uses, mem: Option<MemAccess>) -> Result<()> {
+        self.hand_off_range(uses, gpu_epoch::WHOLE, Access::Write, mem)
     }
 
-    /// R9, X3: hands `range` of a buffer with `uses` to this stream.
+    /// R9, X3: hands `range` of a buffer with `uses` to this stream, for
+    /// `access` of its memory `mem` (see [`TaskContext::hand_off_write`]).
     #[inline]
     pub(crate) fn hand_off_range(
         &self,
         uses: &Uses,
         range: std::ops::Range<usize>,
         access: Access,
+        mem: Option<MemAccess>,
     ) -> Result<()> {
         let (s, raw) = (self.sid(), self.raw());
         let d = self.rt.decide_range(uses, range, s, access, true);
-        wait_streams(&self.rt, self.task(), s, raw, d)
+        wait_streams(&self.rt, self.task(), s, raw, d, mem)
     }
 
     /// R1 + R9 around one submission: hands every touched buffer off to this
@@ -182,7 +190,7 @@ impl TaskContext {
             match &mut t.stamps {
                 Stamps::Write(s) => {
                     let u = s.get_mut();
-                    self.hand_off_range(u, r.clone(), Access::Write)?;
+                    self.hand_off_range(u, r.clone(), Access::Write, Some(t.mem))?;
                     l.stamp_write_range(u, r.clone(), sid);
                 }
                 Stamps::Read(s) => {
@@ -197,7 +205,7 @@ impl TaskContext {
                         }
                         d
                     };
-                    wait_streams(&self.rt, self.task(), sid, raw, d)?;
+                    wait_streams(&self.rt, self.task(), sid, raw, d, Some(t.mem))?;
                     l.stamp_read_range(&mut s.lock(), r.clone(), sid);
                 }
             }

@@ -16,7 +16,7 @@
 
 use super::{
     BackendKind, Collectives, Driver, KernelCall, MemAccess, Nodes, RawEvent, RawGraph, RawNode,
-    RawStream, SyncMode,
+    RawStream, SyncMode, WaitAudit,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -543,6 +543,18 @@ impl Driver for FaultDriver {
 
     fn clear_races(&self) {
         self.real.clear_races()
+    }
+
+    fn audit_wait(&self, s: RawStream, e: RawEvent, on_behalf: Option<MemAccess>) {
+        self.real.audit_wait(s, e, on_behalf)
+    }
+
+    fn set_wait_audit(&self, on: bool) -> bool {
+        self.real.set_wait_audit(on)
+    }
+
+    fn wait_audit(&self) -> Option<WaitAudit> {
+        self.real.wait_audit()
     }
 
     unsafe fn host_gate(

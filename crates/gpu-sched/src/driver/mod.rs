@@ -132,6 +132,54 @@ pub(crate) struct MemAccess {
     pub(crate) access: Access,
 }
 
+/// The host backend's audit of the waits the runtime inserts
+/// ([`crate::Runtime::set_wait_audit`]; DESIGN "Tests"): each device wait of
+/// a hand-off, as its stream reaches it, is judged by the race detector's
+/// vector clocks. It is *needed* where it orders, before the access it was
+/// inserted for, an earlier conflicting access to that memory (a write
+/// after a write or a read, a read after a write) that nothing ordered
+/// before: not the stream's own order, not an earlier wait, not what the
+/// host knew complete when the wait was submitted. Otherwise the ledger
+/// asked for more than the work needs: *unnecessary*.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitAudit {
+    /// Device waits that ordered a conflicting access nothing else did.
+    pub needed: u64,
+    /// Device waits for accesses already ordered.
+    pub unnecessary: u64,
+    /// Waits not classified: the host's synchronizations of a hand-off
+    /// (while the old stream captures), and device waits with no one
+    /// access behind them (a split's views rejoined).
+    pub unclassified: u64,
+}
+
+impl WaitAudit {
+    /// The share of the classified waits that were unnecessary (0 where
+    /// there were none).
+    pub fn unnecessary_share(&self) -> f64 {
+        let all = self.needed + self.unnecessary;
+        if all == 0 {
+            0.0
+        } else {
+            self.unnecessary as f64 / all as f64
+        }
+    }
+}
+
+impl std::fmt::Display for WaitAudit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} waits: {} needed, {} unnecessary ({:.1} %), {} not classified",
+            self.needed + self.unnecessary + self.unclassified,
+            self.needed,
+            self.unnecessary,
+            100.0 * self.unnecessary_share(),
+            self.unclassified
+        )
+    }
+}
+
 /// A task's priority (DESIGN "Streams are a resource"): the priority of
 /// the stream it takes, so that the device's scheduler runs its kernels
 /// ahead of waiting kernels of normal streams (CUDA stream priorities: a
@@ -510,6 +558,29 @@ pub(crate) trait Driver: Send + Sync + Debug {
         Err(crate::error::Error::Unsupported(
             "host operations on a device backend",
         ))
+    }
+
+    /// The host backend's wait audit, while it is on (see
+    /// [`WaitAudit`]): classifies the device wait of `s` on `e` submitted
+    /// next as needed or not, for `on_behalf`, the access about to be made
+    /// on `s` that the wait is for; `None`: a wait not classified (a host
+    /// synchronization, or a hand-off with no one access), only counted.
+    /// Nothing on CUDA.
+    fn audit_wait(&self, s: RawStream, e: RawEvent, on_behalf: Option<MemAccess>) {
+        let _ = (s, e, on_behalf);
+    }
+
+    /// Turns the wait audit on (its counts from zero) or off; whether the
+    /// backend has one (the host backend).
+    fn set_wait_audit(&self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
+    /// The wait audit's counts so far (the waits that ran); `None` where
+    /// the backend has none.
+    fn wait_audit(&self) -> Option<WaitAudit> {
+        None
     }
 
     /// Races found by the host backend's detector (none on CUDA).

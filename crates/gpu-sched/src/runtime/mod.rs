@@ -365,6 +365,22 @@ impl Runtime {
         self.inner.core.driver.clear_races()
     }
 
+    /// Turns the host backend's wait audit on, its counts from zero, or
+    /// off ([`WaitAudit`](crate::WaitAudit): every device wait a hand-off
+    /// inserts, judged needed or not by the race detector's clocks as its
+    /// stream reaches it). Returns whether this runtime's backend audits:
+    /// `false` on CUDA, which has no detector. Audited waits cost an extra
+    /// operation on their stream: for measuring, not for production.
+    pub fn set_wait_audit(&self, on: bool) -> bool {
+        self.inner.core.driver.set_wait_audit(on)
+    }
+
+    /// The wait audit's counts: of the waits whose stream reached them
+    /// (after [`Runtime::synchronize`], all of them). `None` on CUDA.
+    pub fn wait_audit(&self) -> Option<crate::WaitAudit> {
+        self.inner.core.driver.wait_audit()
+    }
+
     /// Starts tracing every tracked operation (see [`crate::trace`]).
     ///
     /// # Errors

@@ -142,6 +142,33 @@ impl Detector {
         c
     }
 
+    /// The wait audit: whether a wait of `stream`, which knew `knew`
+    /// before it and learns `taught` from it, orders before `acc` an
+    /// earlier access to its memory that conflicts with it (one of the two
+    /// a write) and that `knew` did not order.
+    pub(super) fn newly_orders(
+        &self,
+        stream: usize,
+        knew: &Clock,
+        taught: &Clock,
+        acc: &MemAccess,
+    ) -> bool {
+        let (start, end) = (acc.ptr, acc.ptr + acc.bytes as u64);
+        let write = acc.access == Access::Write;
+        let Some((&base, shadow)) = self.allocs.range(..=start).next_back() else {
+            return false;
+        };
+        start < base + shadow.len as u64
+            && shadow.entries.iter().any(|e| {
+                e.stream != stream
+                    && e.start < end
+                    && start < e.end
+                    && (write || e.write)
+                    && knew.get(e.stream) < e.tick
+                    && taught.get(e.stream) >= e.tick
+            })
+    }
+
     /// Checks `acc`, made by op `tick` of `stream` (whose clock is `clock`),
     /// against the history of its allocation, then adds it there.
     pub(super) fn check(

@@ -7,7 +7,7 @@
 
 use super::{
     BackendKind, ChildNode, Driver, GraphSpec, KernelCall, KernelNode, MemAccess, Nodes, RawEvent,
-    RawGraph, RawNode, RawStream, SyncMode,
+    RawGraph, RawNode, RawStream, SyncMode, WaitAudit,
 };
 use crate::error::{Error, Result};
 use crate::kernel::{KernelArg, LaunchConfig};
@@ -58,6 +58,24 @@ struct Shared {
     /// pinned memory without staging), where a copy from pageable memory
     /// is staged at submission.
     pinned: Mutex<Vec<(usize, usize)>>,
+    /// The wait audit (`Driver::audit_wait`).
+    audit: Audit,
+}
+
+/// The wait audit's switch and counts.
+#[derive(Default)]
+struct Audit {
+    on: AtomicBool,
+    needed: AtomicU64,
+    unnecessary: AtomicU64,
+    unclassified: AtomicU64,
+}
+
+impl Audit {
+    fn count(&self, needed: bool) {
+        let c = if needed { &self.needed } else { &self.unnecessary };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The host backend.
@@ -557,6 +575,56 @@ impl Driver for HostDriver {
 
     fn clear_races(&self) {
         self.shared.detector.lock().races.clear();
+    }
+
+    fn audit_wait(&self, s: RawStream, e: RawEvent, on_behalf: Option<MemAccess>) {
+        let audit = &self.shared.audit;
+        if !audit.on.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(on_behalf) = on_behalf else {
+            audit.unclassified.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        // The record the wait will see (the event's lock let go before the
+        // queue's is taken: `record`'s order).
+        let Some(of) = self.event(e).ok().and_then(|ev| ev.lock().clone()) else {
+            // An event never recorded: the wait orders nothing.
+            audit.count(false);
+            return;
+        };
+        let Ok(st) = self.stream(s) else { return };
+        let mut q = st.queue.lock();
+        if q.capture.is_some() {
+            return;
+        }
+        q.ops.push_back(Op {
+            kind: OpKind::Audit { of, on_behalf },
+            accesses: Vec::new(),
+            host_clock: self.shared.host_clock.lock().clone(),
+        });
+        q.pending += 1;
+        st.work.notify_one();
+    }
+
+    fn set_wait_audit(&self, on: bool) -> bool {
+        let audit = &self.shared.audit;
+        if on {
+            for c in [&audit.needed, &audit.unnecessary, &audit.unclassified] {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+        audit.on.store(on, Ordering::Relaxed);
+        true
+    }
+
+    fn wait_audit(&self) -> Option<WaitAudit> {
+        let audit = &self.shared.audit;
+        Some(WaitAudit {
+            needed: audit.needed.load(Ordering::Relaxed),
+            unnecessary: audit.unnecessary.load(Ordering::Relaxed),
+            unclassified: audit.unclassified.load(Ordering::Relaxed),
+        })
     }
 
     fn begin_capture(&self, s: RawStream) -> Result<()> {

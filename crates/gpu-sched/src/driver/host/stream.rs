@@ -67,6 +67,12 @@ pub(super) enum OpKind {
         addr: u64,
         value: u32,
     },
+    /// The wait audit (`Driver::audit_wait`): judges the wait on `of`
+    /// queued next, for `on_behalf`; orders nothing itself.
+    Audit {
+        of: Arc<RecordState>,
+        on_behalf: MemAccess,
+    },
 }
 
 #[derive(Clone)]
@@ -133,6 +139,7 @@ impl HostDriver {
                 created: AtomicUsize::new(0),
                 written: Mutex::new(HashMap::new()),
                 pinned: Mutex::new(Vec::new()),
+                audit: Default::default(),
             }),
         }
     }
@@ -324,6 +331,19 @@ pub(super) fn execute(
     st: &HostStream,
     op: Op,
 ) -> Option<(Arc<RecordState>, Clock)> {
+    if let OpKind::Audit { of, on_behalf } = &op.kind {
+        // What the wait that follows will teach, against what this stream
+        // and the host knew before it.
+        let taught = of.wait();
+        let mut knew = st.clock.lock().clone();
+        knew.merge(&op.host_clock);
+        let needed = shared
+            .detector
+            .lock()
+            .newly_orders(st.index, &knew, &taught, on_behalf);
+        shared.audit.count(needed);
+        return None;
+    }
     // Order: the op runs after what the host knew complete at submission.
     let (clock, tick) = {
         let mut c = st.clock.lock();
@@ -373,7 +393,7 @@ pub(super) fn execute(
             }
         }
         OpKind::Record(rs) => return Some((rs, clock)),
-        OpKind::Wait(_) => {}
+        OpKind::Wait(_) | OpKind::Audit { .. } => {}
         OpKind::Gate {
             open,
             timed_out,
@@ -429,6 +449,7 @@ pub(super) fn op_name(k: &OpKind) -> &'static str {
         OpKind::Gate { .. } => "gate",
         OpKind::Free { .. } => "free",
         OpKind::WriteValue { .. } => "write value",
+        OpKind::Audit { .. } => "wait audit",
     }
 }
 
