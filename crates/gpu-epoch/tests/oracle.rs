@@ -1273,6 +1273,12 @@ impl Sim {
                 for &(o, w) in touches.iter() {
                     self.stamp(o, s, w)?;
                 }
+                if !captured && self.slots[slot].as_ref().unwrap().home == s {
+                    // The runtime closes its stream's epoch after each
+                    // operation (R2; DESIGN "Hand-offs").
+                    let c = self.ledger.close(&task, self.ids[s]);
+                    self.log.push(format!("  closes s{s}: {c:?}"));
+                }
                 return Ok(());
             }
             Pending::Record {

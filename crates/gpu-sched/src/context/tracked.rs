@@ -256,6 +256,13 @@ impl TaskContext {
                 }
             }
         }
+        // R2 after every operation (DESIGN "Hand-offs"): closes the epoch
+        // its stamps carry, now that it is submitted. A close of the
+        // stream's unshared owner counts, so a hand-off's wait for this
+        // operation, or anything stamped before it, teaches its waiter
+        // that all of it is ordered, and a later hand-off of another
+        // buffer this stream used as far waits no more.
+        l.close(self.task(), sid);
         Ok(r)
     }
 
