@@ -7,11 +7,13 @@
 //! conflicting access that nothing ordered before it).
 //!
 //! Not a criterion bench (`harness = false`): it prints one JSON row a
-//! line, `ledger/<workload>-needed`, `-unnecessary` and `-unclassified`
-//! (unit `waits`), which `cargo xtask bench` reads and makes
-//! `ratio/ledger-unnecessary-<workload>` of (the unnecessary share of the
-//! classified waits; goal <= 0.05). A filter (criterion's argument) that
-//! does not name `ledger` skips it.
+//! line, `ledger/<workload>-needed`, `-unnecessary`, `-unclassified` and
+//! `-classified` (needed and unnecessary; unit `waits`), which `cargo
+//! xtask bench` reads and makes `ratio/ledger-unnecessary-<workload>` of
+//! (the unnecessary share of the classified waits; goal <= 0.05). A filter
+//! (criterion's argument) that does not name `ledger` skips it. The
+//! random programs' row comes from the oracle test (`cargo xtask bench`
+//! runs it too).
 //!
 //! Always the host backend, since only it has the detector: `GPU_BACKEND`
 //! is set to `host` before the runtime opens, on a GPU machine too. The
@@ -43,6 +45,7 @@ fn rows(workload: &str, a: WaitAudit) {
         ("needed", a.needed),
         ("unnecessary", a.unnecessary),
         ("unclassified", a.unclassified),
+        ("classified", a.needed + a.unnecessary),
     ] {
         println!("{{\"name\": \"ledger/{workload}-{what}\", \"value\": {n}, \"unit\": \"waits\"}}");
     }

@@ -134,6 +134,12 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
         }
         printed.extend(run_printing_rows(cmd, b)?);
     }
+    if filter
+        .as_deref()
+        .is_none_or(|f| "ledger".contains(f) || f.contains("ledger"))
+    {
+        printed.extend(oracle_rows(&root, &scratch)?);
+    }
     let mut rows = criterion_medians(&crit);
     rows.extend(printed);
     let mut torch_errors = Vec::new();
@@ -302,6 +308,35 @@ fn run_printing_rows(mut cmd: Command, b: &Path) -> Result<BTreeMap<String, f64>
         return Err(fail(format!("{} failed: {status}", b.display())));
     }
     Ok(rows)
+}
+
+/// Programs of the oracle's run for `ratio/ledger-unnecessary-random`
+/// (issue 39's million).
+const ORACLE_CASES: &str = "1000000";
+
+/// The ledger's precision on the oracle's random programs
+/// (`ledger/random-*` rows): the bundle's oracle test
+/// (`bundle/bin/test.oracle`), run with [`ORACLE_CASES`] programs; it fails
+/// on an unsafe skip.
+fn oracle_rows(root: &Path, scratch: &Path) -> Result<BTreeMap<String, f64>, Error> {
+    let bin = root.join("bundle/bin/test.oracle");
+    let file = scratch.join("oracle-rows");
+    eprintln!("bench: the oracle, {ORACLE_CASES} random programs ({})", bin.display());
+    let status = Command::new(&bin)
+        .args(["--exact", "ledger_never_skips_a_wait_the_oracle_needs"])
+        .env("ORACLE_CASES", ORACLE_CASES)
+        .env("ORACLE_ROWS", &file)
+        .status()
+        .map_err(|e| fail(format!("running {}: {e}", bin.display())))?;
+    if !status.success() {
+        return Err(fail(format!("{} failed: {status}", bin.display())));
+    }
+    let text =
+        fs::read_to_string(&file).map_err(|e| fail(format!("reading {}: {e}", file.display())))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| Some((json_field(l, "name")?, number_after(l, "\"value\":")?)))
+        .collect())
 }
 
 /// The group of a criterion result line or a printed row (`B13` of

@@ -63,7 +63,16 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     )?);
     exes.extend(cargo_executables(
         &root,
+        &["bench", "--no-run", "-p", "gpu-benches", "--bench", "waits"],
+    )?);
+    exes.extend(cargo_executables(
+        &root,
         &["bench", "--no-run", "-p", "gpu-epoch", "--bench", "ledger"],
+    )?);
+    // The oracle's random programs (`ratio/ledger-unnecessary-random`).
+    exes.extend(cargo_executables(
+        &root,
+        &["test", "--release", "--no-run", "-p", "gpu-epoch", "--test", "oracle"],
     )?);
     exes.extend(cargo_executables(
         &root,

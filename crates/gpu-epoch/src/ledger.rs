@@ -411,11 +411,16 @@ impl Ledger {
 
     /// R13: `s` is idle and no live task will submit to it again; it goes
     /// back to the pool. Its generation moves on (so every stamp on it is
-    /// covered), it loses its owner and its sharing.
+    /// covered), it loses its owner and its sharing. X1: what it was
+    /// ordered after is done too (it passed its waits), as after a
+    /// synchronize.
     ///
     /// The caller guarantees the precondition: the stream is idle (a query
     /// said done) and its tasks finished.
     pub fn recycle(&self, s: StreamId) -> Generation {
+        for (t, w) in self.waited_row(s) {
+            self.mark_completed(t, StreamEpoch(w));
+        }
         let o = self.order(s);
         let mut owner = lock(&o.owner);
         *owner = None;

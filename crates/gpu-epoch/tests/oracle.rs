@@ -1275,7 +1275,7 @@ impl Sim {
                 }
                 if !captured && self.slots[slot].as_ref().unwrap().home == s {
                     // The runtime closes its stream's epoch after each
-                    // operation (R2; DESIGN "Hand-offs").
+                    // operation (R2; DESIGN "Beyond the seed (X1-X6)").
                     let c = self.ledger.close(&task, self.ids[s]);
                     self.log.push(format!("  closes s{s}: {c:?}"));
                 }
@@ -2079,7 +2079,29 @@ impl Sim {
 
 // ---------------------------------------------------------------------------
 
+/// With `ORACLE_ROWS=<file>`: the precision as JSON rows a line
+/// (`ledger/random-needed`, `-unnecessary`, `-classified`; unit `waits`),
+/// for `cargo xtask bench`'s `ratio/ledger-unnecessary-random`.
+fn write_rows(st: &Stats) {
+    let Some(path) = std::env::var_os("ORACLE_ROWS") else {
+        return;
+    };
+    let unneeded: u64 = st.unneeded.values().sum();
+    let rows: String = [
+        ("needed", st.needed),
+        ("unnecessary", unneeded),
+        ("classified", st.needed + unneeded),
+    ]
+    .iter()
+    .map(|(what, n)| {
+        format!("{{\"name\": \"ledger/random-{what}\", \"value\": {n}, \"unit\": \"waits\"}}\n")
+    })
+    .collect();
+    std::fs::write(&path, rows).expect("writing ORACLE_ROWS");
+}
+
 fn report(st: &Stats) {
+    write_rows(st);
     let unneeded: u64 = st.unneeded.values().sum();
     eprintln!();
     eprintln!(

@@ -1,4 +1,4 @@
-//! One test per rule of DESIGN "The seed's rules (R1-R14)" and "Beyond the seed (X1-X5)" (R1-R14, X1-X3), at ledger level.
+//! One test per rule of DESIGN "The seed's rules (R1-R14)" and "Beyond the seed (X1-X6)" (R1-R14, X1-X3), at ledger level.
 #![cfg(not(loom))]
 
 mod common;
@@ -481,6 +481,27 @@ fn x1_an_event_carries_its_streams_ordered_table() {
     assert_eq!(l.completed(s[1]), StreamEpoch(1));
     assert_eq!(
         read(&l, &t[3], &mut a, s[3]),
+        Decision::NoWait(Reason::Completed)
+    );
+}
+
+#[test]
+fn x6_a_recycled_stream_completes_what_it_was_ordered_after() {
+    // s1 waited for s0's epoch 1, then went idle: recycling it (R13) says
+    // s0's epoch 1 is done too, as a synchronize of s1 would (R5, X1).
+    let (l, s) = ledger(3);
+    let t: Vec<_> = (0..3).map(|_| l.begin_task()).collect();
+    let ev = EventCoverage::new();
+    let mut a = BufferStamps::new();
+    write(&l, &t[0], &mut a, s[0]);
+    record(&l, &t[0], &ev, s[0]);
+    assert!(wait(&l, &t[1], &ev, s[1]));
+    assert_eq!(l.completed(s[0]), StreamEpoch(0));
+    l.finish_task(&t[1]);
+    l.recycle(s[1]);
+    assert_eq!(l.completed(s[0]), StreamEpoch(1));
+    assert_eq!(
+        read(&l, &t[2], &mut a, s[2]),
         Decision::NoWait(Reason::Completed)
     );
 }

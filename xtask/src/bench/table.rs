@@ -475,6 +475,42 @@ pub(super) const BENCHES: &[Bench] = &[
             rows("B17-serial-vs-batched", "B17/batched", "B17/graphed-serial"),
         ],
     },
+    Bench {
+        id: "ledger",
+        what: "the waits the ledger inserts that the work does not need, as a share of the \
+               hand-offs' device waits: B13's DAG, the tiled Cholesky and CG run by the \
+               runtime on the host backend with its wait audit on; the oracle's random programs",
+        against: "the race detector's vector clocks (host backend); the oracle's (random \
+                  programs, 1 M)",
+        multi_gpu: false,
+        code: &["benches/waits.rs", "crates/gpu-epoch/tests/oracle.rs"],
+        ratios: &[
+            rows(
+                "ledger-unnecessary-b13",
+                "ledger/b13-unnecessary",
+                "ledger/b13-classified",
+            )
+            .at_most(0.05),
+            rows(
+                "ledger-unnecessary-cholesky",
+                "ledger/cholesky-unnecessary",
+                "ledger/cholesky-classified",
+            )
+            .at_most(0.05),
+            rows(
+                "ledger-unnecessary-cg",
+                "ledger/cg-unnecessary",
+                "ledger/cg-classified",
+            )
+            .at_most(0.05),
+            rows(
+                "ledger-unnecessary-random",
+                "ledger/random-unnecessary",
+                "ledger/random-classified",
+            )
+            .at_most(0.40),
+        ],
+    },
 ];
 
 /// The text `*` stands for when `name` matches `pattern` (a non-empty

@@ -256,7 +256,7 @@ impl TaskContext {
                 }
             }
         }
-        // R2 after every operation (DESIGN "Hand-offs"): closes the epoch
+        // R2 after every operation (DESIGN "Beyond the seed (X1-X6)"): closes the epoch
         // its stamps carry, now that it is submitted. A close of the
         // stream's unshared owner counts, so a hand-off's wait for this
         // operation, or anything stamped before it, teaches its waiter

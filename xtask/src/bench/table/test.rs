@@ -20,7 +20,8 @@ fn groups(text: &str) -> Vec<String> {
             .unwrap_or(rest.len());
         let name = &rest[..end];
         let is_id = (name.starts_with('B') && name[1..].starts_with(|c: char| c.is_ascii_digit()))
-            || name == "peer";
+            || name == "peer"
+            || name == "ledger";
         let is_row = rest[end..].starts_with('/')
             || (rest[end..].starts_with('"')
                 && text.contains(&format!("benchmark_group(\"{name}\")")));
