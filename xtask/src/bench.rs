@@ -422,6 +422,8 @@ fn unit(name: &str) -> &'static str {
         "x"
     } else if name.starts_with("peer/") {
         "GB/s"
+    } else if name.starts_with("ledger/") {
+        "waits"
     } else {
         "ns"
     }
@@ -457,6 +459,8 @@ fn fmt_value(name: &str, v: f64) -> String {
         format!("{v:.3}")
     } else if name.starts_with("peer/") {
         format!("{v:.1} GB/s")
+    } else if name.starts_with("ledger/") {
+        format!("{v:.0} waits")
     } else if v >= 1e6 {
         format!("{:.3} ms", v / 1e6)
     } else if v >= 1e3 {
