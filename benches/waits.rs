@@ -24,8 +24,8 @@
 //! cargo bench -p gpu-benches --bench waits
 //! ```
 
-use common::cholesky::{factor, factor_with_panel, panel_tasks, tasks, Tiles};
 use common::cg::{load, Cg};
+use common::cholesky::{factor, factor_with_panel, panel_tasks, tasks, Tiles};
 use gpu::sparse::Csr;
 use gpu::{Runtime, WaitAudit};
 use gpu_testkit::b13;
@@ -76,7 +76,10 @@ fn b13(rt: &Runtime) -> gpu::Result<WaitAudit> {
     t.synchronize()?;
     let a = audited(rt, || b13::run(&bufs, &tasks))?;
     let diff = b13::first_difference(&bufs, &b13::model(&tasks))?;
-    assert!(diff.is_none(), "B13: buffer {diff:?} differs from the model");
+    assert!(
+        diff.is_none(),
+        "B13: buffer {diff:?} differs from the model"
+    );
     Ok(a)
 }
 

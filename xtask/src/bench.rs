@@ -321,7 +321,10 @@ const ORACLE_CASES: &str = "1000000";
 fn oracle_rows(root: &Path, scratch: &Path) -> Result<BTreeMap<String, f64>, Error> {
     let bin = root.join("bundle/bin/test.oracle");
     let file = scratch.join("oracle-rows");
-    eprintln!("bench: the oracle, {ORACLE_CASES} random programs ({})", bin.display());
+    eprintln!(
+        "bench: the oracle, {ORACLE_CASES} random programs ({})",
+        bin.display()
+    );
     let status = Command::new(&bin)
         .args(["--exact", "ledger_never_skips_a_wait_the_oracle_needs"])
         .env("ORACLE_CASES", ORACLE_CASES)

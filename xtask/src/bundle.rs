@@ -72,7 +72,15 @@ pub(crate) fn run(args: &[String]) -> Result<(), Error> {
     // The oracle's random programs (`ratio/ledger-unnecessary-random`).
     exes.extend(cargo_executables(
         &root,
-        &["test", "--release", "--no-run", "-p", "gpu-epoch", "--test", "oracle"],
+        &[
+            "test",
+            "--release",
+            "--no-run",
+            "-p",
+            "gpu-epoch",
+            "--test",
+            "oracle",
+        ],
     )?);
     exes.extend(cargo_executables(
         &root,

@@ -90,6 +90,7 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
+        self.audit_decision();
         self.ledger_rw().hand_off(uses, s2, access, device)
     }
 
@@ -103,8 +104,17 @@ impl Runtime {
         access: Access,
         device: bool,
     ) -> Decision {
+        self.audit_decision();
         self.ledger_rw()
             .hand_off_range(uses, range, s2, access, device)
+    }
+
+    /// The wait audit's mark of a decision (`Driver::audit_decision`).
+    #[inline]
+    fn audit_decision(&self) {
+        if crate::driver::AUDITING.load(std::sync::atomic::Ordering::Relaxed) {
+            self.driver().audit_decision();
+        }
     }
 }
 

@@ -21,7 +21,11 @@ fn audited() -> (Runtime, std::sync::Arc<FaultInjector>) {
 }
 
 fn device_waits(faults: &FaultInjector) -> u64 {
-    faults.names().iter().filter(|n| **n == "wait_event").count() as u64
+    faults
+        .names()
+        .iter()
+        .filter(|n| **n == "wait_event")
+        .count() as u64
 }
 
 #[test]
@@ -86,7 +90,11 @@ fn a_wait_for_work_already_ordered_is_unnecessary() {
     assert_ne!(u.stream_id(), t.stream_id());
     let before = device_waits(&faults);
     gpu_kernels::scale(&u, &mut a, 3.0).unwrap();
-    assert_eq!(device_waits(&faults) - before, 1, "R10: a wait, facts or not");
+    assert_eq!(
+        device_waits(&faults) - before,
+        1,
+        "R10: a wait, facts or not"
+    );
     rt.synchronize().unwrap();
     assert!(rt.races().is_empty(), "{:?}", rt.races());
     assert_eq!(u.to_vec(&a).unwrap(), vec![3.0; 1024]);

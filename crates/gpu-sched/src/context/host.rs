@@ -1,10 +1,10 @@
 //! Where host code meets a task's stream: synchronizes, raw and host-sync
 //! pointers (R10, R11), and rejoining a split.
 
+use super::tracked::mem_of;
 use super::TaskContext;
 use crate::buffer::{DeviceRepr, DeviceSlice, DeviceSliceMut, Split};
 use crate::error::{Error, Result};
-use super::tracked::mem_of;
 use crate::handoff::wait_streams;
 use gpu_epoch::Access;
 
@@ -113,7 +113,14 @@ impl TaskContext {
         let d = self
             .rt
             .decide_range(&buf.stamps().lock(), r.clone(), sid, Access::Read, true);
-        wait_streams(&self.rt, self.task(), sid, raw, d, Some(mem_of(buf, Access::Read)))?;
+        wait_streams(
+            &self.rt,
+            self.task(),
+            sid,
+            raw,
+            d,
+            Some(mem_of(buf, Access::Read)),
+        )?;
         l.stamp_read_range(&mut buf.stamps().lock(), r, sid);
         self.rt.core().streams.note_other(sid);
         self.synchronize()?;

@@ -549,6 +549,10 @@ impl Driver for FaultDriver {
         self.real.audit_wait(s, e, on_behalf)
     }
 
+    fn audit_decision(&self) {
+        self.real.audit_decision()
+    }
+
     fn set_wait_audit(&self, on: bool) -> bool {
         self.real.set_wait_audit(on)
     }

@@ -132,6 +132,12 @@ pub(crate) struct MemAccess {
     pub(crate) access: Access,
 }
 
+/// Whether a runtime's wait audit is on (any runtime's): the hand-off
+/// decisions then tell the driver ([`Driver::audit_decision`]). One
+/// relaxed load on the hot path otherwise.
+pub(crate) static AUDITING: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// The host backend's audit of the waits the runtime inserts
 /// ([`crate::Runtime::set_wait_audit`]; DESIGN "Tests"): each device wait of
 /// a hand-off, as its stream reaches it, is judged by the race detector's
@@ -139,7 +145,7 @@ pub(crate) struct MemAccess {
 /// inserted for, an earlier conflicting access to that memory (a write
 /// after a write or a read, a read after a write) that nothing ordered
 /// before: not the stream's own order, not an earlier wait, not what the
-/// host knew complete when the wait was submitted. Otherwise the ledger
+/// host knew complete when the hand-off was decided. Otherwise the ledger
 /// asked for more than the work needs: *unnecessary*.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitAudit {
@@ -569,6 +575,12 @@ pub(crate) trait Driver: Send + Sync + Debug {
     fn audit_wait(&self, s: RawStream, e: RawEvent, on_behalf: Option<MemAccess>) {
         let _ = (s, e, on_behalf);
     }
+
+    /// The wait audit, while it is on: a hand-off decision is made on this
+    /// thread now, so the waits it asks for are judged with what the host
+    /// knew complete at this point, not later (what it learns after the
+    /// decision could not have spared the wait). Nothing on CUDA.
+    fn audit_decision(&self) {}
 
     /// Turns the wait audit on (its counts from zero) or off; whether the
     /// backend has one (the host backend).

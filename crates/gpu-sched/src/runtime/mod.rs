@@ -372,7 +372,11 @@ impl Runtime {
     /// `false` on CUDA, which has no detector. Audited waits cost an extra
     /// operation on their stream: for measuring, not for production.
     pub fn set_wait_audit(&self, on: bool) -> bool {
-        self.inner.core.driver.set_wait_audit(on)
+        let audits = self.inner.core.driver.set_wait_audit(on);
+        if on && audits {
+            crate::driver::AUDITING.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        audits
     }
 
     /// The wait audit's counts: of the waits whose stream reached them

@@ -71,9 +71,19 @@ struct Audit {
     unclassified: AtomicU64,
 }
 
+std::thread_local! {
+    /// What the host knew complete at this thread's last hand-off decision
+    /// (`Driver::audit_decision`), while the audit is on.
+    static DECIDED: std::cell::RefCell<Option<Clock>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Audit {
     fn count(&self, needed: bool) {
-        let c = if needed { &self.needed } else { &self.unnecessary };
+        let c = if needed {
+            &self.needed
+        } else {
+            &self.unnecessary
+        };
         c.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -594,6 +604,10 @@ impl Driver for HostDriver {
             return;
         };
         let Ok(st) = self.stream(s) else { return };
+        // What the host knew at the decision (else now: later than it).
+        let host_clock = DECIDED
+            .with(|d| d.borrow().clone())
+            .unwrap_or_else(|| self.shared.host_clock.lock().clone());
         let mut q = st.queue.lock();
         if q.capture.is_some() {
             return;
@@ -601,10 +615,17 @@ impl Driver for HostDriver {
         q.ops.push_back(Op {
             kind: OpKind::Audit { of, on_behalf },
             accesses: Vec::new(),
-            host_clock: self.shared.host_clock.lock().clone(),
+            host_clock,
         });
         q.pending += 1;
         st.work.notify_one();
+    }
+
+    fn audit_decision(&self) {
+        if self.shared.audit.on.load(Ordering::Relaxed) {
+            let now = self.shared.host_clock.lock().clone();
+            DECIDED.with(|d| *d.borrow_mut() = Some(now));
+        }
     }
 
     fn set_wait_audit(&self, on: bool) -> bool {
