@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod audit;
 mod detector;
 mod graph;
 pub(crate) mod nccl;
@@ -59,33 +60,7 @@ struct Shared {
     /// is staged at submission.
     pinned: Mutex<Vec<(usize, usize)>>,
     /// The wait audit (`Driver::audit_wait`).
-    audit: Audit,
-}
-
-/// The wait audit's switch and counts.
-#[derive(Default)]
-struct Audit {
-    on: AtomicBool,
-    needed: AtomicU64,
-    unnecessary: AtomicU64,
-    unclassified: AtomicU64,
-}
-
-std::thread_local! {
-    /// What the host knew complete at this thread's last hand-off decision
-    /// (`Driver::audit_decision`), while the audit is on.
-    static DECIDED: std::cell::RefCell<Option<Clock>> = const { std::cell::RefCell::new(None) };
-}
-
-impl Audit {
-    fn count(&self, needed: bool) {
-        let c = if needed {
-            &self.needed
-        } else {
-            &self.unnecessary
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
+    audit: audit::Audit,
 }
 
 /// The host backend.
@@ -588,64 +563,20 @@ impl Driver for HostDriver {
     }
 
     fn audit_wait(&self, s: RawStream, e: RawEvent, on_behalf: Option<MemAccess>) {
-        let audit = &self.shared.audit;
-        if !audit.on.load(Ordering::Relaxed) {
-            return;
-        }
-        let Some(on_behalf) = on_behalf else {
-            audit.unclassified.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        // The record the wait will see (the event's lock let go before the
-        // queue's is taken: `record`'s order).
-        let Some(of) = self.event(e).ok().and_then(|ev| ev.lock().clone()) else {
-            // An event never recorded: the wait orders nothing.
-            audit.count(false);
-            return;
-        };
-        let Ok(st) = self.stream(s) else { return };
-        // What the host knew at the decision (else now: later than it).
-        let host_clock = DECIDED
-            .with(|d| d.borrow().clone())
-            .unwrap_or_else(|| self.shared.host_clock.lock().clone());
-        let mut q = st.queue.lock();
-        if q.capture.is_some() {
-            return;
-        }
-        q.ops.push_back(Op {
-            kind: OpKind::Audit { of, on_behalf },
-            accesses: Vec::new(),
-            host_clock,
-        });
-        q.pending += 1;
-        st.work.notify_one();
+        audit::wait(self, s, e, on_behalf)
     }
 
     fn audit_decision(&self) {
-        if self.shared.audit.on.load(Ordering::Relaxed) {
-            let now = self.shared.host_clock.lock().clone();
-            DECIDED.with(|d| *d.borrow_mut() = Some(now));
-        }
+        audit::decision(self)
     }
 
     fn set_wait_audit(&self, on: bool) -> bool {
-        let audit = &self.shared.audit;
-        if on {
-            for c in [&audit.needed, &audit.unnecessary, &audit.unclassified] {
-                c.store(0, Ordering::Relaxed);
-            }
-        }
-        audit.on.store(on, Ordering::Relaxed);
+        self.shared.audit.set(on);
         true
     }
 
     fn wait_audit(&self) -> Option<WaitAudit> {
-        let audit = &self.shared.audit;
-        Some(WaitAudit {
-            needed: audit.needed.load(Ordering::Relaxed),
-            unnecessary: audit.unnecessary.load(Ordering::Relaxed),
-            unclassified: audit.unclassified.load(Ordering::Relaxed),
-        })
+        Some(self.shared.audit.counts())
     }
 
     fn begin_capture(&self, s: RawStream) -> Result<()> {
