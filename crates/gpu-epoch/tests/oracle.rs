@@ -1120,10 +1120,14 @@ impl Sim {
                 let live: Vec<StreamId> = set.iter().filter(|s| !self.vacant[s.index()]).collect();
                 for s in live {
                     // The runtime synchronizes a pooled event recorded raw on
-                    // `s`: no ledger fact.
+                    // `s` (or a capture's pre event, teaching nothing);
+                    // seen complete, it teaches what the facts read before
+                    // the record say (`learn_host_wait`).
+                    let facts = self.ledger.hand_off_facts(s);
                     let (e, pooled) = self.hand_off_event(s.index());
                     self.oracle.host_event(e, Some(Cause::HostWait));
                     if pooled {
+                        self.ledger.learn_host_wait(&facts);
                         self.give_event(e);
                     }
                 }

@@ -507,6 +507,34 @@ fn x6_a_recycled_stream_completes_what_it_was_ordered_after() {
 }
 
 #[test]
+fn x6_a_hand_off_s_host_wait_completes_the_last_counted_close() {
+    // The host synchronizes a pooled event recorded on s0 after reading
+    // the facts: s0's last counted close, and what s0 was ordered after,
+    // are done.
+    let (l, s) = ledger(3);
+    let t: Vec<_> = (0..3).map(|_| l.begin_task()).collect();
+    let ev = EventCoverage::new();
+    let mut a = BufferStamps::new();
+    write(&l, &t[1], &mut a, s[1]);
+    record(&l, &t[1], &ev, s[1]);
+    assert!(wait(&l, &t[0], &ev, s[0]));
+    let mut b = BufferStamps::new();
+    write(&l, &t[0], &mut b, s[0]);
+    assert!(l.close(&t[0], s[0]).counted);
+    let facts = l.hand_off_facts(s[0]);
+    // (the pooled record and the host's synchronize of it)
+    l.learn_host_wait(&facts);
+    assert_eq!(l.completed(s[0]), StreamEpoch(1));
+    assert_eq!(l.completed(s[1]), StreamEpoch(1));
+    for x in [&mut a, &mut b] {
+        assert_eq!(
+            read(&l, &t[2], x, s[2]),
+            Decision::NoWait(Reason::Completed)
+        );
+    }
+}
+
+#[test]
 fn x2_readers_do_not_wait_for_each_other_a_writer_waits_for_all() {
     let (l, s) = ledger(4);
     let t: Vec<_> = (0..4).map(|_| l.begin_task()).collect();

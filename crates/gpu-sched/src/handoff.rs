@@ -298,13 +298,19 @@ fn host_wait(rt: &Runtime, s: StreamId) -> Result<()> {
         // Retired since the decision (DESIGN "Streams are a resource"): idle, its work done.
         return Ok(());
     }
+    let l = rt.ledger_rw();
+    // Read before the record below: what seeing it complete teaches.
+    let facts = l.hand_off_facts(s);
     let ev = core.events.take(&*core.driver)?;
     // Untracked record: the event covers nothing (DESIGN "Soundness").
-    rt.ledger_rw().record_untracked(&ev.coverage);
+    l.record_untracked(&ev.coverage);
     let recorded = core.driver.record(ev.raw, raw);
     drop(slot);
     let r = recorded.and_then(|_| core.driver.event_sync(ev.raw));
     core.events.give(ev);
+    if r.is_ok() {
+        l.learn_host_wait(&facts);
+    }
     r
 }
 

@@ -229,6 +229,21 @@ impl Ledger {
         true
     }
 
+    /// The Completed facts of a hand-off's host wait: the host saw a pooled
+    /// event recorded on `facts`' stream, after `facts` were read
+    /// ([`Ledger::hand_off_facts`]), complete. Everything up to that
+    /// stream's last counted close was submitted before the record, and
+    /// everything it was ordered after before that (R5, X1, as
+    /// [`Ledger::finish_stream_sync`]): all of it finished. Completed facts
+    /// hold for every task, so any task may teach them.
+    pub fn learn_host_wait(&self, facts: &HandOffFacts) {
+        self.mark_completed(facts.stream, facts.closed);
+        for &w in &facts.row {
+            let (t, v) = unpack(w);
+            self.mark_completed(t, StreamEpoch(v));
+        }
+    }
+
     /// The Completed fact: every epoch of `s` up to `epoch` finished.
     #[inline]
     pub fn mark_completed(&self, s: StreamId, epoch: StreamEpoch) {
