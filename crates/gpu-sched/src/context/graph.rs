@@ -319,7 +319,8 @@ impl<'c, 'b> GraphLaunch<'c, 'b> {
         let last = n.saturating_sub(1) / MAX_TOUCHES * MAX_TOUCHES;
         let (first, rest) = self.touches.split_at_mut(last);
         for batch in first.chunks_mut(MAX_TOUCHES) {
-            ctx.tracked("graph (its buffers)", batch, |_, _| Ok(()))?;
+            // Submitted by the launch below: no close after it (X6).
+            ctx.submitting_later(|| ctx.tracked("graph (its buffers)", batch, |_, _| Ok(())))?;
         }
         // SAFETY: every range the captured operations touch (the capture's
         // log) lies in a buffer passed here with the access it needs

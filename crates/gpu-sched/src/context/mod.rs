@@ -94,6 +94,9 @@ pub struct TaskContext {
     pub(super) pending: std::cell::Cell<bool>,
     /// The stream was handed out raw ([`RawTask::cu_stream`](crate::raw::RawTask::cu_stream)): work the
     /// runtime does not see may be on it.
+    /// Set while tracked operations are stamped whose submission comes
+    /// later ([`TaskContext::submitting_later`]): no close after each.
+    pub(super) submit_later: std::cell::Cell<bool>,
     pub(super) raw_used: std::cell::Cell<bool>,
     /// The priority of the stream the task takes ([`TaskContext::set_priority`]).
     pub(super) priority: std::cell::Cell<crate::Priority>,
@@ -161,6 +164,7 @@ impl Runtime {
             submitted: std::cell::Cell::new(false),
             pending: std::cell::Cell::new(false),
             raw_used: std::cell::Cell::new(false),
+            submit_later: std::cell::Cell::new(false),
             priority: std::cell::Cell::new(crate::Priority::Normal),
             name: std::cell::RefCell::new(None),
             checks: Default::default(),

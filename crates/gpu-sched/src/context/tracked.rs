@@ -261,9 +261,30 @@ impl TaskContext {
         // stream's unshared owner counts, so a hand-off's wait for this
         // operation, or anything stamped before it, teaches its waiter
         // that all of it is ordered, and a later hand-off of another
-        // buffer this stream used as far waits no more.
-        l.close(self.task(), sid);
+        // buffer this stream used as far waits no more. Not for an
+        // operation whose submission comes later (`submitting_later`):
+        // the close would cover work not yet on the stream.
+        if !self.submit_later.get() {
+            l.close(self.task(), sid);
+        }
         Ok(r)
+    }
+
+    /// Runs `f`, whose tracked operations on this task only stamp and
+    /// collect what a later call submits (the parts of an NCCL group, a
+    /// graph's buffers handed off before its launch), with X6's close
+    /// after each held back: their stamps stay in the open epoch, which
+    /// the task's next close, after the submission in its program order,
+    /// covers (DESIGN "Beyond the seed (X1-X6)").
+    pub(crate) fn submitting_later<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Reset<'a>(&'a std::cell::Cell<bool>, bool);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                self.0.set(self.1);
+            }
+        }
+        let _reset = Reset(&self.submit_later, self.submit_later.replace(true));
+        f()
     }
 
     /// Whether this task is in a graphed scope (DESIGN "Graphs without capture by hand").

@@ -745,14 +745,17 @@ fn issue(
     touches: &mut [Touch<'_>],
     calls: &mut Vec<RankCall>,
 ) -> Result<()> {
-    ctx.tracked(call_name(&kind), touches, |mem, stream| {
-        calls.push(RankCall {
-            local,
-            stream,
-            dtype,
-            kind,
-            accesses: mem.iter().copied().collect(),
-        });
-        Ok(())
+    // Queued with the group later: no close after it (X6).
+    ctx.submitting_later(|| {
+        ctx.tracked(call_name(&kind), touches, |mem, stream| {
+            calls.push(RankCall {
+                local,
+                stream,
+                dtype,
+                kind,
+                accesses: mem.iter().copied().collect(),
+            });
+            Ok(())
+        })
     })
 }
