@@ -418,9 +418,7 @@ impl Ledger {
     /// The caller guarantees the precondition: the stream is idle (a query
     /// said done) and its tasks finished.
     pub fn recycle(&self, s: StreamId) -> Generation {
-        for (t, w) in self.waited_row(s) {
-            self.mark_completed(t, StreamEpoch(w));
-        }
+        self.complete_row(s);
         let o = self.order(s);
         let mut owner = lock(&o.owner);
         *owner = None;

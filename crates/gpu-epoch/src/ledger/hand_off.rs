@@ -237,11 +237,7 @@ impl Ledger {
     /// [`Ledger::finish_stream_sync`]): all of it finished. Completed facts
     /// hold for every task, so any task may teach them.
     pub fn learn_host_wait(&self, facts: &HandOffFacts) {
-        self.mark_completed(facts.stream, facts.closed);
-        for &w in &facts.row {
-            let (t, v) = unpack(w);
-            self.mark_completed(t, StreamEpoch(v));
-        }
+        self.complete_with_table(facts.stream, facts.closed, &facts.row);
     }
 
     /// The Completed fact: every epoch of `s` up to `epoch` finished.

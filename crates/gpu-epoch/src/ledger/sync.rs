@@ -137,11 +137,7 @@ impl Ledger {
         let Some(table) = Self::table_since(event, &ticket) else {
             return false;
         };
-        self.mark_completed(s, e);
-        for &w in &table {
-            let (t, w) = unpack(w);
-            self.mark_completed(t, StreamEpoch(w));
-        }
+        self.complete_with_table(s, e, &table);
         true
     }
 
@@ -260,7 +256,23 @@ impl Ledger {
             return;
         }
         self.mark_completed(closed.stream, closed.epoch);
-        for (t, w) in self.waited_row(closed.stream) {
+        self.complete_row(closed.stream);
+    }
+
+    /// X1: `s` is known past every device wait it was ordered by: each
+    /// entry of its `waited` row is completed.
+    pub(super) fn complete_row(&self, s: StreamId) {
+        for (t, w) in self.waited_row(s) {
+            self.mark_completed(t, StreamEpoch(w));
+        }
+    }
+
+    /// R6, R7, X1: `s`'s epochs up to `e` and a packed ordered table read
+    /// with them (an event's, or a hand-off's facts) are completed.
+    pub(super) fn complete_with_table(&self, s: StreamId, e: StreamEpoch, table: &[u64]) {
+        self.mark_completed(s, e);
+        for &w in table {
+            let (t, w) = unpack(w);
             self.mark_completed(t, StreamEpoch(w));
         }
     }
