@@ -31,6 +31,8 @@
 use super::*;
 use gpu::sparse::{self, Csr};
 
+mod hand;
+
 /// Steps of one CG run (restarted from `x = 0` after each).
 const STEPS: u64 = 200;
 
@@ -335,6 +337,57 @@ fn plain_and_graphed(
     );
 }
 
+/// `cg-small-fused-capture` (CUDA only): the fused steps captured by hand
+/// ([`hand::Hand`]), checked against the library's plain steps' residual
+/// after [`STEPS`] steps, then timed as [`graphed_steps`] times the graphed
+/// scope's runs.
+fn hand_captured(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    t: &TaskContext,
+    cg: &mut Cg,
+    how: Step<'_>,
+    n: usize,
+) {
+    cg.restart(t);
+    for _ in 0..STEPS {
+        cg.step(t, how);
+    }
+    let plain = t.to_vec(&cg.s[0]).unwrap()[0];
+    // A task of its own: its stream is the hand capture's alone.
+    let own = rt().begin_task().unwrap();
+    let hand = hand::Hand::new(&own, n);
+    let run = |h: &hand::Hand, steps: u64| {
+        h.restart();
+        h.sync();
+        let start = Instant::now();
+        for _ in 0..steps / GRAPHED_STEPS {
+            h.launch();
+        }
+        h.sync();
+        start.elapsed()
+    };
+    run(&hand, STEPS);
+    let rr = hand.rr();
+    assert!(
+        (rr - plain).abs() <= 1e-9 * plain.abs(),
+        "B16 hand capture: r . r after {STEPS} steps is {rr}, the plain steps' {plain}"
+    );
+    g.bench_function("cg-small-fused-capture", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let mut left = iters.div_ceil(GRAPHED_STEPS) * GRAPHED_STEPS;
+            while left > 0 {
+                let steps = left.min(STEPS);
+                total += run(&hand, steps);
+                left -= steps;
+            }
+            total
+        })
+    });
+    drop(hand);
+    drop(own);
+}
+
 pub(crate) fn b16_cg(c: &mut Criterion) {
     let rt = rt();
     let t = rt.begin_task().unwrap();
@@ -355,6 +408,9 @@ pub(crate) fn b16_cg(c: &mut Criterion) {
         for how in [Step::Library(&k), Step::Fused(&update, &xpay)] {
             let name = format!("{name}{}", how.suffix());
             plain_and_graphed(&mut g, &t, &mut cg, how, &name);
+        }
+        if name == "cg-small" && cuda() {
+            hand_captured(&mut g, &t, &mut cg, Step::Fused(&update, &xpay), n);
         }
         if name == "cg" {
             // The bound: a copy of half a step's bytes.

@@ -442,9 +442,9 @@ pub(super) const BENCHES: &[Bench] = &[
     Bench {
         id: "B16",
         what: "a CG step through `gpu::sparse` and `gpu::blas`, 1024^2 and 4096^2 grids; the same through a `gpu::Graphed` of 10 steps a run; the same CG with its vector updates in two fused kernels of the user's (`-fused`)",
-        against: "CuPy's `cg`; a copy of the step's bytes (the memory-traffic bound)",
+        against: "CuPy's `cg`; a copy of the step's bytes (the memory-traffic bound); the fused step captured by hand through raw cuSPARSE, cuBLAS and driver calls and replayed (`-capture`)",
         multi_gpu: false,
-        code: &["benches/gpu/cg.rs", "benches/cupy_cg.py"],
+        code: &["benches/gpu/cg.rs", "benches/gpu/cg/hand.rs", "benches/cupy_cg.py"],
         ratios: &[
             rows("B16-small-vs-cupy", "B16/cg-small", "B16/cupy-cg-small").at_most(0.5),
             rows("B16-vs-cupy", "B16/cg", "B16/cupy-cg").at_most(1.0),
@@ -455,6 +455,12 @@ pub(super) const BENCHES: &[Bench] = &[
             rows("B16-fused-small-vs-cupy", "B16/cg-small-fused", "B16/cupy-cg-small"),
             rows("B16-fused-graphed-small", "B16/cg-small-fused-graphed", "B16/cupy-cg-small"),
             rows("B16-fused-graphed", "B16/cg-fused-graphed", "B16/cupy-cg"),
+            rows(
+                "B16-graphed-vs-capture",
+                "B16/cg-small-fused-graphed",
+                "B16/cg-small-fused-capture",
+            )
+            .at_most(1.05),
         ],
     },
     Bench {
