@@ -16,16 +16,22 @@ pub enum Reason {
     Ordered,
     /// The earlier use's stream was recycled since, so it was idle (R13).
     Recycled,
+    /// The new stream is capturing: what it queues runs only when the
+    /// graph is launched, and the launch hands every buffer the graph
+    /// touches off again on its own stream (R12), so nothing is waited for
+    /// while capturing (X7).
+    Captured,
 }
 
 impl Reason {
     /// Every reason, in counter order.
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 6] = [
         Reason::Clean,
         Reason::SameStream,
         Reason::Completed,
         Reason::Ordered,
         Reason::Recycled,
+        Reason::Captured,
     ];
 }
 
@@ -35,7 +41,7 @@ impl Reason {
 /// (a test) joined the threads that counted.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    avoided: [AtomicU64; 5],
+    avoided: [AtomicU64; Reason::ALL.len()],
     device_waits: AtomicU64,
     host_syncs: AtomicU64,
 }
@@ -89,7 +95,7 @@ fn add(c: &AtomicU64, n: u64) {
 /// and two readers on other streams counts three outcomes.
 #[derive(Clone, Copy, PartialEq, Eq, Default, Debug)]
 pub struct CounterSnapshot {
-    avoided: [u64; 5],
+    avoided: [u64; Reason::ALL.len()],
     /// Hand-offs that made the new stream wait on the device.
     pub device_waits: u64,
     /// Hand-offs that synchronized the old stream on the host.
@@ -105,7 +111,7 @@ impl CounterSnapshot {
     /// The change from `earlier` to `self`, counter by counter.
     pub fn since(&self, earlier: &CounterSnapshot) -> CounterSnapshot {
         let mut d = *self;
-        for i in 0..5 {
+        for i in 0..Reason::ALL.len() {
             d.avoided[i] -= earlier.avoided[i];
         }
         d.device_waits -= earlier.device_waits;
@@ -113,8 +119,10 @@ impl CounterSnapshot {
         d
     }
 
-    /// Waits avoided, all reasons but [`Reason::SameStream`] and
-    /// [`Reason::Clean`] (those involve no stream switch).
+    /// Waits avoided by what the ledger knew: all reasons but
+    /// [`Reason::SameStream`] and [`Reason::Clean`] (those involve no
+    /// stream switch) and [`Reason::Captured`] (the switch waits at the
+    /// graph's launch instead).
     pub fn switches_avoided(&self) -> u64 {
         self.avoided(Reason::Completed)
             + self.avoided(Reason::Ordered)

@@ -191,7 +191,6 @@ enum Cause {
     NonOwnerRecord,
     ReRecord,
     Escape,
-    Capture,
     Recycle,
     HostWait,
     Pooled,
@@ -208,7 +207,6 @@ impl Cause {
             Cause::NonOwnerRecord => "event recorded on a stream the task does not own",
             Cause::ReRecord => "event re-recorded (during a wait, or records in flight)",
             Cause::Escape => "escaped buffer (R10: waits for all on a move)",
-            Cause::Capture => "capture (hand-off while capturing syncs the host)",
             Cause::Recycle => "recycle (idle stream: ledger knows only its own stamps)",
             Cause::HostWait => "hand-off host wait (pooled event: no fact)",
             Cause::Pooled => "pooled event (last driver record raw, or reset)",
@@ -590,7 +588,7 @@ struct Stats {
     waits: u64,
     needed: u64,
     unneeded: BTreeMap<Cause, u64>,
-    avoided: [u64; 5],
+    avoided: [u64; Reason::ALL.len()],
     device_waits: u64,
     host_syncs: u64,
     bindings: [u64; 3],
@@ -1063,6 +1061,10 @@ impl Sim {
         if capturing != self.capturing(s2) {
             return Err(format!("capture state of stream {s2} differs"));
         }
+        if capturing && !d.waits().is_empty() {
+            // X7: the graph's launch hands the buffer off again.
+            return Err(format!("a hand-off to s{s2}, capturing, waits: {d:?}"));
+        }
         for s in d.waits().iter() {
             let s = s.index();
             if s == s2 {
@@ -1077,11 +1079,7 @@ impl Sim {
                 continue;
             }
             self.stats.waits += 1;
-            let why = if capturing {
-                Some(Cause::Capture)
-            } else {
-                self.unneeded(o, s, s2, write, escaped_on == Some(s), unknown)
-            };
+            let why = self.unneeded(o, s, s2, write, escaped_on == Some(s), unknown);
             match why {
                 None => self.stats.needed += 1,
                 Some(c) => *self.stats.unneeded.entry(c).or_default() += 1,
@@ -1279,7 +1277,7 @@ impl Sim {
                 }
                 if !captured && self.slots[slot].as_ref().unwrap().home == s {
                     // The runtime closes its stream's epoch after each
-                    // operation (R2; DESIGN "Beyond the seed (X1-X6)").
+                    // operation (R2; DESIGN "Beyond the seed (X1-X7)").
                     let c = self.ledger.close(&task, self.ids[s]);
                     self.log.push(format!("  closes s{s}: {c:?}"));
                 }

@@ -1,4 +1,4 @@
-//! One test per rule of DESIGN "The seed's rules (R1-R14)" and "Beyond the seed (X1-X6)" (R1-R14, X1-X3), at ledger level.
+//! One test per rule of DESIGN "The seed's rules (R1-R14)" and "Beyond the seed (X1-X7)" (R1-R14, X1-X3), at ledger level.
 #![cfg(not(loom))]
 
 mod common;
@@ -261,11 +261,16 @@ fn r09_hand_off_waits_unless_clean_completed_ordered_or_recycled() {
         l.hand_off(u, s[1], Access::Read, false),
         Decision::HostSync(set(&[s[0]]))
     );
-    // A capturing new stream: the host syncs s0.
+    // A capturing new stream waits for nothing (X7): its graph's launch
+    // hands the buffer off again, on whatever context.
     l.set_capturing(s[2], true);
     assert_eq!(
         l.hand_off(u, s[2], Access::Read, true),
-        Decision::HostSync(set(&[s[0]]))
+        Decision::NoWait(Reason::Captured)
+    );
+    assert_eq!(
+        l.hand_off(u, s[2], Access::Read, false),
+        Decision::NoWait(Reason::Captured)
     );
     l.set_capturing(s[2], false);
     // Ordered, completed, recycled.
@@ -363,11 +368,12 @@ fn r12_capture_gives_no_facts_and_the_graph_launch_stamps() {
     record(&l, &t1, &ev1, s[1]);
     l.bind(&t0, s[0]);
     l.set_capturing(s[0], true);
-    // A captured op: the hand-off cannot wait on the device, no stamp.
+    // A captured op: the hand-off waits for nothing (X7: it runs at the
+    // launch below, which waits for s1), no stamp.
     let u = a.get_mut();
     assert_eq!(
         l.hand_off(u, s[0], Access::Write, true),
-        Decision::HostSync(set(&[s[1]]))
+        Decision::NoWait(Reason::Captured)
     );
     assert!(!l.stamp(u, s[0], Access::Write));
     assert_eq!(u.writer().unwrap().stream, s[1]);

@@ -33,8 +33,8 @@ impl Ledger {
     /// its stream queued, whatever the facts.
     ///
     /// `device_wait_possible` is false where the runtime cannot make `s2`
-    /// wait on the device (another context); a capturing `s2` forces a host
-    /// synchronize too. Counts every outcome (see [`Ledger::counters`]).
+    /// wait on the device (another context); a capturing `s2` waits for
+    /// nothing (X7: its graph's launch hands the buffer off again). Counts every outcome (see [`Ledger::counters`]).
     #[inline]
     pub fn hand_off(
         &self,
@@ -151,7 +151,7 @@ impl Ledger {
     }
 
     /// The wait for `waits` on `s2`: on the device where possible, else on
-    /// the host (another context, or `s2` capturing); counted.
+    /// the host (another context); none while `s2` captures (X7); counted.
     #[inline]
     fn wait_decision(
         &self,
@@ -160,7 +160,17 @@ impl Ledger {
         device_wait_possible: bool,
     ) -> Decision {
         let counters = &self.order(s2).counters;
-        if device_wait_possible && !self.is_capturing(s2) {
+        if self.is_capturing(s2) {
+            // X7: what `s2` queues now runs when its graph is launched, and
+            // the launch hands off every buffer the graph touches (R12),
+            // while captured operations stamp nothing: the uses waited for
+            // here are still the buffer's stamps then, and the launch
+            // waits for them (or learns them done). A wait now would order
+            // nothing the launch does not.
+            counters.avoided_n(Reason::Captured, waits.len() as u64);
+            return Decision::NoWait(Reason::Captured);
+        }
+        if device_wait_possible {
             counters.device_waits(waits.len() as u64);
             Decision::DeviceWait(waits)
         } else {
