@@ -444,7 +444,7 @@ pub(super) const BENCHES: &[Bench] = &[
         what: "a CG step through `gpu::sparse` and `gpu::blas`, 1024^2 and 4096^2 grids; the same through a `gpu::Graphed` of 10 steps a run; the same CG with its vector updates in two fused kernels of the user's (`-fused`)",
         against: "CuPy's `cg`; a copy of the step's bytes (the memory-traffic bound); the fused step captured by hand through raw cuSPARSE, cuBLAS and driver calls and replayed (`-capture`)",
         multi_gpu: false,
-        code: &["benches/gpu/cg.rs", "benches/gpu/cg/hand.rs", "benches/cupy_cg.py"],
+        code: &["benches/gpu/cg.rs", "benches/cupy_cg.py"],
         ratios: &[
             rows("B16-small-vs-cupy", "B16/cg-small", "B16/cupy-cg-small").at_most(0.5),
             rows("B16-vs-cupy", "B16/cg", "B16/cupy-cg").at_most(1.0),
