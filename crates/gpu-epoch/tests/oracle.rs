@@ -27,9 +27,9 @@
 //!   halves of the buffer, or one view of all of it) the buffer's uses, then
 //!   forgets the buffer's (`forget_uses`). Views are used like buffers; then
 //!   a task rejoins them (each view handed to its stream as a write, the
-//!   buffer restamped there) or they are dropped (the buffer's uses stay
-//!   unknown). In the oracle a view's use and the buffer's conflict, two
-//!   views' do not.
+//!   buffer restamped there) or they are dropped (the buffer's uses become
+//!   the views' of their halves: `merge_views`). In the oracle a view's use
+//!   and the buffer's conflict, two views' do not.
 //! - **Frees and allocations (X4).** Dropping a buffer hands its uses to the
 //!   reclaim stream (owned by a task that never ends) as a write, carried out
 //!   with pooled events, then frees it there: every earlier use must happen
@@ -210,7 +210,7 @@ impl Cause {
             Cause::Recycle => "recycle (idle stream: ledger knows only its own stamps)",
             Cause::HostWait => "hand-off host wait (pooled event: no fact)",
             Cause::Pooled => "pooled event (last driver record raw, or reset)",
-            Cause::Unknown => "unknown uses (split not rejoined)",
+            Cause::Unknown => "unknown uses (a split of unknown uses, or too many entries)",
         }
     }
 }
@@ -701,6 +701,8 @@ struct Sim {
     bound: Vec<Vec<Task>>,
     capture: Option<Capture>,
     graphs: Vec<Vec<GraphTouch>>,
+    /// A split buffer's uses when it was split (for a drop of its views).
+    split_before: Vec<gpu_epoch::Uses>,
     // A raw pointer taken on (stream, by task) that is still valid.
     raw: Vec<Option<(usize, u64)>>,
     /// The oracle's stream behind each slot: the slot's own index until the
@@ -766,6 +768,7 @@ impl Sim {
             bound,
             capture: None,
             graphs: Vec::new(),
+            split_before: vec![gpu_epoch::Uses::new(); BUFS],
             raw: vec![None; BUFS],
             // New streams in reused slots come before the communicators'.
             oracle: Oracle::new(all + NEW_STREAMS),
@@ -1795,6 +1798,7 @@ impl Sim {
                 for i in 0..k {
                     self.bufs[view(b, i)] = BufferStamps::from_uses(uses.clone());
                 }
+                self.split_before[b] = uses;
                 self.ledger.forget_uses(self.bufs[b].get_mut());
                 self.state[b] = BufState::Split(k);
                 // The buffer is borrowed by its views: its raw pointer's
@@ -1818,10 +1822,24 @@ impl Sim {
                     return Ok(());
                 }
                 if bit(st.c, 0) {
-                    // Dropped without a rejoin: the buffer's uses stay
-                    // unknown.
+                    // Dropped without a rejoin: the buffer's uses are the
+                    // views' of their halves (`Ledger::merge_views`, as
+                    // the runtime's `Split` does at its drop).
                     self.log.push(format!("b{b}'s views dropped"));
                     self.stats.dropped_views += 1;
+                    let ranges = if k == 1 {
+                        vec![gpu_epoch::WHOLE]
+                    } else {
+                        vec![0..LEN / 2, LEN / 2..usize::MAX]
+                    };
+                    let views: Vec<gpu_epoch::Uses> = (0..k)
+                        .map(|i| self.bufs[view(b, i)].get_mut().clone())
+                        .collect();
+                    let pairs: Vec<(std::ops::Range<usize>, &gpu_epoch::Uses)> =
+                        ranges.into_iter().zip(views.iter()).collect();
+                    let before = std::mem::take(&mut self.split_before[b]);
+                    self.ledger
+                        .merge_views(self.bufs[b].get_mut(), &before, &pairs);
                 } else {
                     let s = self.pick(slot, st.a);
                     self.log.push(format!("T{slot} rejoins b{b} on s{s}"));

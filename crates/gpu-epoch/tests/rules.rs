@@ -759,3 +759,56 @@ fn a_hand_off_teaches_what_its_source_was_ordered_after() {
         Decision::NoWait(Reason::Ordered)
     );
 }
+
+#[test]
+fn x3_a_dropped_split_gives_its_parent_its_views_uses() {
+    let (l, s) = ledger(3);
+    let (t0, t1, t2) = (l.begin_task(), l.begin_task(), l.begin_task());
+    let mut a = BufferStamps::new();
+    write(&l, &t0, &mut a, s[0]);
+    // Split in two at 10: each view starts with the parent's uses.
+    let before = a.get_mut().clone();
+    let mut v0 = BufferStamps::from_uses(before.clone());
+    let v1 = BufferStamps::from_uses(before.clone());
+    l.forget_uses(a.get_mut());
+    // View 0 written on s1 (after s0's write); view 1 untouched.
+    assert_eq!(
+        write(&l, &t1, &mut v0, s[1]),
+        Decision::DeviceWait(set(&[s[0]]))
+    );
+    let mut views = [v0, v1];
+    let [u0, u1] = &mut views;
+    l.merge_views(
+        a.get_mut(),
+        &before,
+        &[(0..10, &*u0.get_mut()), (10..usize::MAX, &*u1.get_mut())],
+    );
+    let u = a.get_mut();
+    assert!(!u.is_unknown());
+    // The first part was last written on s1 alone; the rest on s0.
+    l.bind(&t2, s[2]);
+    assert_eq!(
+        l.hand_off_range(u, 0..5, s[2], Access::Read, true),
+        Decision::DeviceWait(set(&[s[1]]))
+    );
+    assert_eq!(
+        l.hand_off_range(u, 20..30, s[2], Access::Read, true),
+        Decision::DeviceWait(set(&[s[0]]))
+    );
+    assert_eq!(
+        l.hand_off(u, s[2], Access::Write, true),
+        Decision::DeviceWait(set(&[s[0], s[1]]))
+    );
+    // A view of unknown uses (split again and leaked): the parent's stay
+    // unknown.
+    let [u0, u1] = &mut views;
+    l.forget_uses(u1.get_mut());
+    let mut b = BufferStamps::new();
+    l.forget_uses(b.get_mut());
+    l.merge_views(
+        b.get_mut(),
+        &before,
+        &[(0..10, &*u0.get_mut()), (10..usize::MAX, &*u1.get_mut())],
+    );
+    assert!(b.get_mut().is_unknown());
+}

@@ -298,9 +298,11 @@ impl<T: DeviceRepr> Buffer<T> {
     /// Give the split back to [`TaskContext::rejoin`](crate::TaskContext::rejoin)
     /// once the views' work is done: the buffer is then restamped on the
     /// joining stream, after waiting for each view's work as needed. A split
-    /// dropped (or leaked) without a rejoin leaves the buffer's uses
-    /// unknown: its next use waits for everything every stream queued, so
-    /// it is never unordered with the views' work, only slower.
+    /// dropped without a rejoin gives the buffer its views' uses, each of
+    /// its own part: its next use waits for the views' work it overlaps. A
+    /// split leaked (`mem::forget`) leaves the buffer's uses unknown: its
+    /// next use waits for everything every stream queued, so it is never
+    /// unordered with the views' work, only slower.
     ///
     /// # Errors
     ///
@@ -311,7 +313,7 @@ impl<T: DeviceRepr> Buffer<T> {
         }
         Ok(Split::new(
             &self.rt,
-            &mut self.stamps,
+            (&mut self.stamps, self.range),
             (self.ptr, self.len, 0),
             Layout::Chunks(chunk),
         ))
@@ -330,7 +332,7 @@ impl<T: DeviceRepr> Buffer<T> {
         checked_range(..mid, self.len, "Buffer::split_at_mut")?;
         Ok(Split::new(
             &self.rt,
-            &mut self.stamps,
+            (&mut self.stamps, self.range),
             (self.ptr, self.len, 0),
             Layout::At(mid),
         ))
@@ -402,11 +404,21 @@ impl Layout {
 /// [`ViewMut::split_at_mut`]): hands out the views ([`Split::views`]) and
 /// keeps their stamps, so that
 /// [`TaskContext::rejoin`](crate::TaskContext::rejoin) sees every view's
-/// uses, even those of views that were leaked.
+/// uses, even those of views that were leaked. Dropped without a rejoin,
+/// it gives the parent its views' uses, each of its own part (X3): the
+/// parent's next use waits for what the views' work it overlaps, as after
+/// a rejoin (without the rejoin's restamp on one stream). A split that is
+/// leaked (`mem::forget`) leaves the parent's uses unknown: its next use
+/// waits for every stream.
 pub struct Split<'a, T: DeviceRepr> {
     rt: &'a Runtime,
-    /// The split parent's stamps (forgotten until the rejoin).
+    /// The split parent's stamps (forgotten until the rejoin or the drop).
     parent: &'a mut BufferStamps,
+    /// The parent's range in its stamps ([`WHOLE`] where they are its
+    /// own), and its uses when it was split.
+    before: ((usize, usize), gpu_epoch::Uses),
+    /// Set by a rejoin, which restamped the parent: the drop leaves it.
+    rejoined: bool,
     ptr: u64,
     len: usize,
     /// The parent's first element's index in its buffer.
@@ -433,7 +445,7 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
     /// forgotten until a rejoin restamps them.
     fn new(
         rt: &'a Runtime,
-        parent: &'a mut BufferStamps,
+        (parent, range): (&'a mut BufferStamps, (usize, usize)),
         (ptr, len, offset): (u64, usize, usize),
         layout: Layout,
     ) -> Self {
@@ -448,6 +460,8 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
         Split {
             rt,
             parent,
+            before: (range, uses),
+            rejoined: false,
             ptr,
             len,
             offset,
@@ -511,6 +525,51 @@ impl<'a, T: DeviceRepr> Split<'a, T> {
     /// The parent's stamps and the views' stamps, for a rejoin.
     pub(crate) fn parts(&mut self) -> (&mut BufferStamps, &mut [BufferStamps]) {
         (&mut *self.parent, &mut self.stamps)
+    }
+
+    /// A rejoin restamped the parent: the drop leaves its stamps as they
+    /// are.
+    pub(crate) fn mark_rejoined(&mut self) {
+        self.rejoined = true;
+    }
+}
+
+impl<T: DeviceRepr> Drop for Split<'_, T> {
+    /// Without a rejoin: the parent's uses become its views' (see
+    /// [`Split`]; `Ledger::merge_views`). Each view's range in the
+    /// parent's stamps is its elements' indices in the buffer (the
+    /// coordinates every stamp of the buffer uses); where the parent's
+    /// range is the whole of its stamps, the first view's reaches down to
+    /// 0 and the last one's up to the end, so the views cover it.
+    fn drop(&mut self) {
+        if self.rejoined {
+            return;
+        }
+        let ((range, ref before), n) = (self.before.clone(), self.stamps.len());
+        let whole = range == WHOLE;
+        let ranges: Vec<std::ops::Range<usize>> = (0..n)
+            .map(|i| {
+                let (start, end) = self.layout.range(i, self.len);
+                let lo = if whole && i == 0 {
+                    0
+                } else {
+                    self.offset + start
+                };
+                let hi = if whole && i + 1 == n {
+                    usize::MAX
+                } else {
+                    self.offset + end
+                };
+                lo..hi
+            })
+            .collect();
+        let views: Vec<(std::ops::Range<usize>, &gpu_epoch::Uses)> = ranges
+            .into_iter()
+            .zip(self.stamps.iter_mut().map(|s| &*s.get_mut()))
+            .collect();
+        self.rt
+            .ledger_rw()
+            .merge_views(self.parent.get_mut(), before, &views);
     }
 }
 
@@ -640,7 +699,7 @@ impl<'s, T: DeviceRepr> ViewMut<'s, T> {
         checked_range(..mid, self.len, "ViewMut::split_at_mut")?;
         Ok(Split::new(
             self.rt,
-            self.stamps,
+            (self.stamps, self.range),
             (self.ptr, self.len, self.offset),
             Layout::At(mid),
         ))

@@ -326,9 +326,10 @@ fn ranges05_split_at_mut_halves_never_wait(rt: &Runtime) {
     assert_all(&v[515..530], 40.0);
     assert_all(&v[530..], 2.0);
 
-    // A split dropped or leaked without a rejoin leaves its parent's uses
-    // unknown: for a `split_at_mut` of a buffer, and of a `slice_mut` view
-    // (whose stamps are the buffer's).
+    // A split leaked without a rejoin leaves its parent's uses unknown; one
+    // dropped gives the parent its views' uses (`ranges10`), here of a
+    // `slice_mut` view, whose stamps are the buffer's: the buffer's uses
+    // outside the view stay.
     std::mem::forget(a.split_at_mut(1).unwrap());
     assert!(a.uses().is_unknown());
     k::fill(&p, &mut a, 0.0).unwrap();
@@ -337,7 +338,8 @@ fn ranges05_split_at_mut_halves_never_wait(rt: &Runtime) {
         let mut m = a.slice_mut(1..).unwrap();
         drop(m.split_at_mut(1).unwrap());
     }
-    assert!(a.uses().is_unknown());
+    assert!(!a.uses().is_unknown());
+    assert_eq!(a.uses().writer().map(|u| u.stream), Some(p.stream_id()));
     assert_all(&p.to_vec(&a).unwrap(), 0.0);
     assert_no_races(rt);
 }
@@ -512,3 +514,45 @@ fn ranges09_a_read_of_one_half_never_holds_up_the_other(rt: &Runtime) {
     assert_no_races(rt);
 }
 backend_tests!(ranges09_a_read_of_one_half_never_holds_up_the_other);
+
+/// X3: a split dropped without a rejoin gives its parent its views' uses,
+/// each of its own half (`Split`'s drop, `Ledger::merge_views`): the
+/// parent's next use waits for the views' work, not for every stream's.
+/// Before, the parent's uses were unknown, and a read of it waited for an
+/// unrelated stream's gated work (here until the gate gave up).
+fn ranges10_a_dropped_split_gives_its_parent_its_views_uses(rt: &Runtime) {
+    let p = rt.begin_task().unwrap();
+    let c1 = rt.begin_task().unwrap();
+    let c2 = rt.begin_task().unwrap();
+    let other = rt.begin_task().unwrap();
+    let mut a = p.zeros::<f32>(N).unwrap();
+    let mut z = other.zeros::<f32>(N).unwrap();
+    p.synchronize().unwrap();
+    other.synchronize().unwrap();
+    let g = rt.gate().unwrap();
+    k::gate(&other, &g, OPENED_BY_TEST).unwrap();
+    k::fill(&other, &mut z, 5.0).unwrap();
+    let mid = N / 2;
+    {
+        let mut split = a.split_at_mut(mid).unwrap();
+        let (mut x, mut y) = split.halves().unwrap();
+        k::fill(&c1, &mut x, 1.0).unwrap();
+        k::fill(&c2, &mut y, 2.0).unwrap();
+    }
+    assert!(!a.uses().is_unknown(), "{:?}", a.uses());
+    let before = rt.counters();
+    let v = p.to_vec(&a).unwrap();
+    assert!(
+        !g.timed_out(),
+        "the read waited for the unrelated stream's gated work"
+    );
+    assert_all(&v[..mid], 1.0);
+    assert_all(&v[mid..], 2.0);
+    let d = since(rt, &before);
+    assert!(d.device_waits <= 2, "the two views' streams at most: {d:?}");
+    g.open();
+    assert_all(&other.to_vec(&z).unwrap(), 5.0);
+    assert!(!g.timed_out());
+    assert_no_races(rt);
+}
+backend_tests!(ranges10_a_dropped_split_gives_its_parent_its_views_uses);

@@ -200,4 +200,53 @@ impl Ledger {
     pub fn forget_uses(&self, uses: &mut Uses) {
         uses.unknown = true;
     }
+
+    /// X3: a split ends without a rejoin (its views dropped): `parent`'s
+    /// uses become what each view's uses say of the view's own range, and
+    /// what `before` (the parent's uses when it was split) says outside
+    /// the views. `views` are the views' ranges in the parent's stamps,
+    /// disjoint and covering the split part (the first from 0 and the last
+    /// to `usize::MAX` where the parent is split whole), with their uses.
+    /// Unknown uses on either side, or more entries than [`MAX_ENTRIES`],
+    /// leave `parent` unknown ([`Ledger::forget_uses`]).
+    ///
+    /// Why this orders every later use as a rejoin's restamp would: each
+    /// view's uses keep, for its range, every use made through it (an
+    /// entry holding it, or a later write holding it, ordered after it:
+    /// see [`Uses`]), and every use of the parent before the split (each
+    /// view started with `before`); an entry restricted to the view's
+    /// range still holds what was used of that range. Outside the views,
+    /// `before`'s entries that reach there are kept whole (at worst a wait
+    /// that was not needed).
+    pub fn merge_views(&self, parent: &mut Uses, before: &Uses, views: &[(Range<usize>, &Uses)]) {
+        if before.unknown || views.iter().any(|(_, v)| v.unknown) {
+            parent.unknown = true;
+            return;
+        }
+        let region = views
+            .iter()
+            .map(|(r, _)| r.clone())
+            .reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
+            .unwrap_or(0..0);
+        let mut entries: smallvec::SmallVec<[Entry; 1]> = before
+            .entries
+            .iter()
+            .filter(|e| !contains(&region, &e.range))
+            .cloned()
+            .collect();
+        for (r, v) in views {
+            for e in &v.entries {
+                let range = e.range.start.max(r.start)..e.range.end.min(r.end);
+                if range.start < range.end {
+                    entries.push(Entry { range, ..e.clone() });
+                }
+            }
+        }
+        if entries.len() > MAX_ENTRIES {
+            parent.unknown = true;
+            return;
+        }
+        parent.entries = entries;
+        parent.unknown = false;
+    }
 }

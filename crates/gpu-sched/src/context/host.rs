@@ -135,8 +135,8 @@ impl TaskContext {
     /// # Errors
     ///
     /// [`Error::WrongDevice`] for a split of another runtime; driver errors
-    /// from a wait. Either way the parent's uses stay unknown (its next use
-    /// waits for every stream), never stale.
+    /// from a wait. Either way the parent gets its views' uses, as when a
+    /// split is dropped without a rejoin ([`Split`]): never stale.
     pub fn rejoin<T: DeviceRepr>(&self, mut split: Split<'_, T>) -> Result<()> {
         self.rt.check_same(split.runtime_id(), "the split buffer")?;
         self.bind()?;
@@ -148,6 +148,7 @@ impl TaskContext {
             .ledger_rw()
             .stamp_write(parent.get_mut(), self.sid());
         self.rt.core().streams.note_other(self.sid());
+        split.mark_rejoined();
         Ok(())
     }
 }
