@@ -34,7 +34,8 @@ impl Ledger {
     ///
     /// `device_wait_possible` is false where the runtime cannot make `s2`
     /// wait on the device (another context); a capturing `s2` waits for
-    /// nothing (X7: its graph's launch hands the buffer off again). Counts every outcome (see [`Ledger::counters`]).
+    /// nothing (X7: its graph's launch hands the buffer off again). Counts
+    /// every outcome (see [`Ledger::counters`]).
     #[inline]
     pub fn hand_off(
         &self,

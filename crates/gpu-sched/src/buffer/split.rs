@@ -184,30 +184,27 @@ impl<T: DeviceRepr> Drop for Split<'_, T> {
         if self.rejoined {
             return;
         }
-        let ((range, ref before), n) = (self.before.clone(), self.stamps.len());
-        let whole = range == WHOLE;
-        let ranges: Vec<std::ops::Range<usize>> = (0..n)
-            .map(|i| {
-                let (start, end) = self.layout.range(i, self.len);
-                let lo = if whole && i == 0 {
-                    0
-                } else {
-                    self.offset + start
-                };
+        // The split ends here: its copy of the parent's uses is taken.
+        let (range, before) = std::mem::take(&mut self.before);
+        let (whole, n) = (range == WHOLE, self.stamps.len());
+        let (layout, len, offset) = (self.layout, self.len, self.offset);
+        let views: Vec<(std::ops::Range<usize>, &gpu_epoch::Uses)> = self
+            .stamps
+            .iter_mut()
+            .enumerate()
+            .map(|(i, s)| {
+                let (start, end) = layout.range(i, len);
+                let lo = if whole && i == 0 { 0 } else { offset + start };
                 let hi = if whole && i + 1 == n {
                     usize::MAX
                 } else {
-                    self.offset + end
+                    offset + end
                 };
-                lo..hi
+                (lo..hi, &*s.get_mut())
             })
-            .collect();
-        let views: Vec<(std::ops::Range<usize>, &gpu_epoch::Uses)> = ranges
-            .into_iter()
-            .zip(self.stamps.iter_mut().map(|s| &*s.get_mut()))
             .collect();
         self.rt
             .ledger_rw()
-            .merge_views(self.parent.get_mut(), before, &views);
+            .merge_views(self.parent.get_mut(), &before, &views);
     }
 }
