@@ -245,10 +245,7 @@ fn graphed_steps(
     k: Step<'_>,
     iters: u64,
 ) -> Duration {
-    let mut total = Duration::ZERO;
-    let mut left = iters.div_ceil(GRAPHED_STEPS) * GRAPHED_STEPS;
-    while left > 0 {
-        let run = left.min(STEPS);
+    in_runs(iters.div_ceil(GRAPHED_STEPS) * GRAPHED_STEPS, |run| {
         cg.restart(t);
         t.synchronize().unwrap();
         let start = Instant::now();
@@ -264,18 +261,13 @@ fn graphed_steps(
         // The graphs run on the graphed scope's own stream, not `t`'s:
         // every stream's work waited for.
         gpu::synchronize().unwrap();
-        total += start.elapsed();
-        left -= run;
-    }
-    total
+        start.elapsed()
+    })
 }
 
 /// Times `iters` steps, in runs of `STEPS` from a restart (untimed).
 fn steps(t: &TaskContext, cg: &mut Cg, k: Step<'_>, iters: u64) -> Duration {
-    let mut total = Duration::ZERO;
-    let mut left = iters;
-    while left > 0 {
-        let run = left.min(STEPS);
+    in_runs(iters, |run| {
         cg.restart(t);
         t.synchronize().unwrap();
         let start = Instant::now();
@@ -283,8 +275,19 @@ fn steps(t: &TaskContext, cg: &mut Cg, k: Step<'_>, iters: u64) -> Duration {
             cg.step(t, k);
         }
         t.synchronize().unwrap();
-        total += start.elapsed();
-        left -= run;
+        start.elapsed()
+    })
+}
+
+/// `steps` steps in runs of at most [`STEPS`]: the sum of the times `run`
+/// gives for each run's number of steps.
+fn in_runs(steps: u64, mut run: impl FnMut(u64) -> Duration) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = steps;
+    while left > 0 {
+        let n = left.min(STEPS);
+        total += run(n);
+        left -= n;
     }
     total
 }
@@ -339,8 +342,8 @@ fn plain_and_graphed(
 
 /// `cg-small-fused-capture` (CUDA only): the fused steps captured by hand
 /// ([`hand::Hand`]), checked against the library's plain steps' residual
-/// after [`STEPS`] steps, then timed as [`graphed_steps`] times the graphed
-/// scope's runs.
+/// after [`STEPS`] steps, then timed in runs as [`graphed_steps`] times
+/// the graphed scope's.
 fn hand_captured(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     t: &TaskContext,
@@ -374,14 +377,9 @@ fn hand_captured(
     );
     g.bench_function("cg-small-fused-capture", |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            let mut left = iters.div_ceil(GRAPHED_STEPS) * GRAPHED_STEPS;
-            while left > 0 {
-                let steps = left.min(STEPS);
-                total += run(&hand, steps);
-                left -= steps;
-            }
-            total
+            in_runs(iters.div_ceil(GRAPHED_STEPS) * GRAPHED_STEPS, |n| {
+                run(&hand, n)
+            })
         })
     });
     drop(hand);
