@@ -208,6 +208,12 @@ impl Writer<'_> {
         }
         self.len.store(n, Relaxed);
     }
+
+    /// Keeps the source and drops the ordered table [`Writer::cover`]
+    /// wrote (X8: the stream was found shared after its row was read).
+    pub(crate) fn drop_table(&self) {
+        self.len.store(0, Relaxed);
+    }
 }
 
 /// What a record is in the middle of: returned by

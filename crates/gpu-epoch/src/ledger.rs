@@ -57,7 +57,9 @@ struct StreamOrder {
     /// each followed by `joined_shared`'s RMW, through which a later `close`
     /// sees it; `false` by `recycle`, with no task on the stream. Loaded
     /// `Relaxed` under `owner` and by `bind`'s fast path (with `owner_id`),
-    /// `Acquire` by `close` (after its RMW), `may_learn` and `is_shared`.
+    /// `Acquire` by `close` (after its RMW), `may_learn`, `is_shared`, and
+    /// `finish_record` and `finish_stream_sync` after they read `waited`
+    /// (X8: a sharer's raise they saw makes it read true).
     shared: AtomicBool,
     /// Being captured into a graph (R12). Stored `Release` by
     /// `set_capturing` (by the stream's own task); loaded `Acquire` by
@@ -73,8 +75,9 @@ struct StreamOrder {
     /// `is_vacant`; the ledger's `vacant` list (a mutex) hands slots over.
     vacant: AtomicBool,
     /// `waited[t]`: the highest epoch of stream `t` this stream is ordered
-    /// after (R8, X1). Written by the owner only (`raise`: a `Relaxed` load
-    /// of its own store, then a `Release` store); loaded `Acquire` by
+    /// after (R8, X1). Written by the owner, or a shared stream's sharers
+    /// (X8; `raise`: a `Relaxed` load, then a `Release` store: two sharers
+    /// racing may lower it, which only forgoes a fact); loaded `Acquire` by
     /// `covered`, `waited` and `waited_row`: a use of the fact comes after the
     /// device wait that taught it was submitted.
     waited: Box<[AtomicU64]>,
@@ -103,9 +106,11 @@ impl StreamOrder {
         }
     }
 
-    /// Raises `waited[t]` to `v`. Only the stream's unshared owner writes
-    /// its row (`may_learn`), so a load and a store do: no read-modify-write
-    /// on the hot path (the mask's, once per entry, is not).
+    /// Raises `waited[t]` to `v`. The owner (or a shared stream's
+    /// sharers, X8) writes its row (`may_learn`), so a load and a store
+    /// do: no read-modify-write on the hot path (the mask's, once per
+    /// entry, is not). Two sharers racing may store the lower value: a
+    /// true fact, weaker, never a false one.
     #[inline]
     fn raise(&self, t: StreamId, v: u64) {
         let entry = &self.waited[t.index()];

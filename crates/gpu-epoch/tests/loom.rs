@@ -1,10 +1,10 @@
 //! The ledger's races under loom: run with
 //! `LOOM_MAX_PREEMPTIONS=4 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p gpu-epoch --release --test loom`
-//! (CI does: every interleaving with at most four preemptions, about 13
-//! seconds here). Without the bound loom explores every interleaving: all
-//! five models pass that way in about five minutes here (288 s, with the
-//! event coverage's sequence lock, whose every load and store is a step for
-//! loom).
+//! (CI does: every interleaving with at most four preemptions, about 23
+//! seconds here for the six models). Without the bound loom explores every
+//! interleaving: the first five models passed that way in about five
+//! minutes here (288 s, with the event coverage's sequence lock, whose
+//! every load and store is a step for loom).
 //!
 //! The driver is modelled by a mutex per device object: a driver record sets
 //! the event's state, a driver wait reads it, a submission appends to the
@@ -275,4 +275,64 @@ fn take_over_a_finishing_tasks_stream() {
         let t2 = l.begin_task();
         assert_eq!(l.bind(&t2, s[0]), Binding::TookOver);
     });
+}
+
+/// X8: a task shares a stream and waits there on the device while the
+/// stream's owner records an event on it (or synchronizes it). The
+/// sharer's Ordered fact gets into what the owner's record or synchronize
+/// teaches only if its wait was queued before the owner's driver call.
+#[test]
+fn a_sharer_learns_while_the_owner_records_or_syncs() {
+    for sync in [false, true] {
+        model(move || {
+            let (l, s) = ledger(2);
+            // s0's write, covered by `ev` (a counted close of epoch 1).
+            let ta = l.begin_task();
+            let ev = Arc::new(EventCoverage::new());
+            let dev: DriverEvent = Arc::new(Mutex::new(None));
+            record(&l, &ta, &ev, &dev, s[0]);
+            let owner = l.begin_task();
+            l.bind(&owner, s[1]);
+            // s1's queue: where the sharer's wait landed.
+            let queue = Arc::new(Mutex::new(0usize));
+            let sharer = {
+                let (l, ev, q, s1) = (l.clone(), ev.clone(), queue.clone(), s[1]);
+                thread::spawn(move || {
+                    let t = l.begin_task();
+                    l.bind(&t, s1);
+                    let w = l.begin_wait(&ev);
+                    let at = {
+                        let mut q = q.lock().unwrap();
+                        *q += 1;
+                        *q - 1
+                    };
+                    l.finish_stream_wait(&t, &ev, w, s1);
+                    at
+                })
+            };
+            let (covered, closed) = if sync {
+                let closed = l.begin_stream_sync(&owner, s[1]).unwrap();
+                let covered = *queue.lock().unwrap(); // the driver sync
+                l.finish_stream_sync(closed);
+                (covered, closed)
+            } else {
+                let e1 = EventCoverage::new();
+                let tk = l.begin_record(&owner, &e1, s[1]);
+                let covered = *queue.lock().unwrap(); // the driver record
+                l.finish_record(&e1, tk);
+                // The host sees the record done.
+                l.event_complete(&e1, || Ok::<_, ()>(true)).unwrap();
+                (covered, tk.closed())
+            };
+            let at = sharer.join().unwrap();
+            if l.completed(s[0]) >= StreamEpoch(1) {
+                assert!(closed.counted);
+                assert!(
+                    at < covered,
+                    "the owner's {} taught a wait queued after it",
+                    if sync { "synchronize" } else { "record" }
+                );
+            }
+        });
+    }
 }

@@ -202,7 +202,7 @@ impl Cause {
         match self {
             Cause::Direct => "epoch granularity (fact known, use stamped later)",
             Cause::HandOff => "hand-off wait (learns only the last counted close)",
-            Cause::SharedStream => "shared stream (closes/waits give no fact)",
+            Cause::SharedStream => "shared stream (its closes give no fact)",
             Cause::NonOwner => "wait/sync by a task not owning the stream",
             Cause::NonOwnerRecord => "event recorded on a stream the task does not own",
             Cause::ReRecord => "event re-recorded (during a wait, or records in flight)",
@@ -1280,7 +1280,7 @@ impl Sim {
                 }
                 if !captured && self.slots[slot].as_ref().unwrap().home == s {
                     // The runtime closes its stream's epoch after each
-                    // operation (R2; DESIGN "Beyond the seed (X1-X7)").
+                    // operation (R2; DESIGN "Beyond the seed (X1-X8)").
                     let c = self.ledger.close(&task, self.ids[s]);
                     self.log.push(format!("  closes s{s}: {c:?}"));
                 }

@@ -1,4 +1,4 @@
-//! One test per rule of DESIGN "The seed's rules (R1-R14)" and "Beyond the seed (X1-X7)" (R1-R14, X1-X3), at ledger level.
+//! One test per rule of DESIGN "The seed's rules (R1-R14)" and "Beyond the seed (X1-X8)" (R1-R14, X1-X3), at ledger level.
 #![cfg(not(loom))]
 
 mod common;
@@ -222,10 +222,23 @@ fn r08_a_stream_wait_orders_the_waiting_owners_stream() {
         l.hand_off(a.get_mut(), s[1], Access::Read, true),
         Decision::NoWait(Reason::Ordered)
     );
-    // A wait on another live task's stream shares it: no fact.
+    // A wait on another live task's stream shares it, and still orders
+    // what goes on it later (X8).
     l.bind(&t2, s[2]);
-    assert!(!wait(&l, &t3, &ev, s[2]));
-    assert_eq!(l.waited(s[2], s[0]), StreamEpoch(0));
+    assert!(wait(&l, &t3, &ev, s[2]));
+    assert!(l.is_shared(s[2]));
+    assert_eq!(l.waited(s[2], s[0]), StreamEpoch(1));
+    // A task that never bound an unshared stream learns nothing from a
+    // wait on it.
+    let (l, s) = ledger(2);
+    let (t0, t1, t2) = (l.begin_task(), l.begin_task(), l.begin_task());
+    let ev = EventCoverage::new();
+    record(&l, &t0, &ev, s[0]);
+    l.bind(&t1, s[1]);
+    assert!(!l
+        .stream_wait(&t2, &ev, s[1], driver("cuStreamWaitEvent", true))
+        .unwrap());
+    assert_eq!(l.waited(s[1], s[0]), StreamEpoch(0));
     // A wait spanning a re-record: no fact.
     let (l, s) = ledger(3);
     let (t0, t1, t2) = (l.begin_task(), l.begin_task(), l.begin_task());
@@ -538,6 +551,48 @@ fn x6_a_hand_off_s_host_wait_completes_the_last_counted_close() {
             Decision::NoWait(Reason::Completed)
         );
     }
+}
+
+#[test]
+fn x8_a_sharers_wait_orders_the_stream_but_not_the_owners_record_or_sync() {
+    // t1 shares t0's s1 and waits there for s0's write: later work on s1,
+    // whoever submits it, is ordered after that write.
+    let (l, s) = ledger(3);
+    let t: Vec<_> = (0..3).map(|_| l.begin_task()).collect();
+    let (ev, e1) = (EventCoverage::new(), EventCoverage::new());
+    let mut a = BufferStamps::new();
+    write(&l, &t[2], &mut a, s[0]);
+    record(&l, &t[2], &ev, s[0]);
+    l.bind(&t[0], s[1]);
+    // t0 (the owner) begins a record on s1 and its driver call lands
+    // before t1's wait; t1's fact comes before t0's finish.
+    let ticket = l.begin_record(&t[0], &e1, s[1]);
+    assert!(wait(&l, &t[1], &ev, s[1]));
+    assert_eq!(
+        l.hand_off(a.get_mut(), s[1], Access::Read, true),
+        Decision::NoWait(Reason::Ordered)
+    );
+    l.finish_record(&e1, ticket);
+    // The record covers t0's close but not t1's wait, which came after it.
+    let c = l.begin_wait(&e1);
+    assert_eq!(c.source(), Some((s[1], StreamEpoch(1))));
+    assert!(l.finish_event_complete(&e1, c));
+    assert_eq!(l.completed(s[1]), StreamEpoch(1));
+    assert_eq!(l.completed(s[0]), StreamEpoch(0));
+    // Likewise a synchronize the owner began before the sharer's wait.
+    let (l, s) = ledger(3);
+    let t: Vec<_> = (0..3).map(|_| l.begin_task()).collect();
+    let ev = EventCoverage::new();
+    let mut a = BufferStamps::new();
+    write(&l, &t[2], &mut a, s[0]);
+    record(&l, &t[2], &ev, s[0]);
+    l.bind(&t[0], s[1]);
+    let closed = l.begin_stream_sync(&t[0], s[1]).unwrap();
+    assert!(closed.counted);
+    assert!(wait(&l, &t[1], &ev, s[1]));
+    l.finish_stream_sync(closed);
+    assert_eq!(l.completed(s[1]), closed.epoch);
+    assert_eq!(l.completed(s[0]), StreamEpoch(0));
 }
 
 #[test]

@@ -53,7 +53,7 @@ fn every_device_wait_is_judged_once() {
     gpu_kernels::axpy(&u, 1.0, &a, &mut c).unwrap();
     // `c += b`: the fill of `b` came before the event that wait waited
     // for, and `t` closed its epoch after each fill (DESIGN "Beyond the
-    // seed (X1-X7)", X6): the wait taught `u` so, and it waits no more.
+    // seed (X1-X8)", X6): the wait taught `u` so, and it waits no more.
     gpu_kernels::axpy(&u, 1.0, &b, &mut c).unwrap();
     let waits = device_waits(&faults) - before;
     assert_eq!(waits, 1);

@@ -257,13 +257,26 @@ impl Ledger {
         self.order(s).completed.fetch_max(epoch.0, AcqRel);
     }
 
+    /// Whether `task`'s device wait on `s`, submitted, may raise `s`'s
+    /// `waited` row (R8): `s` is not capturing, and `task` owns it or `s`
+    /// is shared (X8). A wait orders whatever any task submits to `s`
+    /// after it, whoever queued it, so a sharer's fact holds for every
+    /// task. What it must not do is get into a table read after a driver
+    /// call of the owner's that it does not precede (`finish_record`,
+    /// `finish_stream_sync`): those read the row first and `shared` next,
+    /// and drop the row if shared. A sharer stored `shared` before its
+    /// wait and raises after it, both `Release`, so a raise they read
+    /// makes `shared` read true. An unshared stream's non-owner (a task
+    /// whose binding the ledger did not see) learns nothing: no such
+    /// check would see it. Sharers raise with a load and a store, as the
+    /// owner: two of them racing may lower an entry, which forgoes a fact
+    /// and claims none (each value stored is true).
     #[inline]
     pub(super) fn may_learn(&self, task: &Task, s: StreamId) -> bool {
         let o = self.order(s);
-        // Acquire: `task`'s own id and capture it reads in program order; a
-        // stale `shared` leaves the owner the row's only writer all the same.
-        o.owner_id.load(Acquire) == task.id().0
-            && !o.shared.load(Acquire)
+        // Acquire: `task`'s own id and capture it reads in program order;
+        // `shared` pairs with the sharer's store in `bind_slow` or `share`.
+        (o.owner_id.load(Acquire) == task.id().0 || o.shared.load(Acquire))
             && !o.capturing.load(Acquire)
     }
 }

@@ -58,6 +58,14 @@ impl Ledger {
         w.end();
         if closed.counted && ticket.alone && w.records_now() == ticket.records {
             w.cover(closed.stream, closed.epoch, self.waited_row(closed.stream));
+            if self.is_shared(closed.stream) {
+                // The row was read after the driver record: a task that
+                // shares the stream now may have raised it for a wait it
+                // submitted after the record (X8), and a raise seen above
+                // makes its `shared` seen here (it stored `shared` before
+                // it bound, the raise after its wait, both `Release`).
+                w.drop_table();
+            }
         }
     }
 
@@ -256,7 +264,15 @@ impl Ledger {
             return;
         }
         self.mark_completed(closed.stream, closed.epoch);
-        self.complete_row(closed.stream);
+        // The row is read after the synchronize: as in `finish_record`, a
+        // task sharing the stream now may have raised it for a wait it
+        // submitted after the synchronize (X8).
+        let row: smallvec::SmallVec<[(StreamId, u64); 8]> = self.waited_row(closed.stream).collect();
+        if !self.is_shared(closed.stream) {
+            for (t, w) in row {
+                self.mark_completed(t, StreamEpoch(w));
+            }
+        }
     }
 
     /// X1: `s` is known past every device wait it was ordered by: each

@@ -65,10 +65,12 @@ impl TaskContext {
     /// recording has its shape (after setting changed kernel arguments in
     /// place), else one built now, which `cache` keeps.
     ///
-    /// Inside, only kernel launches, device copies within the device and
-    /// fills of whole words go into the graph; everything a scope capture
-    /// refuses is refused, and so are library calls and collectives. If
-    /// `body` fails, nothing of it runs.
+    /// Inside, kernel launches, device copies within the device, fills of
+    /// whole words, allocations (memory reused from the last run) and
+    /// foreign operations declared capture-safe (library calls, as child
+    /// graphs) go into the graph; everything a scope capture refuses is
+    /// refused, and so are foreign operations not declared capture-safe
+    /// and collectives. If `body` fails, nothing of it runs.
     ///
     /// # Errors
     ///

@@ -256,7 +256,7 @@ impl TaskContext {
                 }
             }
         }
-        // R2 after every operation (DESIGN "Beyond the seed (X1-X7)"): closes the epoch
+        // R2 after every operation (DESIGN "Beyond the seed (X1-X8)"): closes the epoch
         // its stamps carry, now that it is submitted. A close of the
         // stream's unshared owner counts, so a hand-off's wait for this
         // operation, or anything stamped before it, teaches its waiter
@@ -275,7 +275,7 @@ impl TaskContext {
     /// graph's buffers handed off before its launch), with X6's close
     /// after each held back: their stamps stay in the open epoch, which
     /// the task's next close, after the submission in its program order,
-    /// covers (DESIGN "Beyond the seed (X1-X7)").
+    /// covers (DESIGN "Beyond the seed (X1-X8)").
     pub(crate) fn submitting_later<R>(&self, f: impl FnOnce() -> R) -> R {
         struct Reset<'a>(&'a std::cell::Cell<bool>, bool);
         impl Drop for Reset<'_> {
