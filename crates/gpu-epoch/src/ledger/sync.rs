@@ -267,7 +267,8 @@ impl Ledger {
         // The row is read after the synchronize: as in `finish_record`, a
         // task sharing the stream now may have raised it for a wait it
         // submitted after the synchronize (X8).
-        let row: smallvec::SmallVec<[(StreamId, u64); 8]> = self.waited_row(closed.stream).collect();
+        let row: smallvec::SmallVec<[(StreamId, u64); 8]> =
+            self.waited_row(closed.stream).collect();
         if !self.is_shared(closed.stream) {
             for (t, w) in row {
                 self.mark_completed(t, StreamEpoch(w));
