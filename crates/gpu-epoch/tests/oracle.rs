@@ -1106,7 +1106,15 @@ impl Sim {
                     let (e, pooled) = self.hand_off_event(s.index());
                     // `s2` waits on it on the device.
                     let tag = if self.ledger.learn_hand_off(task, sid2, &facts) {
-                        Cause::HandOff
+                        // What the wait ordered beyond the source's last
+                        // counted close: its open epoch, or, on a shared
+                        // source, everything since it was shared (its
+                        // closes give no fact, R2).
+                        if self.ledger.is_shared(s) {
+                            Cause::SharedStream
+                        } else {
+                            Cause::HandOff
+                        }
                     } else {
                         self.tag_not_learnt(s2)
                     };
