@@ -61,13 +61,21 @@ fn the_first_run_builds_and_later_runs_replay() {
 }
 
 /// Other buffers at the same places: the kernel nodes' arguments are set in
-/// place (no new build), and the values follow the buffers of each run.
+/// place (no new build), and the values follow the buffers of each run;
+/// with the tasks as jobs, and run at their spawn (where a run that
+/// touches other memory than the last leaves its trail).
 #[test]
 fn changed_pointers_update_the_graph_in_place() {
+    for serial in [false, true] {
+        changed_pointers_update_the_graph_in_place_as(serial);
+    }
+}
+
+fn changed_pointers_update_the_graph_in_place_as(serial: bool) {
     let rt = runtime();
     let n = 1024;
     let mut bufs = zeroed::<4>(&rt, n);
-    let mut g = Graphed::on(&rt);
+    let mut g = Graphed::on(&rt).serial(serial);
     for round in 0..6usize {
         let (lo, hi) = bufs.split_at_mut(2);
         let (a, b) = if round % 2 == 0 {
@@ -88,7 +96,10 @@ fn changed_pointers_update_the_graph_in_place() {
         } else {
             (&bufs[1], &bufs[3])
         };
-        assert!(all(a, v) && all(b, 3.0 * v), "round {round}");
+        assert!(
+            all(a, v) && all(b, 3.0 * v),
+            "serial {serial}, round {round}"
+        );
     }
     let st = g.stats();
     // Rounds 1-5 replay, each with both nodes' pointers changed; round 2

@@ -124,6 +124,7 @@ impl TaskContext {
         cap.end();
         let t1 = std::time::Instant::now();
         let launched = r.and_then(|()| cap.take_recording()).and_then(|rec| {
+            cache.keep_trail(cap.take_trail());
             let merge = |members: &[&_], tag: &_, arrays, slot| {
                 super::batched_node(rt, slot, members, tag, arrays)
             };

@@ -5,6 +5,7 @@
 //! a graph of the new shape is built.
 
 use super::batch::{array_words, plan, Merge, Plan, PointerArrays};
+use super::capture::{RunParts, Trail};
 use super::child::ChildCache;
 use super::lanes::{lanes, Deps, GRAPH_LANES};
 use super::recording::{Recorded, Recording};
@@ -133,6 +134,9 @@ pub struct GraphCache {
     children: Arc<ChildCache>,
     /// The last run's recording's storage, emptied, for the next one.
     spare: Vec<Recorded>,
+    /// The last run's trail, which the next run follows while its
+    /// operations are the same (serial scopes).
+    trail: Option<Arc<Trail>>,
     stats: GraphStats,
     serial: bool,
     lanes: usize,
@@ -146,6 +150,7 @@ impl Default for GraphCache {
             memory: None,
             children: Arc::default(),
             spare: Vec::new(),
+            trail: None,
             stats: GraphStats::default(),
             serial: false,
             lanes: GRAPH_LANES,
@@ -201,10 +206,7 @@ impl GraphCache {
     /// The memory the allocations of a run on `rt` reuse (new if the
     /// last run was on another runtime), the captures its foreign
     /// operations may reuse, and the storage its recording may fill.
-    pub(crate) fn for_run(
-        &mut self,
-        rt: &Runtime,
-    ) -> (Arc<GraphMemory>, Arc<ChildCache>, Vec<Recorded>) {
+    pub(crate) fn for_run(&mut self, rt: &Runtime) -> RunParts {
         let memory = match &self.memory {
             Some(m) if m.runtime().id() == rt.id() => m.clone(),
             _ => {
@@ -216,7 +218,14 @@ impl GraphCache {
             memory,
             self.children.clone(),
             std::mem::take(&mut self.spare),
+            Some(self.trail.take().unwrap_or_default()),
         )
+    }
+
+    /// Keeps a run's trail for the next run to follow (a serial scope's:
+    /// `capture::Trail`).
+    pub(crate) fn keep_trail(&mut self, trail: Option<Arc<Trail>>) {
+        self.trail = trail;
     }
 
     /// A run ended: the captures it did not use are dropped.

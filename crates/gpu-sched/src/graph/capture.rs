@@ -108,6 +108,49 @@ struct Deps {
     /// A graphed scope's operations recorded so far (the next one's
     /// index).
     recorded: u32,
+    /// A serial graphed scope's last run ([`Trail`]), followed while each
+    /// operation is the one of the same index there: its dependencies are
+    /// then taken from it, and the maps above stay empty until the first
+    /// operation that differs, where they catch up.
+    guide: Option<Arc<Trail>>,
+    /// Whether every operation so far was its guide's.
+    following: bool,
+    /// Where the first operation that differs from the guide came (while
+    /// following: `recorded`).
+    diverged: u32,
+    /// This run's steps from there on (a guided run's only).
+    trail: Vec<Step>,
+}
+
+/// What a graphed scope's run starts from ([`GraphCache::for_run`]): the
+/// memory its allocations reuse, the captures its foreign operations may
+/// reuse, the storage its recording may fill, and the last run's trail.
+///
+/// [`GraphCache::for_run`]: super::GraphCache::for_run
+pub(crate) type RunParts = (
+    Arc<GraphMemory>,
+    Arc<ChildCache>,
+    Vec<Recorded>,
+    Option<Arc<Trail>>,
+);
+
+/// What a graphed scope's run recorded, step by step: the operations'
+/// keys, what each followed (its task's chain) and touched, and the
+/// dependencies it got. The dependencies are a function of the steps
+/// before and its own (`Deps::of` and `Deps::record` read nothing else),
+/// so a later run whose operations are the same up to one gets the same
+/// dependencies for it: the next run's guide.
+#[derive(Default)]
+pub(crate) struct Trail {
+    steps: Vec<Step>,
+}
+
+#[derive(Clone)]
+struct Step {
+    key: (u64, u32),
+    chain: Nodes,
+    mem: smallvec::SmallVec<[MemAccess; 4]>,
+    deps: smallvec::SmallVec<[u32; 4]>,
 }
 
 impl Deps {
@@ -126,6 +169,78 @@ impl Deps {
             .filter(|(&(p, n), _)| p + n > lo)
             .map(|(_, &u)| u)
             .collect()
+    }
+
+    /// The next recorded operation (keyed `key`, after `chain`, touching
+    /// `mem`): its index, and the earlier operations it follows (from the
+    /// guide while the run follows it).
+    fn next(
+        &mut self,
+        key: (u64, u32),
+        chain: &Nodes,
+        mem: &[MemAccess],
+    ) -> (u32, smallvec::SmallVec<[u32; 4]>) {
+        let i = self.recorded;
+        self.recorded += 1;
+        if let Some(deps) = self.follow(i, key, chain, mem) {
+            return (i, deps);
+        }
+        let deps = self.of(chain, mem);
+        // Node ids are indices plus one (0 is no node).
+        self.record(mem, &smallvec::smallvec![RawNode(u64::from(i) + 1)]);
+        let deps: smallvec::SmallVec<[u32; 4]> = deps.iter().map(|n| (n.0 - 1) as u32).collect();
+        if self.guide.is_some() {
+            self.trail.push(Step {
+                key,
+                chain: chain.clone(),
+                mem: mem.into(),
+                deps: deps.clone(),
+            });
+        }
+        (i, deps)
+    }
+
+    /// Operation `i`'s dependencies from the guide, if it and every one
+    /// before it are the guide's (the same key, chain and memory); at the
+    /// first that is not, the maps catch up with the operations before it
+    /// (each the guide's, touching the same memory), and `None` from then
+    /// on.
+    fn follow(
+        &mut self,
+        i: u32,
+        key: (u64, u32),
+        chain: &[RawNode],
+        mem: &[MemAccess],
+    ) -> Option<smallvec::SmallVec<[u32; 4]>> {
+        if !self.following {
+            return None;
+        }
+        let guide = self.guide.as_ref()?;
+        if let Some(s) = guide.steps.get(i as usize) {
+            if s.key == key && s.chain[..] == *chain && s.mem[..] == *mem {
+                return Some(s.deps.clone());
+            }
+        }
+        let guide = guide.clone();
+        self.following = false;
+        self.diverged = i;
+        for (k, s) in guide.steps[..i as usize].iter().enumerate() {
+            self.record(&s.mem, &smallvec::smallvec![RawNode(k as u64 + 1)]);
+        }
+        None
+    }
+
+    /// This run's trail, for the next run's guide; `None` unless guided.
+    fn take_trail(&mut self) -> Option<Arc<Trail>> {
+        let guide = self.guide.take()?;
+        if self.following {
+            // Every operation was the guide's: the guide says it all (its
+            // steps past this run's last hold for the same operations).
+            return Some(guide);
+        }
+        let mut steps = guide.steps[..self.diverged as usize].to_vec();
+        steps.append(&mut self.trail);
+        Some(Arc::new(Trail { steps }))
     }
 
     /// The nodes an operation touching `mem` must follow, besides `chain`.
@@ -186,28 +301,35 @@ impl ScopeCapture {
     /// with `serial`, its tasks run at their spawn ([`CaptureHandle::serial`]);
     /// its allocations take `memory`'s blocks, its foreign operations
     /// `children`'s captures where they may, and its recording the
-    /// storage `spare` (the last run's, emptied).
+    /// storage `spare` (the last run's, emptied); a serial one follows
+    /// `guide` (the last run's [`Trail`]; an empty one for the first run)
+    /// while its operations are the same.
     pub(crate) fn new_build(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
-        (memory, children, spare): (Arc<GraphMemory>, Arc<ChildCache>, Vec<Recorded>),
+        run: RunParts,
         serial: bool,
     ) -> Self {
-        Self::with_mode(rt_id, task, slot, Some((memory, children, spare)), serial)
+        Self::with_mode(rt_id, task, slot, Some(run), serial)
     }
 
     fn with_mode(
         rt_id: u64,
         task: Task,
         slot: (StreamId, RawStream),
-        memory: Option<(Arc<GraphMemory>, Arc<ChildCache>, Vec<Recorded>)>,
+        run: Option<RunParts>,
         serial: bool,
     ) -> Self {
-        let build = memory.is_some();
-        let (memory, spare) = match memory {
-            Some((m, c, spare)) => (Some((m, c)), spare),
-            None => (None, Vec::new()),
+        let build = run.is_some();
+        let (memory, spare, guide) = match run {
+            Some((m, c, spare, guide)) => (Some((m, c)), spare, guide.filter(|_| serial)),
+            None => (None, Vec::new(), None),
+        };
+        let deps = Deps {
+            following: guide.is_some(),
+            guide,
+            ..Deps::default()
         };
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         ScopeCapture {
@@ -218,7 +340,7 @@ impl ScopeCapture {
             ended: AtomicBool::new(false),
             build,
             serial,
-            state: Mutex::new(Deps::default()),
+            state: Mutex::new(deps),
             shards: Shards::with_spare(spare),
             memory,
         }
@@ -258,15 +380,9 @@ impl ScopeCapture {
         let (i, deps) = {
             let mut st = self.state.lock();
             self.check_open()?;
-            let deps = st.of(&chain.borrow(), mem);
-            let i = st.recorded;
-            st.recorded += 1;
-            // Node ids are indices plus one (0 is no node).
-            st.record(mem, &smallvec::smallvec![RawNode(u64::from(i) + 1)]);
-            (i, deps)
+            st.next(key, &chain.borrow(), mem)
         };
         *chain.borrow_mut() = smallvec::smallvec![RawNode(u64::from(i) + 1)];
-        let deps = deps.iter().map(|n| (n.0 - 1) as u32).collect();
         self.shards.push(Recorded { i, key, op, deps });
         Ok(())
     }
@@ -281,6 +397,12 @@ impl ScopeCapture {
     pub(crate) fn take_recording(&self) -> Result<Recording> {
         let n = self.state.lock().recorded as usize;
         self.shards.take(n)
+    }
+
+    /// A serial graphed scope's trail of this run, the next run's guide
+    /// (once the capture ended; `None` for other captures).
+    pub(crate) fn take_trail(&self) -> Option<Arc<Trail>> {
+        self.state.lock().take_trail()
     }
 
     /// Errs once the capture ended.
