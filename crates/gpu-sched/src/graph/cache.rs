@@ -205,7 +205,8 @@ impl GraphCache {
 
     /// The memory the allocations of a run on `rt` reuse (new if the
     /// last run was on another runtime), the captures its foreign
-    /// operations may reuse, and the storage its recording may fill.
+    /// operations may reuse, the storage its recording may fill, and for
+    /// a serial scope the last run's trail (an empty one at first).
     pub(crate) fn for_run(&mut self, rt: &Runtime) -> RunParts {
         let memory = match &self.memory {
             Some(m) if m.runtime().id() == rt.id() => m.clone(),
@@ -218,7 +219,8 @@ impl GraphCache {
             memory,
             self.children.clone(),
             std::mem::take(&mut self.spare),
-            Some(self.trail.take().unwrap_or_default()),
+            // Only a serial scope follows a trail (`capture::Trail`).
+            self.serial.then(|| self.trail.take().unwrap_or_default()),
         )
     }
 
