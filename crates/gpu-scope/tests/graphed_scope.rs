@@ -109,6 +109,42 @@ fn changed_pointers_update_the_graph_in_place_as(serial: bool) {
     assert_no_races(&rt);
 }
 
+/// A serial scope whose runs follow their last one (DESIGN "Graphs
+/// without capture by hand", "Following the last run"): runs alike replay
+/// as they are, a scalar that changes is set in place, and the run after
+/// it is compared with the graph as updated (a stale comparison would
+/// launch the old scalar); a run that writes other memory leaves the trail
+/// and has its pointers set.
+#[test]
+fn a_serial_run_like_the_last_replays_and_a_changed_scalar_is_still_set() {
+    let rt = runtime();
+    let n = 1024;
+    let [mut a, mut b, mut c] = zeroed::<3>(&rt, n);
+    let mut g = Graphed::on(&rt).serial(true);
+    let scalars = [1.0f32, 1.0, 2.0, 2.0, 1.0, 1.0, 3.0];
+    for (round, &v) in scalars.iter().enumerate() {
+        // Round 5 writes `c` instead of `b`: the run leaves its trail
+        // there (other memory), and its nodes' pointers change.
+        let last = if round == 5 { &mut c } else { &mut b };
+        g.scope(|s| {
+            k::fill(s, &mut a, v)?;
+            let a = &a;
+            s.spawn(move |t| k::scale_into(t, a, last, 2.0));
+            Ok(())
+        })
+        .unwrap();
+        assert!(all(&a, v), "round {round}: a");
+        let out = if round == 5 { &c } else { &b };
+        assert!(all(out, 2.0 * v), "round {round}: the scaled copy");
+    }
+    let st = g.stats();
+    // Updated in place: round 2 (the fill's scalar), 4 (the scalar back),
+    // 5 (the scale's pointer), 6 (the pointer back, and the scalar).
+    assert_eq!((st.builds, st.replays, st.updates), (1, 6, 4), "{st:?}");
+    assert_eq!(st.nodes_updated, 5);
+    assert_no_races(&rt);
+}
+
 /// A run of another shape (more tasks, another kernel) builds a new graph;
 /// the next run of the first shape builds again (one graph is kept).
 #[test]
