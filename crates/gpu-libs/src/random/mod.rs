@@ -38,6 +38,15 @@
 //! are pooled per stream slot of the runtime, bound to the task's stream
 //! and given the seed and offset at each call.
 //!
+//! **A fill waits on the host for its stream** on the CUDA backend: the
+//! call returns only once the work queued on the task's stream before it
+//! has run, unlike the other libraries' calls. cuRAND does this itself: a
+//! generation after a new seed or offset (every fill's, since each names
+//! its own) waits, and so does freeing a generator; a generation that
+//! goes on from the last without either does not (H100 runs of
+//! `library_calls_do_not_wait`, `benches/results/`). Fill before the work
+//! it would sit behind, or on a task of its own.
+//!
 //! ```
 //! # fn main() -> gpu_sched::Result<()> {
 //! use gpu_libs::random::Rng;
