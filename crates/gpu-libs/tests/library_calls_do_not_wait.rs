@@ -2,7 +2,8 @@
 //! issue 36, item 6): behind a gate that the test opens only after the
 //! calls returned, one wrapper of each library (`blas`, `solver`,
 //! `sparse`, `fft`, `random`) and a foreign operation of the caller's own
-//! return at once, and their results are right once the gate opened and
+//! return at once (but `random`'s fill on CUDA, which cuRAND makes wait:
+//! see `gpu_libs::random`), and their results are right once the gate opened and
 //! the task waited; a factorization's failure is reported at that wait. On
 //! the host backend each call used to wait for its stream (the twin ran
 //! while the caller waited), so it sat out the gate. The buffers a queued
@@ -123,8 +124,15 @@ fn library_calls_behind_a_closed_gate_return_at_once(rt: &Runtime) {
     gated.step("rand", || Rng::new(7).uniform(&t, &mut u).unwrap());
     gated.step("foreign", || twice(&t, &x, &mut w));
     let waited = gated.waited;
+    // cuRAND waits for the stream at a generation after a new seed or
+    // offset, which every fill sets (`gpu_libs::random`'s docs; H100 runs
+    // since 2026-12-06): on CUDA the fill may wait, no other call.
+    let may_wait: &[&str] = match rt.backend() {
+        gpu_sched::BackendKind::Cuda => &["rand"],
+        _ => &[],
+    };
     assert!(
-        waited.is_empty(),
+        waited.iter().all(|w| may_wait.contains(w)),
         "library calls that waited for the gated stream: {waited:?}"
     );
 
@@ -212,7 +220,11 @@ backend_tests!(buffers_dropped_at_once_outlive_the_queued_call);
 /// behind a gate of its own (made, bound to the stream, seeded, offset,
 /// generating, generating again without a new seed, freed), naming the
 /// steps that wait for the gated stream. The library's fill re-seeds a
-/// pooled generator at every call; this tells which step waits.
+/// pooled generator at every call; this tells which step waits. On H100
+/// runs the generations after a new seed or offset and the free waited
+/// (the first generation not always), never the others: asserted, so a
+/// cuRAND that waits at more steps shows, and one that waits at fewer is
+/// printed.
 #[test]
 #[ignore = "CUDA only: run on the GPU machine with --ignored"]
 fn curand_steps_behind_a_gate() {
@@ -268,8 +280,14 @@ fn curand_steps_behind_a_gate() {
     t.synchronize().unwrap();
     let waited = gated.waited;
     println!("cuRAND steps that waited for the gated stream: {waited:?}");
+    let seen = [
+        "generate",
+        "generate_at_offset",
+        "generate_reseeded",
+        "destroy",
+    ];
     assert!(
-        waited.is_empty(),
+        waited.iter().all(|w| seen.contains(w)),
         "cuRAND steps that waited for the gated stream: {waited:?}"
     );
 }
