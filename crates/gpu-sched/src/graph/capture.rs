@@ -113,11 +113,9 @@ struct Deps {
     /// then taken from it, and the maps above stay empty until the first
     /// operation that differs, where they catch up.
     guide: Option<Arc<Trail>>,
-    /// Whether every operation so far was its guide's.
-    following: bool,
-    /// Where the first operation that differs from the guide came (while
-    /// following: `recorded`).
-    diverged: u32,
+    /// Where the first operation that differs from the guide came (`None`
+    /// while every one so far was its guide's, or with no guide).
+    diverged: Option<u32>,
     /// This run's steps from there on (a guided run's only).
     trail: Vec<Step>,
 }
@@ -212,7 +210,7 @@ impl Deps {
         chain: &[RawNode],
         mem: &[MemAccess],
     ) -> Option<smallvec::SmallVec<[u32; 4]>> {
-        if !self.following {
+        if self.diverged.is_some() {
             return None;
         }
         let guide = self.guide.as_ref()?;
@@ -222,8 +220,7 @@ impl Deps {
             }
         }
         let guide = guide.clone();
-        self.following = false;
-        self.diverged = i;
+        self.diverged = Some(i);
         for (k, s) in guide.steps[..i as usize].iter().enumerate() {
             self.record(&s.mem, &smallvec::smallvec![RawNode(k as u64 + 1)]);
         }
@@ -233,14 +230,20 @@ impl Deps {
     /// This run's trail, for the next run's guide; `None` unless guided.
     fn take_trail(&mut self) -> Option<Arc<Trail>> {
         let guide = self.guide.take()?;
-        if self.following {
+        let Some(diverged) = self.diverged else {
             // Every operation was the guide's: the guide says it all (its
             // steps past this run's last hold for the same operations).
             return Some(guide);
-        }
-        let mut steps = guide.steps[..self.diverged as usize].to_vec();
+        };
+        let mut steps = guide.steps[..diverged as usize].to_vec();
         steps.append(&mut self.trail);
         Some(Arc::new(Trail { steps }))
+    }
+
+    /// Whether the run follows a guide, every operation so far its.
+    #[cfg(test)]
+    fn following(&self) -> bool {
+        self.guide.is_some() && self.diverged.is_none()
     }
 
     /// The nodes an operation touching `mem` must follow, besides `chain`.
@@ -323,11 +326,11 @@ impl ScopeCapture {
     ) -> Self {
         let build = run.is_some();
         let (memory, spare, guide) = match run {
-            Some((m, c, spare, guide)) => (Some((m, c)), spare, guide.filter(|_| serial)),
+            // `guide` is a serial scope's only (`GraphCache::for_run`).
+            Some((m, c, spare, guide)) => (Some((m, c)), spare, guide),
             None => (None, Vec::new(), None),
         };
         let deps = Deps {
-            following: guide.is_some(),
             guide,
             ..Deps::default()
         };
